@@ -1,0 +1,39 @@
+// Package client is the Go client library of coordd. It owns one session per
+// Client: connecting to a server, failing over to another when the stream
+// breaks, re-sending unanswered requests with their original xids (so a write
+// applies exactly once within the session), pinging, tracking the last zxid
+// seen, the client side of one-shot watches (dispatch and re-registration on
+// reconnect), and mapping the wire error codes to sentinel errors.
+//
+// It speaks only the public API (rpc/apipb) and never imports the server
+// packages (fsm, tree, session, watch, rpc).
+//
+// # Calls and contexts
+//
+// Every call takes a context. Calls may be made from many goroutines at once:
+// they are sent in call order on the session's stream and matched with their
+// replies by xid. If the context ends before the reply arrives, the call
+// returns ctx.Err(); a request already sent may still be executed by the
+// server, so for a write the outcome is then unknown to the caller. While the
+// client is disconnected, calls wait (bounded by their context) and are sent
+// once the session is re-established.
+//
+// # Failover and expiry
+//
+// When the stream breaks, the client reports StateDisconnected and tries the
+// other servers (random order, then the one it lost) until one accepts the
+// session again (StateReconnected) or the session timeout has passed since the
+// server last heard from the client, or a server reports the session expired
+// (StateExpired). After expiry every pending and later call fails with
+// ErrSessionExpired; the client never opens a new session on its own: call
+// Connect again. A write that was sent but not answered when the session ended
+// fails with an error matching both ErrOutcomeUnknown and ErrSessionExpired
+// (or ErrClosed): it may or may not have been applied.
+//
+// # Watches
+//
+// GetW, ExistsW and ChildrenW return a one-shot channel (capacity 1) that
+// receives exactly one Event and is then closed. When the session ends, every
+// pending watch channel receives an EventNotWatching event whose Err is
+// ErrSessionExpired or ErrClosed.
+package client

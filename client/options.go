@@ -1,0 +1,65 @@
+package client
+
+import (
+	"log/slog"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// Option configures Connect.
+type Option func(*options)
+
+type options struct {
+	sessionTimeout time.Duration
+	dialTimeout    time.Duration
+	logger         *slog.Logger
+	dialOptions    []grpc.DialOption
+}
+
+func defaultOptions() options {
+	return options{
+		sessionTimeout: 10 * time.Second,
+		dialTimeout:    2 * time.Second,
+		logger:         slog.New(slog.DiscardHandler),
+		dialOptions:    []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())},
+	}
+}
+
+// WithSessionTimeout sets the session timeout the client asks for (default
+// 10s); the server negotiates the actual one (see Client.SessionTimeout).
+func WithSessionTimeout(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.sessionTimeout = d
+		}
+	}
+}
+
+// WithLogger sets the logger (default: discard).
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) {
+		if l != nil {
+			o.logger = l
+		}
+	}
+}
+
+// WithDialTimeout bounds each attempt to connect to one server, handshake
+// included (default 2s).
+func WithDialTimeout(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.dialTimeout = d
+		}
+	}
+}
+
+// WithDialOptions adds gRPC dial options (for example TLS credentials, which
+// replace the default insecure ones, or a custom dialer).
+func WithDialOptions(opts ...grpc.DialOption) Option {
+	return func(o *options) {
+		o.dialOptions = append(o.dialOptions, opts...)
+	}
+}

@@ -1,0 +1,308 @@
+package client
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/coordd/coordd/rpc/apipb"
+)
+
+// State is the state of a Client's session, as reported on States.
+type State int
+
+const (
+	// StateConnecting is the zero State: the session is not established yet.
+	// Connect returns only once it is, so it never appears on States.
+	StateConnecting State = iota
+	// StateConnected: the session was established (the first event of every
+	// Client).
+	StateConnected
+	// StateDisconnected: the stream to the server broke; the client is trying
+	// the servers and the session may still be alive. Calls wait. Code that
+	// relies on the session (a lock) should consider itself suspended.
+	StateDisconnected
+	// StateReconnected: the same session was resumed on a server after
+	// StateDisconnected; pending requests were re-sent and watches
+	// re-registered.
+	StateReconnected
+	// StateExpired: the session is gone (terminal). Every pending and later
+	// call fails with ErrSessionExpired.
+	StateExpired
+	// StateClosed: Close was called (terminal, always the last event; the
+	// States channel is closed after it).
+	StateClosed
+)
+
+var stateNames = [...]string{"Connecting", "Connected", "Disconnected", "Reconnected", "Expired", "Closed"}
+
+// String returns the state's name, such as "Connected".
+func (s State) String() string {
+	if s >= 0 && int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return fmt.Sprintf("State(%d)", int(s))
+}
+
+// StateEvent reports a state change of a Client.
+type StateEvent struct {
+	// State is the new state.
+	State State
+	// Server is the address of the server involved (connected to, or lost).
+	Server string
+	// Err is the cause of a StateDisconnected or StateExpired, else nil.
+	Err error
+}
+
+// NodeKind is a znode's lifetime class.
+type NodeKind int
+
+const (
+	// Persistent nodes live until deleted.
+	Persistent NodeKind = iota
+	// Ephemeral nodes are deleted when the session that created them ends.
+	Ephemeral
+	// Container nodes are deleted by the server once they have had a child and
+	// are empty again.
+	Container
+	// TTL nodes are deleted by the server when they have had no children and
+	// no change for CreateMode.TTL.
+	TTL
+)
+
+var kindNames = [...]string{"persistent", "ephemeral", "container", "ttl"}
+
+// String returns the kind's lowercase name, such as "ephemeral".
+func (k NodeKind) String() string {
+	if k >= 0 && int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("NodeKind(%d)", int(k))
+}
+
+// MarshalText encodes the kind as its name.
+func (k NodeKind) MarshalText() ([]byte, error) {
+	if k < 0 || int(k) >= len(kindNames) {
+		return nil, fmt.Errorf("client: unknown node kind %d", int(k))
+	}
+	return []byte(kindNames[k]), nil
+}
+
+// UnmarshalText decodes a kind's name.
+func (k *NodeKind) UnmarshalText(b []byte) error {
+	for i, n := range kindNames {
+		if n == string(b) {
+			*k = NodeKind(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("client: unknown node kind %q", b)
+}
+
+// CreateMode says what kind of node Create makes.
+type CreateMode struct {
+	// Kind is the node's lifetime class.
+	Kind NodeKind
+	// Sequential appends a 10-digit counter to the name.
+	Sequential bool
+	// TTL is the time to live of a TTL node (millisecond resolution); it must
+	// be zero for other kinds.
+	TTL time.Duration
+}
+
+// Stat is a znode's metadata, named as ZooKeeper names it. Its JSON form uses
+// ZooKeeper's field names; TTL is written in milliseconds as "ttlMs".
+type Stat struct {
+	Czxid          int64         `json:"czxid"`
+	Mzxid          int64         `json:"mzxid"`
+	Pzxid          int64         `json:"pzxid"`
+	Ctime          int64         `json:"ctime"`
+	Mtime          int64         `json:"mtime"`
+	Version        int32         `json:"version"`
+	Cversion       int32         `json:"cversion"`
+	Aversion       int32         `json:"aversion"`
+	EphemeralOwner int64         `json:"ephemeralOwner"`
+	DataLength     int32         `json:"dataLength"`
+	NumChildren    int32         `json:"numChildren"`
+	Kind           NodeKind      `json:"kind,omitempty"`
+	TTL            time.Duration `json:"ttlMs,omitempty"`
+}
+
+// statJSON is Stat's JSON form (TTL in milliseconds).
+type statJSON struct {
+	Czxid          int64    `json:"czxid"`
+	Mzxid          int64    `json:"mzxid"`
+	Pzxid          int64    `json:"pzxid"`
+	Ctime          int64    `json:"ctime"`
+	Mtime          int64    `json:"mtime"`
+	Version        int32    `json:"version"`
+	Cversion       int32    `json:"cversion"`
+	Aversion       int32    `json:"aversion"`
+	EphemeralOwner int64    `json:"ephemeralOwner"`
+	DataLength     int32    `json:"dataLength"`
+	NumChildren    int32    `json:"numChildren"`
+	Kind           NodeKind `json:"kind,omitempty"`
+	TTLMs          int64    `json:"ttlMs,omitempty"`
+}
+
+// MarshalJSON encodes the stat with ZooKeeper's field names, the kind by name
+// and the TTL in milliseconds (both omitted when zero).
+func (s Stat) MarshalJSON() ([]byte, error) {
+	return json.Marshal(statJSON{
+		Czxid: s.Czxid, Mzxid: s.Mzxid, Pzxid: s.Pzxid, Ctime: s.Ctime, Mtime: s.Mtime,
+		Version: s.Version, Cversion: s.Cversion, Aversion: s.Aversion,
+		EphemeralOwner: s.EphemeralOwner, DataLength: s.DataLength, NumChildren: s.NumChildren,
+		Kind: s.Kind, TTLMs: s.TTL.Milliseconds(),
+	})
+}
+
+// UnmarshalJSON decodes what MarshalJSON encodes.
+func (s *Stat) UnmarshalJSON(b []byte) error {
+	var j statJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*s = Stat{
+		Czxid: j.Czxid, Mzxid: j.Mzxid, Pzxid: j.Pzxid, Ctime: j.Ctime, Mtime: j.Mtime,
+		Version: j.Version, Cversion: j.Cversion, Aversion: j.Aversion,
+		EphemeralOwner: j.EphemeralOwner, DataLength: j.DataLength, NumChildren: j.NumChildren,
+		Kind: j.Kind, TTL: time.Duration(j.TTLMs) * time.Millisecond,
+	}
+	return nil
+}
+
+func statFromPB(p *apipb.Stat) Stat {
+	if p == nil {
+		return Stat{}
+	}
+	return Stat{
+		Czxid: p.Czxid, Mzxid: p.Mzxid, Pzxid: p.Pzxid, Ctime: p.Ctime, Mtime: p.Mtime,
+		Version: p.Version, Cversion: p.Cversion, Aversion: p.Aversion,
+		EphemeralOwner: p.EphemeralOwner, DataLength: p.DataLength, NumChildren: p.NumChildren,
+		Kind: NodeKind(p.Kind), TTL: time.Duration(p.TtlMs) * time.Millisecond,
+	}
+}
+
+// EventType is the type of a watch event.
+type EventType int
+
+const (
+	// EventNodeCreated: the watched (absent) node was created. Fires exist
+	// watches.
+	EventNodeCreated EventType = iota + 1
+	// EventNodeDeleted: the watched node was deleted. Fires every watch on it.
+	EventNodeDeleted
+	// EventNodeDataChanged: the watched node's data was set. Fires data and
+	// exist watches.
+	EventNodeDataChanged
+	// EventNodeChildrenChanged: a child of the watched node was created or
+	// deleted. Fires child watches.
+	EventNodeChildrenChanged
+	// EventNotWatching: the watch ended without its node changing: the
+	// session expired or the Client was closed (Event.Err says which), or
+	// RemoveWatches removed it (Err nil).
+	EventNotWatching
+)
+
+var eventNames = map[EventType]string{
+	EventNodeCreated:         "NodeCreated",
+	EventNodeDeleted:         "NodeDeleted",
+	EventNodeDataChanged:     "NodeDataChanged",
+	EventNodeChildrenChanged: "NodeChildrenChanged",
+	EventNotWatching:         "NotWatching",
+}
+
+// String returns ZooKeeper's name of the event type, such as "NodeCreated".
+func (t EventType) String() string {
+	if n, ok := eventNames[t]; ok {
+		return n
+	}
+	return fmt.Sprintf("EventType(%d)", int(t))
+}
+
+// Event is delivered once on a watch channel, which is then closed.
+type Event struct {
+	// Type says what happened.
+	Type EventType
+	// Path is the watched node's path.
+	Path string
+	// Zxid is the zxid of the change (0 for EventNotWatching).
+	Zxid int64
+	// Err is set for EventNotWatching when the session ended: an error
+	// matching ErrSessionExpired or ErrClosed.
+	Err error
+}
+
+// WatchKind selects the watches RemoveWatches removes.
+type WatchKind int
+
+const (
+	// WatchAny selects every watch on the path.
+	WatchAny WatchKind = iota
+	// WatchData selects data watches (those left by GetW and ExistsW).
+	WatchData
+	// WatchChild selects child watches (those left by ChildrenW).
+	WatchChild
+)
+
+// String returns the kind's name, such as "data".
+func (k WatchKind) String() string {
+	switch k {
+	case WatchAny:
+		return "any"
+	case WatchData:
+		return "data"
+	case WatchChild:
+		return "child"
+	}
+	return fmt.Sprintf("WatchKind(%d)", int(k))
+}
+
+// Op is one operation of a Multi; make it with CreateOp, DeleteOp, SetOp or
+// CheckOp.
+type Op struct {
+	pb *apipb.MultiOp
+}
+
+// CreateOp creates a node, like Create.
+func CreateOp(path string, data []byte, mode CreateMode) Op {
+	return Op{&apipb.MultiOp{Op: &apipb.MultiOp_Create{Create: createRequest(path, data, mode)}}}
+}
+
+// DeleteOp deletes a node if its version matches (-1: any), like Delete.
+func DeleteOp(path string, version int32) Op {
+	return Op{&apipb.MultiOp{Op: &apipb.MultiOp_Delete{Delete: &apipb.DeleteRequest{Path: path, Version: version}}}}
+}
+
+// SetOp sets a node's data if its version matches (-1: any), like Set.
+func SetOp(path string, data []byte, version int32) Op {
+	return Op{&apipb.MultiOp{Op: &apipb.MultiOp_SetData{SetData: &apipb.SetDataRequest{Path: path, Data: data, Version: version}}}}
+}
+
+// CheckOp asserts that a node's version is version (-1: that it exists).
+func CheckOp(path string, version int32) Op {
+	return Op{&apipb.MultiOp{Op: &apipb.MultiOp_Check{Check: &apipb.CheckRequest{Path: path, Version: version}}}}
+}
+
+// OpResult is one op's outcome in a Multi. When a Multi fails, the ops before
+// the failing one report a nil Err with no Path or Stat (they were rolled
+// back), the failing one its error, and the ones after it
+// ErrRuntimeInconsistency.
+type OpResult struct {
+	// Path is the created node's name (create ops) or the op's path.
+	Path string
+	// Stat is the node's stat after the op, when the server reports one.
+	Stat Stat
+	// Err is the op's error, nil if it succeeded (or was rolled back).
+	Err error
+}
+
+func createRequest(path string, data []byte, mode CreateMode) *apipb.CreateRequest {
+	return &apipb.CreateRequest{
+		Path:       path,
+		Data:       data,
+		Kind:       apipb.NodeKind(mode.Kind),
+		Sequential: mode.Sequential,
+		TtlMs:      mode.TTL.Milliseconds(),
+	}
+}

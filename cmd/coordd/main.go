@@ -1,0 +1,111 @@
+// Command coordd is the coordd server: one member of a Raft-replicated
+// ZooKeeper-style coordination service. With no flags it runs a single-node
+// server with its data in ./coordd-data.
+//
+// It only turns flags into an rpc.Config and runs the node until SIGINT or
+// SIGTERM; all logic lives in package rpc.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+	"time"
+
+	"github.com/coordd/coordd/rpc"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stderr))
+}
+
+func run(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("coordd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		id          = fs.String("id", "1", "this server's id, unique in the cluster")
+		dataDir     = fs.String("data-dir", "coordd-data", "directory for the Raft log, stable store and snapshots")
+		clientAddr  = fs.String("client-addr", "127.0.0.1:2181", "address the client API listens on")
+		peerAddr    = fs.String("peer-addr", "127.0.0.1:2888", "address for Raft and peer traffic; other servers dial it and this server dials from its host")
+		peers       = fs.String("peers", "", "all initial voters as id=host:port,... (their peer addresses, this server included); omit for a single-node server")
+		tick        = fs.Duration("tick", time.Second, "session time unit; session timeouts are negotiated into [2, 20] ticks")
+		minSession  = fs.Duration("min-session-timeout", 0, "smallest session timeout granted (default 2 ticks)")
+		maxSession  = fs.Duration("max-session-timeout", 0, "largest session timeout granted (default 20 ticks)")
+		snapThresh  = fs.Uint64("snapshot-threshold", 8192, "log entries between snapshots")
+		trailing    = fs.Uint64("trailing-logs", 10240, "log entries kept after a snapshot, for followers catching up")
+		maxData     = fs.Int("max-data-size", 1<<20, "largest znode data in bytes")
+		heartbeat   = fs.Duration("heartbeat-timeout", time.Second, "Raft heartbeat timeout")
+		election    = fs.Duration("election-timeout", time.Second, "Raft election timeout")
+		logLevel    = fs.String("log-level", "warn", "log level: debug, info, warn or error")
+		showVersion = fs.Bool("version", false, "print the version and exit")
+	)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: coordd [flags]\n\nRuns one coordd server. With no flags: a single-node server on 127.0.0.1:2181, data in ./coordd-data.\n\nA 3-node cluster on one machine:\n  coordd --id 1 --data-dir d1 --client-addr 127.0.0.1:2181 --peer-addr 127.0.0.1:2888 --peers 1=127.0.0.1:2888,2=127.0.0.1:2889,3=127.0.0.1:2890\n  (and the same for ids 2 and 3 with their own addresses)\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "coordd: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if *showVersion {
+		fmt.Println("coordd", buildVersion())
+		return 0
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintf(stderr, "coordd: bad --log-level %q: %v\n", *logLevel, err)
+		return 2
+	}
+	peerList, err := rpc.ParsePeers(*peers)
+	if err != nil {
+		fmt.Fprintf(stderr, "coordd: %v\n", err)
+		return 2
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	node, err := rpc.NewNode(rpc.Config{
+		ID: *id, DataDir: *dataDir, ClientAddr: *clientAddr, PeerAddr: *peerAddr, Peers: peerList,
+		Tick: *tick, MinSessionTimeout: *minSession, MaxSessionTimeout: *maxSession,
+		SnapshotThreshold: *snapThresh, TrailingLogs: *trailing, MaxDataSize: *maxData,
+		HeartbeatTimeout: *heartbeat, ElectionTimeout: *election, Logger: logger,
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "coordd: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stderr, "coordd %s: server %s serving clients on %s (peers on %s, data in %s)\n", buildVersion(), *id, node.ClientAddr(), *peerAddr, *dataDir)
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	s := <-sig
+	fmt.Fprintf(stderr, "coordd: %v: shutting down\n", s)
+	signal.Stop(sig)
+	if err := node.Close(); err != nil {
+		fmt.Fprintf(stderr, "coordd: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func buildVersion() string {
+	if version != "dev" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return version
+}

@@ -1,0 +1,510 @@
+package fsm
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/coordd/coordd/fsm/cmdpb"
+	"github.com/coordd/coordd/session"
+	"github.com/coordd/coordd/tree"
+	"github.com/coordd/coordd/watch"
+)
+
+// Applied describes what one log entry did. The FSM passes it to its
+// Observer with the write lock held; it is only valid during that call.
+type Applied struct {
+	// Index is the entry's log index: the zxid of everything it changed.
+	Index int64
+	// Cmd is the decoded command.
+	Cmd *cmdpb.Command
+	// Session and Xid identify the client request this entry answers
+	// (0 when none: session expiry, reaping, no-ops).
+	Session int64
+	Xid     int64
+	// Result is the outcome of a Write or CloseSession (the cached first
+	// outcome when the write was a retry).
+	Result *cmdpb.Result
+	// Notifications are the watch events this entry fired, in order.
+	Notifications []watch.Notification
+	// Opened is set when the entry opened a session.
+	Opened *session.Info
+	// Closed lists the sessions this entry closed.
+	Closed []int64
+	// Tree and Sessions are the state right after the entry, for reads run
+	// inside the callback (the caller holds the write lock; do not keep them).
+	Tree     *tree.Tree
+	Sessions *session.Registry
+}
+
+// Observer learns what every applied entry did. Both methods are called
+// with the FSM's write lock held and must not block or call back into the
+// FSM's locking methods.
+type Observer interface {
+	Applied(a *Applied)
+	// Restored is called after a snapshot replaced the whole state; every
+	// session connected to this server must re-register its watches.
+	Restored()
+}
+
+// Options configures an FSM.
+type Options struct {
+	// MaxDataSize bounds a znode's data (0: tree.DefaultMaxDataSize).
+	MaxDataSize int
+	// Logger receives warnings about undecodable entries.
+	Logger *slog.Logger
+}
+
+// FSM is coordd's raft.BatchingFSM.
+type FSM struct {
+	opts Options
+	log  *slog.Logger
+
+	mu       sync.RWMutex
+	tree     *tree.Tree
+	sessions *session.Registry
+	watches  *watch.Manager
+	now      int64 // max leader time seen, ms
+	applied  atomic.Int64
+	observer Observer
+
+	waitMu sync.Mutex
+	waitCh chan struct{} // closed and replaced whenever applied advances
+}
+
+// New returns an empty FSM: a tree holding only "/", no sessions.
+func New(opts Options) *FSM {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &FSM{
+		opts:     opts,
+		log:      opts.Logger,
+		tree:     tree.New(tree.Options{MaxDataSize: opts.MaxDataSize}),
+		sessions: session.NewRegistry(),
+		watches:  watch.NewManager(),
+		waitCh:   make(chan struct{}),
+	}
+}
+
+// SetObserver installs the observer (before Raft starts applying).
+func (f *FSM) SetObserver(o Observer) {
+	f.mu.Lock()
+	f.observer = o
+	f.mu.Unlock()
+}
+
+// Watches returns the server-local watch manager.
+func (f *FSM) Watches() *watch.Manager { return f.watches }
+
+// MaxDataSize returns the configured znode data limit.
+func (f *FSM) MaxDataSize() int { return f.tree.MaxDataSize() }
+
+// AppliedIndex returns the index of the last entry the FSM applied.
+func (f *FSM) AppliedIndex() int64 { return f.applied.Load() }
+
+// View is read access to the state, valid only inside Read's callback.
+type View struct {
+	Tree     *tree.Tree
+	Sessions *session.Registry
+	Watches  *watch.Manager
+	// Applied is the zxid of the last applied entry.
+	Applied int64
+}
+
+// Read runs fn with the read lock held: no entry is applied while it runs,
+// so fn sees one consistent state and may register watches on it.
+func (f *FSM) Read(fn func(v View)) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	fn(View{Tree: f.tree, Sessions: f.sessions, Watches: f.watches, Applied: f.applied.Load()})
+}
+
+// Changed returns a channel closed the next time the applied index moves.
+func (f *FSM) Changed() <-chan struct{} {
+	f.waitMu.Lock()
+	defer f.waitMu.Unlock()
+	return f.waitCh
+}
+
+func (f *FSM) signal() {
+	f.waitMu.Lock()
+	close(f.waitCh)
+	f.waitCh = make(chan struct{})
+	f.waitMu.Unlock()
+}
+
+// WaitApplied blocks until the FSM has applied index idx or done closes.
+func (f *FSM) WaitApplied(done <-chan struct{}, idx int64) bool {
+	for {
+		ch := f.Changed()
+		if f.applied.Load() >= idx {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-done:
+			return f.applied.Load() >= idx
+		}
+	}
+}
+
+// Apply applies one entry (raft.FSM).
+func (f *FSM) Apply(l *raft.Log) interface{} {
+	return f.ApplyBatch([]*raft.Log{l})[0]
+}
+
+// ApplyBatch applies committed entries in order (raft.BatchingFSM). The
+// response for each entry is its *cmdpb.Result (nil when it has none).
+func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
+	out := make([]interface{}, len(logs))
+	f.mu.Lock()
+	for i, l := range logs {
+		if l.Type == raft.LogCommand {
+			if r := f.applyCommand(int64(l.Index), l.Data); r != nil {
+				out[i] = r
+			}
+		}
+		if int64(l.Index) > f.applied.Load() {
+			f.applied.Store(int64(l.Index))
+		}
+	}
+	f.mu.Unlock()
+	f.signal()
+	return out
+}
+
+// DecodeCommand parses a log entry's payload.
+func DecodeCommand(data []byte) (*cmdpb.Command, error) {
+	cmd := &cmdpb.Command{}
+	if err := proto.Unmarshal(data, cmd); err != nil {
+		return nil, fmt.Errorf("fsm: undecodable command: %w", err)
+	}
+	if cmd.Cmd == nil {
+		return nil, errors.New("fsm: command without a body")
+	}
+	return cmd, nil
+}
+
+func (f *FSM) applyCommand(index int64, data []byte) *cmdpb.Result {
+	cmd, err := DecodeCommand(data)
+	if err != nil {
+		// Every server skips the same bad entry the same way.
+		f.log.Error("skipping log entry", "index", index, "err", err)
+		f.applied.Store(index)
+		return nil
+	}
+	if cmd.TimeMs > f.now {
+		f.now = cmd.TimeMs
+	}
+	f.applied.Store(index)
+	a := &Applied{Index: index, Cmd: cmd, Tree: nil}
+	tx := &tree.Tx{Zxid: index, Now: f.now}
+	switch c := cmd.Cmd.(type) {
+	case *cmdpb.Command_Write:
+		f.applyWrite(a, tx, c.Write)
+	case *cmdpb.Command_OpenSession:
+		info := session.Info{ID: index, TimeoutMs: c.OpenSession.TimeoutMs, Password: c.OpenSession.Password}
+		if err := f.sessions.Open(info); err == nil {
+			a.Opened = &info
+		}
+	case *cmdpb.Command_CloseSession:
+		a.Session, a.Xid = c.CloseSession.SessionId, c.CloseSession.Xid
+		a.Result = f.closeSession(a, tx, c.CloseSession.SessionId)
+	case *cmdpb.Command_Reap:
+		for _, p := range c.Reap.Paths {
+			f.reap(p, tx)
+		}
+	case *cmdpb.Command_Noop:
+	}
+	a.Tree, a.Sessions = f.tree, f.sessions
+	if len(tx.Events) > 0 {
+		a.Notifications = f.watches.Trigger(tx.Events)
+	}
+	if f.observer != nil {
+		f.observer.Applied(a)
+	}
+	return a.Result
+}
+
+func (f *FSM) reap(p string, tx *tree.Tx) {
+	st, err := f.tree.Exists(p)
+	if err != nil {
+		return
+	}
+	switch st.Kind {
+	case tree.Container:
+		_ = f.tree.ReapContainer(p, tx)
+	case tree.TTL:
+		_ = f.tree.ReapTTL(p, tx)
+	}
+}
+
+func (f *FSM) closeSession(a *Applied, tx *tree.Tx, id int64) *cmdpb.Result {
+	if _, ok := f.sessions.Get(id); !ok {
+		return &cmdpb.Result{Zxid: tx.Zxid, Code: cmdpb.Code_SESSION_EXPIRED, Message: "session expired or unknown"}
+	}
+	for _, p := range f.tree.EphemeralsOf(id) {
+		if err := f.tree.Delete(p, -1, tx); err != nil {
+			f.log.Error("deleting ephemeral of closed session", "session", id, "path", p, "err", err)
+		}
+	}
+	f.sessions.Close(id)
+	f.watches.RemoveSession(id)
+	a.Closed = append(a.Closed, id)
+	return &cmdpb.Result{Zxid: tx.Zxid}
+}
+
+func (f *FSM) applyWrite(a *Applied, tx *tree.Tx, w *cmdpb.Write) {
+	a.Session, a.Xid = w.SessionId, w.Xid
+	if _, ok := f.sessions.Get(w.SessionId); !ok {
+		a.Result = &cmdpb.Result{Zxid: tx.Zxid, Code: cmdpb.Code_SESSION_EXPIRED, Message: "session expired or unknown"}
+		return
+	}
+	if cached, ok := f.sessions.Reply(w.SessionId, w.Xid); ok {
+		r := &cmdpb.Result{}
+		if err := proto.Unmarshal(cached, r); err == nil {
+			a.Result = r
+			return
+		}
+	}
+	if w.Xid < f.sessions.Acked(w.SessionId) {
+		a.Result = &cmdpb.Result{Zxid: tx.Zxid, Code: cmdpb.Code_SYSTEM_ERROR,
+			Message: fmt.Sprintf("stale retry of xid %d: its reply was already acknowledged", w.Xid)}
+		return
+	}
+	f.sessions.Ack(w.SessionId, w.LowestPendingXid)
+	a.Result = ExecWrite(f.tree, tx, w)
+	if enc, err := proto.Marshal(a.Result); err == nil {
+		f.sessions.Record(w.SessionId, w.Xid, enc)
+	}
+}
+
+// ExecWrite runs one client write on t and reports its result.
+func ExecWrite(t *tree.Tree, tx *tree.Tx, w *cmdpb.Write) *cmdpb.Result {
+	r := &cmdpb.Result{Zxid: tx.Zxid}
+	var err error
+	switch op := w.Op.(type) {
+	case *cmdpb.Write_Create:
+		var st tree.Stat
+		r.Path, st, err = t.Create(createOf(op.Create, w.SessionId), tx)
+		if err == nil {
+			r.Stat = StatToPB(st)
+		}
+	case *cmdpb.Write_Delete:
+		err = t.Delete(op.Delete.Path, op.Delete.Version, tx)
+	case *cmdpb.Write_SetData:
+		var st tree.Stat
+		st, err = t.SetData(op.SetData.Path, op.SetData.Data, op.SetData.Version, tx)
+		if err == nil {
+			r.Stat = StatToPB(st)
+		}
+	case *cmdpb.Write_Multi:
+		ops := make([]tree.Op, 0, len(op.Multi.Ops))
+		for _, o := range op.Multi.Ops {
+			ops = append(ops, opOf(o, w.SessionId))
+		}
+		var res []tree.OpResult
+		res, err = t.Multi(ops, tx)
+		for _, or := range res {
+			pr := &cmdpb.OpResult{Code: CodeOf(or.Err), Path: or.Path}
+			if or.Err != nil {
+				pr.Message = or.Err.Error()
+				pr.Path = ""
+			} else if or.Type != tree.OpDelete && or.Type != tree.OpCheck {
+				pr.Stat = StatToPB(or.Stat)
+			}
+			r.Ops = append(r.Ops, pr)
+		}
+	default:
+		err = fmt.Errorf("%w: write without an operation", tree.ErrBadArguments)
+	}
+	if err != nil {
+		r.Code, r.Message, r.Path, r.Stat = CodeOf(err), err.Error(), "", nil
+	}
+	return r
+}
+
+func createOf(c *cmdpb.Create, sess int64) tree.Create {
+	tc := tree.Create{Path: c.Path, Data: c.Data, Kind: tree.Kind(c.Kind), Sequential: c.Sequential, TTL: c.TtlMs}
+	if tc.Kind == tree.Ephemeral {
+		tc.Owner = sess
+	}
+	return tc
+}
+
+func opOf(o *cmdpb.Op, sess int64) tree.Op {
+	switch op := o.Op.(type) {
+	case *cmdpb.Op_Create:
+		c := createOf(op.Create, sess)
+		return tree.Op{Type: tree.OpCreate, Path: c.Path, Data: c.Data, Kind: c.Kind, Sequential: c.Sequential, Owner: c.Owner, TTL: c.TTL}
+	case *cmdpb.Op_Delete:
+		return tree.Op{Type: tree.OpDelete, Path: op.Delete.Path, Version: op.Delete.Version}
+	case *cmdpb.Op_SetData:
+		return tree.Op{Type: tree.OpSetData, Path: op.SetData.Path, Data: op.SetData.Data, Version: op.SetData.Version}
+	case *cmdpb.Op_Check:
+		return tree.Op{Type: tree.OpCheck, Path: op.Check.Path, Version: op.Check.Version}
+	}
+	// An op with no body: a check of an invalid path fails cleanly.
+	return tree.Op{Type: tree.OpCheck, Path: ""}
+}
+
+// CodeOf maps a tree error to its result code.
+func CodeOf(err error) cmdpb.Code {
+	switch {
+	case err == nil, errors.Is(err, tree.ErrRolledBack):
+		return cmdpb.Code_OK
+	case errors.Is(err, tree.ErrNoNode):
+		return cmdpb.Code_NO_NODE
+	case errors.Is(err, tree.ErrNodeExists):
+		return cmdpb.Code_NODE_EXISTS
+	case errors.Is(err, tree.ErrBadVersion):
+		return cmdpb.Code_BAD_VERSION
+	case errors.Is(err, tree.ErrNotEmpty):
+		return cmdpb.Code_NOT_EMPTY
+	case errors.Is(err, tree.ErrNoChildrenForEphemerals):
+		return cmdpb.Code_NO_CHILDREN_FOR_EPHEMERALS
+	case errors.Is(err, tree.ErrBadArguments):
+		return cmdpb.Code_BAD_ARGUMENTS
+	case errors.Is(err, tree.ErrRuntimeInconsistency):
+		return cmdpb.Code_RUNTIME_INCONSISTENCY
+	}
+	return cmdpb.Code_SYSTEM_ERROR
+}
+
+// StatToPB converts a tree stat to its wire form.
+func StatToPB(s tree.Stat) *cmdpb.Stat {
+	return &cmdpb.Stat{
+		Czxid: s.Czxid, Mzxid: s.Mzxid, Pzxid: s.Pzxid, Ctime: s.Ctime, Mtime: s.Mtime,
+		Version: s.Version, Cversion: s.Cversion, Aversion: s.Aversion,
+		EphemeralOwner: s.EphemeralOwner, DataLength: s.DataLength, NumChildren: s.NumChildren,
+		Kind: cmdpb.Kind(s.Kind), TtlMs: s.TTL,
+	}
+}
+
+// Snapshot captures the state in O(1) (raft.FSM); Persist encodes it while
+// Apply goes on.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return &snapshot{tree: f.tree.Clone(), sessions: f.sessions.Clone(), applied: f.applied.Load(), now: f.now}, nil
+}
+
+// snapshotMagic starts every snapshot; the digit is the format version.
+var snapshotMagic = [8]byte{'C', 'O', 'O', 'R', 'D', 'S', 'N', '1'}
+
+type snapshot struct {
+	tree     *tree.Tree
+	sessions *session.Registry
+	applied  int64
+	now      int64
+}
+
+// WriteTo encodes the snapshot: magic, applied index, time, the session
+// registry (length-prefixed), then the tree. Same state, same bytes.
+func (s *snapshot) WriteTo(w io.Writer) (int64, error) {
+	bw := bufio.NewWriterSize(w, 1<<16)
+	var reg countingBuffer
+	if _, err := s.sessions.WriteTo(&reg); err != nil {
+		return 0, err
+	}
+	var hdr [8 + 8 + 8 + 8]byte
+	copy(hdr[:8], snapshotMagic[:])
+	binary.BigEndian.PutUint64(hdr[8:], uint64(s.applied))
+	binary.BigEndian.PutUint64(hdr[16:], uint64(s.now))
+	binary.BigEndian.PutUint64(hdr[24:], uint64(len(reg.b)))
+	n := int64(0)
+	for _, b := range [][]byte{hdr[:], reg.b} {
+		m, err := bw.Write(b)
+		n += int64(m)
+		if err != nil {
+			return n, err
+		}
+	}
+	m, err := s.tree.WriteTo(bw)
+	n += m
+	if err != nil {
+		return n, err
+	}
+	return n, bw.Flush()
+}
+
+type countingBuffer struct{ b []byte }
+
+func (c *countingBuffer) Write(p []byte) (int, error) { c.b = append(c.b, p...); return len(p), nil }
+
+// Persist writes the snapshot to the sink (raft.FSMSnapshot).
+func (s *snapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := s.WriteTo(sink); err != nil {
+		_ = sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+// Release is a no-op: the captured state is garbage collected.
+func (s *snapshot) Release() {}
+
+// maxRegistrySnapshot bounds the registry section of a snapshot before it is
+// read into memory.
+const maxRegistrySnapshot = 1 << 31
+
+// Restore replaces the whole state with a snapshot's (raft.FSM). Watches are
+// dropped and the observer told, so connected sessions re-register them.
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	t, reg, applied, now, err := ReadSnapshot(rc, f.opts.MaxDataSize)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.tree, f.sessions, f.now = t, reg, now
+	f.applied.Store(applied)
+	f.watches.Reset()
+	if f.observer != nil {
+		f.observer.Restored()
+	}
+	f.mu.Unlock()
+	f.signal()
+	return nil
+}
+
+// ReadSnapshot decodes a snapshot written by the FSM, rejecting garbage.
+func ReadSnapshot(r io.Reader, maxData int) (*tree.Tree, *session.Registry, int64, int64, error) {
+	br := bufio.NewReaderSize(r, 1<<16)
+	var hdr [32]byte
+	if _, err := io.ReadFull(br, hdr[:]); err != nil {
+		return nil, nil, 0, 0, fmt.Errorf("fsm: snapshot header: %w", err)
+	}
+	if [8]byte(hdr[:8]) != snapshotMagic {
+		return nil, nil, 0, 0, errors.New("fsm: not a coordd snapshot (bad magic)")
+	}
+	applied := int64(binary.BigEndian.Uint64(hdr[8:]))
+	now := int64(binary.BigEndian.Uint64(hdr[16:]))
+	regLen := binary.BigEndian.Uint64(hdr[24:])
+	if applied < 0 || regLen > maxRegistrySnapshot {
+		return nil, nil, 0, 0, errors.New("fsm: corrupt snapshot header")
+	}
+	regBytes, err := io.ReadAll(io.LimitReader(br, int64(regLen)))
+	if err != nil || uint64(len(regBytes)) != regLen {
+		return nil, nil, 0, 0, errors.New("fsm: snapshot truncated in its session section")
+	}
+	reg, err := session.ReadRegistry(bytes.NewReader(regBytes))
+	if err != nil {
+		return nil, nil, 0, 0, fmt.Errorf("fsm: snapshot sessions: %w", err)
+	}
+	t, err := tree.Read(br, tree.Options{MaxDataSize: maxData})
+	if err != nil {
+		return nil, nil, 0, 0, fmt.Errorf("fsm: snapshot tree: %w", err)
+	}
+	return t, reg, applied, now, nil
+}

@@ -1,0 +1,179 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+)
+
+// Peer is one initial voter of the cluster.
+type Peer struct {
+	ID   string
+	Addr string // host:port of its peer (Raft and forwarding) listener
+}
+
+// Config configures a Node. Zero values take the defaults documented on
+// each field.
+type Config struct {
+	// ID is this server's id, unique in the cluster (default "1").
+	ID string
+	// DataDir holds the Raft log, stable store and snapshots.
+	DataDir string
+	// ClientAddr is where the public API listens (default 127.0.0.1:2181).
+	ClientAddr string
+	// PeerAddr is where Raft and the peer service listen; it is also the
+	// address other servers dial and the local address this server dials
+	// from (default 127.0.0.1:2888).
+	PeerAddr string
+	// Peers lists every initial voter, this server included. Empty means a
+	// single-node cluster of this server alone. Used only to bootstrap an
+	// empty data dir.
+	Peers []Peer
+
+	// Tick is the session time unit; timeouts are negotiated into
+	// [MinSessionTimeout, MaxSessionTimeout] (default 1s).
+	Tick time.Duration
+	// MinSessionTimeout defaults to 2*Tick, MaxSessionTimeout to 20*Tick.
+	MinSessionTimeout time.Duration
+	MaxSessionTimeout time.Duration
+
+	// MaxDataSize bounds a znode's data (default 1 MiB).
+	MaxDataSize int
+
+	// SnapshotThreshold is how many log entries since the last snapshot
+	// trigger a new one (default 8192); TrailingLogs how many entries are
+	// kept after a snapshot (default 10240).
+	SnapshotThreshold uint64
+	TrailingLogs      uint64
+	// SnapshotInterval is how often Raft checks the threshold (default 30s).
+	SnapshotInterval time.Duration
+
+	// Raft timing (defaults: hashicorp/raft's 1s, 1s, 500ms).
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+
+	// Logger receives structured logs (default: discard). Raft's own logs
+	// are routed into it.
+	Logger *slog.Logger
+
+	// DialPeer, if set, replaces the dialer used for every connection to
+	// another server (Raft and peer RPCs). Tests use it to cut links.
+	DialPeer func(ctx context.Context, addr string) (net.Conn, error)
+}
+
+func (c *Config) setDefaults() error {
+	if c.ID == "" {
+		c.ID = "1"
+	}
+	if c.ClientAddr == "" {
+		c.ClientAddr = "127.0.0.1:2181"
+	}
+	if c.PeerAddr == "" {
+		c.PeerAddr = "127.0.0.1:2888"
+	}
+	if c.Tick <= 0 {
+		c.Tick = time.Second
+	}
+	if c.MinSessionTimeout <= 0 {
+		c.MinSessionTimeout = 2 * c.Tick
+	}
+	if c.MaxSessionTimeout <= 0 {
+		c.MaxSessionTimeout = 20 * c.Tick
+	}
+	if c.MinSessionTimeout > c.MaxSessionTimeout {
+		return fmt.Errorf("rpc: min session timeout %v exceeds max %v", c.MinSessionTimeout, c.MaxSessionTimeout)
+	}
+	if c.SnapshotThreshold == 0 {
+		c.SnapshotThreshold = 8192
+	}
+	if c.TrailingLogs == 0 {
+		c.TrailingLogs = 10240
+	}
+	if c.SnapshotInterval <= 0 {
+		c.SnapshotInterval = 30 * time.Second
+	}
+	if c.HeartbeatTimeout <= 0 {
+		c.HeartbeatTimeout = time.Second
+	}
+	if c.ElectionTimeout <= 0 {
+		c.ElectionTimeout = time.Second
+	}
+	if c.LeaderLeaseTimeout <= 0 {
+		c.LeaderLeaseTimeout = c.HeartbeatTimeout / 2
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.DataDir == "" {
+		return errors.New("rpc: a data dir is required")
+	}
+	if len(c.Peers) > 0 {
+		self := false
+		seen := map[string]bool{}
+		for _, p := range c.Peers {
+			if p.ID == "" || p.Addr == "" {
+				return fmt.Errorf("rpc: peer %q=%q: id and address are required", p.ID, p.Addr)
+			}
+			if seen[p.ID] {
+				return fmt.Errorf("rpc: peer id %q listed twice", p.ID)
+			}
+			seen[p.ID] = true
+			if p.ID == c.ID {
+				self = true
+				if p.Addr != c.PeerAddr {
+					return fmt.Errorf("rpc: peers list %s=%s but --peer-addr is %s", p.ID, p.Addr, c.PeerAddr)
+				}
+			}
+		}
+		if !self {
+			return fmt.Errorf("rpc: this server's id %q is not in the peers list", c.ID)
+		}
+	}
+	return nil
+}
+
+// ParsePeers parses "id=host:port,id=host:port".
+func ParsePeers(s string) ([]Peer, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []Peer
+	for _, part := range splitComma(s) {
+		id, addr, ok := cut(part, '=')
+		if !ok || id == "" || addr == "" {
+			return nil, fmt.Errorf("rpc: bad peer %q: want id=host:port", part)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("rpc: bad peer address %q: %v", addr, err)
+		}
+		out = append(out, Peer{ID: id, Addr: addr})
+	}
+	return out, nil
+}
+
+func splitComma(s string) []string {
+	var out []string
+	start := 0
+	for i := 0; i <= len(s); i++ {
+		if i == len(s) || s[i] == ',' {
+			if i > start {
+				out = append(out, s[start:i])
+			}
+			start = i + 1
+		}
+	}
+	return out
+}
+
+func cut(s string, sep byte) (string, string, bool) {
+	for i := 0; i < len(s); i++ {
+		if s[i] == sep {
+			return s[:i], s[i+1:], true
+		}
+	}
+	return s, "", false
+}

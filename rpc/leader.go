@@ -1,0 +1,117 @@
+package rpc
+
+import (
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/fsm/cmdpb"
+	"github.com/coordd/coordd/session"
+)
+
+// leaderDuties is what only the leader does: a no-op at the start of its
+// term, then session deadlines (soft state: a new leader gives every session
+// a fresh full timeout once its no-op applied; a demoted one forgets them)
+// and proposing CloseSession for sessions whose deadline passed.
+type leaderDuties struct {
+	n *Node
+
+	mu       sync.Mutex
+	tracker  *session.Tracker
+	active   bool // promoted: deadlines are being kept
+	noopSent bool
+}
+
+func newLeaderDuties(n *Node) *leaderDuties {
+	return &leaderDuties{n: n, tracker: session.NewTracker()}
+}
+
+func (l *leaderDuties) run() {
+	tick := l.n.cfg.Tick / 2
+	tk := time.NewTicker(tick)
+	defer tk.Stop()
+	for {
+		select {
+		case <-l.n.ctx.Done():
+			return
+		case <-l.n.raft.LeaderCh():
+		case <-tk.C:
+		}
+		isLeader := l.n.raft.State() == raft.Leader
+		l.mu.Lock()
+		switch {
+		case isLeader && !l.noopSent:
+			l.noopSent = true
+			l.n.prop.submit(&cmdpb.Command{Cmd: &cmdpb.Command_Noop{Noop: &cmdpb.Noop{LeaderId: l.n.cfg.ID}}})
+		case !isLeader && (l.noopSent || l.active):
+			l.demoteLocked()
+		}
+		var expired []int64
+		if l.active {
+			expired = l.tracker.Expired(time.Now(), 1024)
+		}
+		l.mu.Unlock()
+		for _, id := range expired {
+			l.n.log.Info("session expired", "session", id)
+			l.n.prop.submit(&cmdpb.Command{Cmd: &cmdpb.Command_CloseSession{CloseSession: &cmdpb.CloseSession{SessionId: id, Expired: true}}})
+		}
+	}
+}
+
+func (l *leaderDuties) demoteLocked() {
+	l.noopSent = false
+	l.active = false
+	l.tracker.Demote()
+}
+
+// applied follows the log (FSM write lock held): promotion when this
+// leader's no-op applies, and session opens and closes.
+func (l *leaderDuties) applied(a *fsm.Applied) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if noop := a.Cmd.GetNoop(); noop != nil {
+		if noop.LeaderId == l.n.cfg.ID && l.noopSent && !l.active && l.n.raft.State() == raft.Leader {
+			l.active = true
+			l.tracker.Promote(a.Sessions.List(), time.Now())
+			l.n.log.Info("leading", "sessions", l.tracker.Len())
+		}
+		return
+	}
+	if !l.active {
+		return
+	}
+	if a.Opened != nil {
+		l.tracker.Add(a.Opened.ID, time.Duration(a.Opened.TimeoutMs)*time.Millisecond, time.Now())
+	}
+	for _, id := range a.Closed {
+		l.tracker.Remove(id)
+	}
+}
+
+// restored re-promotes after a snapshot restore replaced the sessions.
+func (l *leaderDuties) restored() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.active {
+		l.active = false
+		l.noopSent = false
+		l.tracker.Demote()
+	}
+}
+
+// touch refreshes deadlines; it reports false when this server is not an
+// active leader (the caller then passes the touches to the leader).
+func (l *leaderDuties) touch(ids []int64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.active {
+		return l.n.raft.State() == raft.Leader // promoted soon: fresh timeouts anyway
+	}
+	now := time.Now()
+	for _, id := range ids {
+		l.tracker.Touch(id, now)
+	}
+	return true
+}

@@ -1,0 +1,331 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/rpc/apipb"
+	"github.com/coordd/coordd/rpc/peerpb"
+)
+
+// ErrDataDirOwner means the data dir was created by a server with another id.
+var ErrDataDirOwner = errors.New("rpc: data dir belongs to another server id")
+
+// Node is one coordd server.
+type Node struct {
+	cfg Config
+	log *slog.Logger
+
+	fsm   *fsm.FSM
+	raft  *raft.Raft
+	trans *raft.NetworkTransport
+	store *raftboltdb.BoltStore
+	mux   *peerMux
+
+	clientLn   net.Listener
+	clientGRPC *grpc.Server
+	peerGRPC   *grpc.Server
+
+	sessions *sessionTable
+	prop     *proposer
+	leader   *leaderDuties
+	peers    *peerClients
+	barriers *barrierGroup
+
+	leaderSeen      sync.Mutex
+	leaderlessSince time.Time
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	closeOnce sync.Once
+}
+
+// maxMessageSize bounds one gRPC message: the largest znode plus headroom.
+func (c *Config) maxMessageSize() int {
+	n := c.MaxDataSize
+	if n <= 0 {
+		n = 1 << 20
+	}
+	return n + 64<<10
+}
+
+// NewNode opens the data dir, binds both listeners and starts Raft and the
+// servers. It returns an error (and leaves nothing running) on a bad config,
+// a busy port or a data dir of another server id.
+func NewNode(cfg Config) (_ *Node, err error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID)}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	var cleanup []func()
+	defer func() {
+		if err != nil {
+			n.cancel()
+			for i := len(cleanup) - 1; i >= 0; i-- {
+				cleanup[i]()
+			}
+		}
+	}()
+
+	if err := claimDataDir(cfg.DataDir, cfg.ID); err != nil {
+		return nil, err
+	}
+
+	peerLn, err := net.Listen("tcp", cfg.PeerAddr)
+	if err != nil {
+		return nil, fmt.Errorf("rpc: peer address %s: %w", cfg.PeerAddr, err)
+	}
+	cleanup = append(cleanup, func() { peerLn.Close() })
+	n.clientLn, err = net.Listen("tcp", cfg.ClientAddr)
+	if err != nil {
+		return nil, fmt.Errorf("rpc: client address %s: %w", cfg.ClientAddr, err)
+	}
+	cleanup = append(cleanup, func() { n.clientLn.Close() })
+
+	dial := cfg.DialPeer
+	if dial == nil {
+		dial = defaultDialer(cfg.PeerAddr)
+	}
+	n.mux = newPeerMux(peerLn, dial)
+	cleanup = append(cleanup, n.mux.close)
+
+	n.fsm = fsm.New(fsm.Options{MaxDataSize: cfg.MaxDataSize, Logger: n.log})
+	n.sessions = newSessionTable(n)
+	n.fsm.SetObserver(n.sessions)
+
+	n.store, err = raftboltdb.New(raftboltdb.Options{
+		Path:        filepath.Join(cfg.DataDir, "raft.db"),
+		BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("rpc: opening raft store in %s: %w", cfg.DataDir, err)
+	}
+	cleanup = append(cleanup, func() { n.store.Close() })
+	logs, err := raft.NewLogCache(512, n.store)
+	if err != nil {
+		return nil, err
+	}
+	hl := newHCLogger(n.log)
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, hl.Named("snapshot"))
+	if err != nil {
+		return nil, fmt.Errorf("rpc: snapshot store: %w", err)
+	}
+	advertise, err := net.ResolveTCPAddr("tcp", cfg.PeerAddr)
+	if err != nil {
+		return nil, err
+	}
+	if advertise.IP == nil || advertise.IP.IsUnspecified() {
+		return nil, fmt.Errorf("rpc: --peer-addr %s must name the address other servers reach, not a wildcard", cfg.PeerAddr)
+	}
+	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  &raftStream{muxListener: n.mux.raft, mux: n.mux, advertise: advertise},
+		MaxPool: 4,
+		Timeout: 5 * time.Second,
+		Logger:  hl.Named("transport"),
+	})
+	cleanup = append(cleanup, func() { n.trans.Close() })
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.ID)
+	rc.Logger = hl.Named("raft")
+	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	rc.CommitTimeout = 5 * time.Millisecond
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.TrailingLogs = cfg.TrailingLogs
+	rc.SnapshotInterval = cfg.SnapshotInterval
+	rc.MaxAppendEntries = 512
+	rc.BatchApplyCh = true
+	rc.NoSnapshotRestoreOnStart = false
+
+	existing, err := raft.HasExistingState(logs, n.store, snaps)
+	if err != nil {
+		return nil, err
+	}
+	if !existing {
+		peers := cfg.Peers
+		if len(peers) == 0 {
+			peers = []Peer{{ID: cfg.ID, Addr: cfg.PeerAddr}}
+		}
+		var conf raft.Configuration
+		for _, p := range peers {
+			conf.Servers = append(conf.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.Addr)})
+		}
+		if err := raft.BootstrapCluster(rc, logs, n.store, snaps, n.trans, conf); err != nil {
+			return nil, fmt.Errorf("rpc: bootstrap: %w", err)
+		}
+		n.log.Info("bootstrapped a new cluster", "voters", len(peers))
+	}
+	n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.store, snaps, n.trans)
+	if err != nil {
+		return nil, fmt.Errorf("rpc: starting raft: %w", err)
+	}
+	cleanup = append(cleanup, func() { _ = n.raft.Shutdown().Error() })
+
+	n.peers = newPeerClients(n)
+	n.barriers = &barrierGroup{n: n}
+	n.prop = newProposer(n)
+	n.leader = newLeaderDuties(n)
+
+	kp := keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true}
+	n.clientGRPC = grpc.NewServer(
+		grpc.MaxRecvMsgSize(cfg.maxMessageSize()),
+		grpc.MaxSendMsgSize(cfg.maxMessageSize()),
+		grpc.KeepaliveEnforcementPolicy(kp),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}),
+	)
+	apipb.RegisterCoordServer(n.clientGRPC, &clientService{n: n})
+	n.peerGRPC = grpc.NewServer(
+		grpc.MaxRecvMsgSize(cfg.maxMessageSize()+1<<10),
+		grpc.MaxSendMsgSize(cfg.maxMessageSize()+1<<10),
+		grpc.KeepaliveEnforcementPolicy(kp),
+	)
+	peerpb.RegisterPeerServer(n.peerGRPC, &peerService{n: n})
+
+	n.start(func() { _ = n.peerGRPC.Serve(n.mux.grpc) })
+	n.start(func() { _ = n.clientGRPC.Serve(n.clientLn) })
+	n.start(n.prop.run)
+	n.start(n.leader.run)
+	n.start(n.sessions.runTouches)
+	n.start(n.watchQuorum)
+	n.log.Info("server started", "client", n.clientLn.Addr().String(), "peer", cfg.PeerAddr)
+	return n, nil
+}
+
+func (n *Node) start(f func()) {
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		f()
+	}()
+}
+
+// ClientAddr returns the address the public API listens on.
+func (n *Node) ClientAddr() string { return n.clientLn.Addr().String() }
+
+// ID returns the server id.
+func (n *Node) ID() string { return n.cfg.ID }
+
+// Raft exposes the Raft instance (for tests and status).
+func (n *Node) Raft() *raft.Raft { return n.raft }
+
+// FSM exposes the state machine (for tests).
+func (n *Node) FSM() *fsm.FSM { return n.fsm }
+
+// IsLeader reports whether this server is the Raft leader.
+func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+
+// Snapshot asks Raft to take a snapshot now.
+func (n *Node) Snapshot() error { return n.raft.Snapshot().Error() }
+
+// Close stops the server: client streams end, Raft shuts down and the data
+// dir is released. It is safe to call more than once.
+func (n *Node) Close() error {
+	n.closeOnce.Do(func() {
+		n.log.Info("shutting down")
+		n.cancel()
+		n.sessions.closeAll()
+		stopped := make(chan struct{})
+		go func() { n.clientGRPC.GracefulStop(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-time.After(2 * time.Second):
+			n.clientGRPC.Stop()
+		}
+		n.clientGRPC.Stop()
+		n.peers.close()
+		n.peerGRPC.Stop()
+		if err := n.raft.Shutdown().Error(); err != nil {
+			n.log.Warn("raft shutdown", "err", err)
+		}
+		n.trans.Close()
+		n.mux.close()
+		n.wg.Wait()
+		n.store.Close()
+	})
+	return nil
+}
+
+// claimDataDir creates the data dir and records the server id in it, or
+// refuses a dir that another id owns.
+func claimDataDir(dir, id string) error {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return fmt.Errorf("rpc: data dir: %w", err)
+	}
+	f := filepath.Join(dir, "server-id")
+	b, err := os.ReadFile(f)
+	switch {
+	case err == nil:
+		if got := strings.TrimSpace(string(b)); got != id {
+			return fmt.Errorf("%w: %s was created by server %q, this is %q", ErrDataDirOwner, dir, got, id)
+		}
+		return nil
+	case errors.Is(err, os.ErrNotExist):
+		if err := os.WriteFile(f, []byte(id+"\n"), 0o640); err != nil {
+			return fmt.Errorf("rpc: data dir: %w", err)
+		}
+		return nil
+	default:
+		return fmt.Errorf("rpc: data dir: %w", err)
+	}
+}
+
+// hclog routing: Raft logs through an intercept logger whose sink writes to
+// slog; the intercept logger itself prints nothing.
+type slogSink struct{ l *slog.Logger }
+
+func (s slogSink) Accept(name string, level hclog.Level, msg string, args ...interface{}) {
+	lvl := slog.LevelDebug
+	switch {
+	case level >= hclog.Error:
+		lvl = slog.LevelError
+	case level == hclog.Warn:
+		lvl = slog.LevelWarn
+	case level == hclog.Info:
+		lvl = slog.LevelInfo
+	}
+	if !s.l.Enabled(context.Background(), lvl) {
+		return
+	}
+	s.l.Log(context.Background(), lvl, msg, append([]any{"component", name}, args...)...)
+}
+
+func newHCLogger(l *slog.Logger) hclog.InterceptLogger {
+	il := hclog.NewInterceptLogger(&hclog.LoggerOptions{Name: "", Output: io.Discard, Level: hclog.Off})
+	il.RegisterSink(slogSink{l: l})
+	return il
+}
+
+// grpcDialOptions are the options for connections to peers.
+func (n *Node) peerDialOptions() []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			return n.mux.dialTagged(ctx, addr, tagPeer)
+		}),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(n.cfg.maxMessageSize()+1<<10), grpc.MaxCallSendMsgSize(n.cfg.maxMessageSize()+1<<10)),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 5 * time.Second, Timeout: 3 * time.Second, PermitWithoutStream: true}),
+	}
+}

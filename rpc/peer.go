@@ -1,0 +1,274 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/coordd/coordd/fsm/cmdpb"
+	"github.com/coordd/coordd/rpc/peerpb"
+)
+
+// peerService implements the internal peer API.
+type peerService struct {
+	peerpb.UnimplementedPeerServer
+	n *Node
+}
+
+// Forward proposes a follower's commands in arrival order and confirms each
+// once committed, in the same order.
+func (s *peerService) Forward(stream peerpb.Peer_ForwardServer) error {
+	n := s.n
+	type inflight struct {
+		seq uint64
+		f   raft.ApplyFuture
+	}
+	futures := make(chan inflight, 4096)
+	done := make(chan error, 1)
+	go func() {
+		for in := range futures {
+			resp := &peerpb.ForwardResponse{Seq: in.seq}
+			if err := in.f.Error(); err != nil {
+				resp.Error = err.Error()
+				resp.NotLeader = errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
+					errors.Is(err, raft.ErrRaftShutdown) || errors.Is(err, raft.ErrLeadershipTransferInProgress)
+			} else {
+				resp.Index = in.f.Index()
+			}
+			if err := stream.Send(resp); err != nil {
+				done <- err
+				for range futures {
+				}
+				return
+			}
+			if resp.Error != "" {
+				done <- nil
+				for range futures {
+				}
+				return
+			}
+		}
+		done <- nil
+	}()
+	defer close(futures)
+	for {
+		req, err := stream.Recv()
+		if err != nil {
+			return nil
+		}
+		if n.raft.State() != raft.Leader {
+			_ = stream.Send(&peerpb.ForwardResponse{Seq: req.Seq, Error: "not the leader", NotLeader: true})
+			return nil
+		}
+		cmd := &cmdpb.Command{}
+		if err := proto.Unmarshal(req.Command, cmd); err != nil || !forwardable(cmd) {
+			_ = stream.Send(&peerpb.ForwardResponse{Seq: req.Seq, Error: "malformed or forbidden command"})
+			return nil
+		}
+		cmd.TimeMs = time.Now().UnixMilli()
+		data, err := proto.Marshal(cmd)
+		if err != nil {
+			return err
+		}
+		select {
+		case futures <- inflight{seq: req.Seq, f: n.raft.Apply(data, 0)}:
+		case err := <-done:
+			return err
+		}
+	}
+}
+
+// forwardable reports whether a follower may ask for this command: client
+// writes and session open/close only; the leader makes the rest itself.
+func forwardable(cmd *cmdpb.Command) bool {
+	switch c := cmd.Cmd.(type) {
+	case *cmdpb.Command_Write:
+		return c.Write.SessionId != 0 && c.Write.Op != nil
+	case *cmdpb.Command_OpenSession, *cmdpb.Command_CloseSession:
+		return true
+	}
+	return false
+}
+
+// ReadIndex confirms leadership with a quorum (through a barrier, which
+// also waits until the leader's FSM applied everything committed before
+// it) and returns the FSM's applied index.
+func (s *peerService) ReadIndex(ctx context.Context, _ *peerpb.ReadIndexRequest) (*peerpb.ReadIndexResponse, error) {
+	idx, err := s.n.leaderReadIndex(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &peerpb.ReadIndexResponse{Index: uint64(idx)}, nil
+}
+
+// Touch passes keep-alives to the leader's session tracker.
+func (s *peerService) Touch(_ context.Context, req *peerpb.TouchRequest) (*peerpb.TouchResponse, error) {
+	if !s.n.leader.touch(req.Sessions) {
+		return nil, errNoLeader
+	}
+	return &peerpb.TouchResponse{}, nil
+}
+
+// Info reports this server's own view.
+func (s *peerService) Info(context.Context, *peerpb.InfoRequest) (*peerpb.InfoResponse, error) {
+	return s.n.info(), nil
+}
+
+// peerClients keeps one gRPC connection per peer address.
+type peerClients struct {
+	n     *Node
+	mu    sync.Mutex
+	conns map[string]*grpc.ClientConn
+}
+
+func newPeerClients(n *Node) *peerClients {
+	return &peerClients{n: n, conns: make(map[string]*grpc.ClientConn)}
+}
+
+func (p *peerClients) conn(addr string) (*grpc.ClientConn, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.conns == nil {
+		return nil, errors.New("rpc: shutting down")
+	}
+	if cc, ok := p.conns[addr]; ok {
+		return cc, nil
+	}
+	cc, err := grpc.NewClient("passthrough:///"+addr, p.n.peerDialOptions()...)
+	if err != nil {
+		return nil, err
+	}
+	p.conns[addr] = cc
+	return cc, nil
+}
+
+func (p *peerClients) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, cc := range p.conns {
+		cc.Close()
+	}
+	p.conns = nil
+}
+
+func (p *peerClients) leader() (peerpb.PeerClient, error) {
+	addr, id := p.n.raft.LeaderWithID()
+	if id == "" {
+		return nil, errNoLeader
+	}
+	cc, err := p.conn(string(addr))
+	if err != nil {
+		return nil, err
+	}
+	return peerpb.NewPeerClient(cc), nil
+}
+
+func (p *peerClients) touchLeader(ctx context.Context, ids []int64) error {
+	c, err := p.leader()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.n.cfg.Tick)
+	defer cancel()
+	_, err = c.Touch(ctx, &peerpb.TouchRequest{Sessions: ids})
+	return err
+}
+
+// leaderReadIndex is the read index as the leader computes it.
+func (n *Node) leaderReadIndex(ctx context.Context) (int64, error) {
+	if n.raft.State() != raft.Leader {
+		return 0, errNoLeader
+	}
+	timeout := 5 * time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+	}
+	if err := n.barriers.wait(ctx, timeout); err != nil {
+		return 0, fmt.Errorf("rpc: read index: %w", err)
+	}
+	return n.fsm.AppliedIndex(), nil
+}
+
+// readIndex returns an index this server must apply so that its next read
+// reflects every write committed before the call.
+func (n *Node) readIndex(done <-chan struct{}) (int64, error) {
+	ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
+	defer cancel()
+	go func() {
+		select {
+		case <-done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	for {
+		if n.raft.State() == raft.Leader {
+			return n.leaderReadIndex(ctx)
+		}
+		c, err := n.peers.leader()
+		if err == nil {
+			var resp *peerpb.ReadIndexResponse
+			resp, err = c.ReadIndex(ctx, &peerpb.ReadIndexRequest{})
+			if err == nil {
+				return int64(resp.Index), nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return 0, err
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// barrierGroup coalesces concurrent read-index requests: every waiter that
+// arrived before a barrier was issued shares that barrier.
+type barrierGroup struct {
+	n       *Node
+	mu      sync.Mutex
+	running bool
+	next    chan struct{} // closed when the barrier after the running one completes
+	nextErr *error
+}
+
+func (b *barrierGroup) wait(ctx context.Context, timeout time.Duration) error {
+	b.mu.Lock()
+	if b.next == nil {
+		b.next = make(chan struct{})
+		b.nextErr = new(error)
+	}
+	ch, errp := b.next, b.nextErr
+	if !b.running {
+		b.startLocked()
+	}
+	b.mu.Unlock()
+	select {
+	case <-ch:
+		return *errp
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (b *barrierGroup) startLocked() {
+	b.running = true
+	ch, errp := b.next, b.nextErr
+	b.next, b.nextErr = nil, nil
+	go func() {
+		err := b.n.raft.Barrier(5 * time.Second).Error()
+		*errp = err
+		close(ch)
+		b.mu.Lock()
+		b.running = false
+		if b.next != nil {
+			b.startLocked()
+		}
+		b.mu.Unlock()
+	}()
+}

@@ -1,0 +1,241 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/coordd/coordd/fsm/cmdpb"
+	"github.com/coordd/coordd/rpc/peerpb"
+)
+
+// proposer gets this server's commands into the Raft log, in the order they
+// were submitted: straight into Raft when this server leads, otherwise over
+// one ordered Forward stream to the leader. A command is kept until the
+// leader confirms it was committed; on a leader change or a broken stream
+// every unconfirmed command is sent again, in order. That is safe because
+// the FSM applies a client write at most once per (session, xid); the
+// server learns the outcome from its own FSM, not from this path.
+type proposer struct {
+	n *Node
+
+	mu      sync.Mutex
+	pending []*proposal // not yet confirmed, in submission order
+	nextSeq uint64
+	wake    chan struct{}
+}
+
+type proposal struct {
+	seq  uint64
+	data []byte // marshalled cmdpb.Command without time_ms
+	cmd  *cmdpb.Command
+}
+
+func newProposer(n *Node) *proposer {
+	return &proposer{n: n, wake: make(chan struct{}, 1)}
+}
+
+// submit queues a command; it never blocks on the network.
+func (p *proposer) submit(cmd *cmdpb.Command) {
+	data, err := proto.Marshal(cmd)
+	if err != nil {
+		p.n.log.Error("cannot marshal command", "err", err)
+		return
+	}
+	p.mu.Lock()
+	p.nextSeq++
+	p.pending = append(p.pending, &proposal{seq: p.nextSeq, data: data, cmd: cmd})
+	p.mu.Unlock()
+	p.poke()
+}
+
+func (p *proposer) poke() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// confirm drops a proposal the leader committed.
+func (p *proposer) confirm(seq uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, q := range p.pending {
+		if q.seq == seq {
+			p.pending = append(p.pending[:i:i], p.pending[i+1:]...)
+			return
+		}
+	}
+}
+
+// snapshotFrom returns the pending proposals with seq > after.
+func (p *proposer) snapshotFrom(after uint64) []*proposal {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []*proposal
+	for _, q := range p.pending {
+		if q.seq > after {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+func (p *proposer) run() {
+	for p.n.ctx.Err() == nil {
+		addr, id := p.n.raft.LeaderWithID()
+		switch {
+		case id == "":
+			p.waitLeaderChange(50 * time.Millisecond)
+		case string(id) == p.n.cfg.ID:
+			p.runLocal()
+		default:
+			if err := p.runForward(string(addr)); err != nil && p.n.ctx.Err() == nil {
+				p.n.log.Debug("forwarding to leader", "leader", id, "err", err)
+				p.waitLeaderChange(50 * time.Millisecond)
+			}
+		}
+	}
+}
+
+func (p *proposer) waitLeaderChange(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-p.n.ctx.Done():
+	}
+}
+
+// stamp sets the leader's time on a command and marshals it.
+func stamp(data []byte) ([]byte, error) {
+	cmd := &cmdpb.Command{}
+	if err := proto.Unmarshal(data, cmd); err != nil {
+		return nil, err
+	}
+	cmd.TimeMs = time.Now().UnixMilli()
+	return proto.Marshal(cmd)
+}
+
+// leaderApply proposes commands in order while this server leads; the
+// futures are awaited in order by the returned channel's reader.
+type applied struct {
+	seq uint64
+	f   raft.ApplyFuture
+}
+
+// runLocal proposes straight into Raft while this server is the leader.
+func (p *proposer) runLocal() {
+	futures := make(chan applied, 4096)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	failed := make(chan struct{}, 1)
+	go func() {
+		defer wg.Done()
+		for a := range futures {
+			if err := a.f.Error(); err != nil {
+				select {
+				case failed <- struct{}{}:
+				default:
+				}
+				continue
+			}
+			p.confirm(a.seq)
+		}
+	}()
+	var sent uint64
+	defer func() {
+		close(stop)
+		close(futures)
+		wg.Wait()
+	}()
+	for {
+		if p.n.raft.State() != raft.Leader || p.n.ctx.Err() != nil {
+			return
+		}
+		for _, q := range p.snapshotFrom(sent) {
+			data, err := stamp(q.data)
+			if err != nil {
+				p.confirm(q.seq)
+				continue
+			}
+			futures <- applied{seq: q.seq, f: p.n.raft.Apply(data, 0)}
+			sent = q.seq
+		}
+		select {
+		case <-p.wake:
+		case <-failed:
+			// Leadership was lost or Raft shut down: retry from the start.
+			return
+		case <-time.After(100 * time.Millisecond):
+		case <-p.n.ctx.Done():
+			return
+		}
+	}
+}
+
+// runForward streams pending commands to the leader at addr until the
+// stream breaks or the leader changes.
+func (p *proposer) runForward(addr string) error {
+	cc, err := p.n.peers.conn(addr)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(p.n.ctx)
+	defer cancel()
+	stream, err := peerpb.NewPeerClient(cc).Forward(ctx)
+	if err != nil {
+		return err
+	}
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			resp, err := stream.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			if resp.Error != "" {
+				if resp.NotLeader {
+					recvErr <- errNoLeader
+				} else {
+					recvErr <- errors.New(resp.Error)
+				}
+				return
+			}
+			p.confirm(resp.Seq)
+		}
+	}()
+	var sent uint64
+	tk := time.NewTicker(100 * time.Millisecond)
+	defer tk.Stop()
+	for {
+		for _, q := range p.snapshotFrom(sent) {
+			if err := stream.Send(&peerpb.ForwardRequest{Seq: q.seq, Command: q.data}); err != nil {
+				return err
+			}
+			sent = q.seq
+		}
+		select {
+		case <-p.wake:
+		case err := <-recvErr:
+			return err
+		case <-tk.C:
+			if _, id := p.n.raft.LeaderWithID(); string(id) == p.n.cfg.ID || addrOf(p.n.raft) != addr {
+				return nil
+			}
+		case <-p.n.ctx.Done():
+			return nil
+		}
+	}
+}
+
+func addrOf(r *raft.Raft) string {
+	a, _ := r.LeaderWithID()
+	return string(a)
+}

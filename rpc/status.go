@@ -1,0 +1,184 @@
+package rpc
+
+import (
+	"context"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/rpc/apipb"
+	"github.com/coordd/coordd/rpc/peerpb"
+)
+
+func roleOf(s raft.RaftState) string {
+	switch s {
+	case raft.Leader:
+		return "leader"
+	case raft.Candidate:
+		return "candidate"
+	case raft.Follower:
+		return "follower"
+	}
+	return "shutdown"
+}
+
+func (n *Node) info() *peerpb.InfoResponse {
+	_, leader := n.raft.LeaderWithID()
+	rss, cpu := processUsage()
+	return &peerpb.InfoResponse{
+		Id: n.cfg.ID, Role: roleOf(n.raft.State()), ClientAddress: n.ClientAddr(),
+		Applied: n.fsm.AppliedIndex(), Term: n.raft.CurrentTerm(), Leader: string(leader),
+		RssBytes: rss, CpuSeconds: cpu, Sessions: n.sessions.local(),
+	}
+}
+
+// processUsage reads this process's resident memory and CPU time.
+func processUsage() (int64, float64) {
+	var rss int64
+	if b, err := os.ReadFile("/proc/self/statm"); err == nil {
+		if f := strings.Fields(string(b)); len(f) > 1 {
+			pages, _ := strconv.ParseInt(f[1], 10, 64)
+			rss = pages * int64(os.Getpagesize())
+		}
+	}
+	var ru syscall.Rusage
+	cpu := 0.0
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		cpu = float64(ru.Utime.Sec+ru.Stime.Sec) + float64(ru.Utime.Usec+ru.Stime.Usec)/1e6
+	}
+	return rss, cpu
+}
+
+// memberInfos asks every voter for its own view, in parallel, briefly.
+func (n *Node) memberInfos(ctx context.Context) ([]raft.Server, map[string]*peerpb.InfoResponse) {
+	var servers []raft.Server
+	if f := n.raft.GetConfiguration(); f.Error() == nil {
+		servers = f.Configuration().Servers
+	}
+	out := make(map[string]*peerpb.InfoResponse)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, s := range servers {
+		if string(s.ID) == n.cfg.ID {
+			out[n.cfg.ID] = n.info()
+			continue
+		}
+		wg.Add(1)
+		go func(s raft.Server) {
+			defer wg.Done()
+			cc, err := n.peers.conn(string(s.Address))
+			if err != nil {
+				return
+			}
+			cctx, cancel := context.WithTimeout(ctx, 700*time.Millisecond)
+			defer cancel()
+			resp, err := peerpb.NewPeerClient(cc).Info(cctx, &peerpb.InfoRequest{})
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			out[string(s.ID)] = resp
+			mu.Unlock()
+		}(s)
+	}
+	wg.Wait()
+	return servers, out
+}
+
+// Status reports this server's view of the cluster.
+func (s *clientService) Status(ctx context.Context, _ *apipb.StatusRequest) (*apipb.StatusResponse, error) {
+	n := s.n
+	_, leader := n.raft.LeaderWithID()
+	resp := &apipb.StatusResponse{
+		Id: n.cfg.ID, Role: roleOf(n.raft.State()), Leader: string(leader),
+		Term: n.raft.CurrentTerm(), Applied: n.fsm.AppliedIndex(), Watches: int64(n.fsm.Watches().Len()),
+	}
+	n.fsm.Read(func(v fsm.View) {
+		resp.Sessions = int64(v.Sessions.Len())
+		resp.Znodes = int64(v.Tree.Len())
+	})
+	servers, infos := n.memberInfos(ctx)
+	for _, sv := range servers {
+		m := &apipb.Member{Id: string(sv.ID), PeerAddress: string(sv.Address), Role: "unreachable"}
+		if in := infos[string(sv.ID)]; in != nil {
+			m.Role, m.ClientAddress, m.Applied, m.RssBytes, m.CpuSeconds = in.Role, in.ClientAddress, in.Applied, in.RssBytes, in.CpuSeconds
+		}
+		resp.Members = append(resp.Members, m)
+	}
+	sort.Slice(resp.Members, func(i, j int) bool { return resp.Members[i].Id < resp.Members[j].Id })
+	return resp, nil
+}
+
+// Sessions lists the open sessions and where each is connected.
+func (s *clientService) Sessions(ctx context.Context, _ *apipb.SessionsRequest) (*apipb.SessionsResponse, error) {
+	n := s.n
+	resp := &apipb.SessionsResponse{}
+	n.fsm.Read(func(v fsm.View) {
+		for _, in := range v.Sessions.List() {
+			resp.Sessions = append(resp.Sessions, &apipb.SessionInfo{
+				Id: in.ID, TimeoutMs: in.TimeoutMs, Ephemerals: int64(len(v.Tree.EphemeralsOf(in.ID))),
+			})
+		}
+	})
+	_, infos := n.memberInfos(ctx)
+	where := map[int64]string{}
+	for id, in := range infos {
+		for _, sid := range in.Sessions {
+			where[sid] = id
+		}
+	}
+	for _, si := range resp.Sessions {
+		si.Server = where[si.Id]
+	}
+	return resp, nil
+}
+
+// serving reports whether this server can serve clients: it knows a leader
+// (or lost it only moments ago).
+func (n *Node) serving() bool {
+	n.leaderSeen.Lock()
+	defer n.leaderSeen.Unlock()
+	return n.leaderlessSince.IsZero() || time.Since(n.leaderlessSince) < n.leaderlessLimit()
+}
+
+func (n *Node) leaderlessLimit() time.Duration {
+	return 2 * max(n.cfg.ElectionTimeout, n.cfg.HeartbeatTimeout)
+}
+
+// watchQuorum closes client streams when this server has had no leader for
+// longer than an election takes (it is likely in a minority partition), so
+// that its clients move to a server that can serve them.
+func (n *Node) watchQuorum() {
+	tk := time.NewTicker(n.cfg.Tick / 4)
+	defer tk.Stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-tk.C:
+		}
+		_, id := n.raft.LeaderWithID()
+		n.leaderSeen.Lock()
+		switch {
+		case id != "":
+			n.leaderlessSince = time.Time{}
+		case n.leaderlessSince.IsZero():
+			n.leaderlessSince = time.Now()
+		}
+		cut := !n.leaderlessSince.IsZero() && time.Since(n.leaderlessSince) >= n.leaderlessLimit()
+		n.leaderSeen.Unlock()
+		if cut {
+			for _, c := range n.sessions.all() {
+				n.log.Info("no leader: disconnecting client", "session", c.id)
+				c.end(nil)
+			}
+		}
+	}
+}

@@ -1,0 +1,395 @@
+package tree
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash"
+	"hash/crc32"
+	"io"
+	"math"
+)
+
+// Snapshot format, version 1. All integers are little-endian or
+// encoding/binary varints (signed ones zig-zag); varints must be minimal.
+//
+//	header:  magic "coordtr\x00" (8 bytes), format version (1 byte),
+//	         body length in bytes (uint64, 8 bytes)
+//	body:    one record per znode, sorted by (parent path, name) bytewise,
+//	         with the root first: all children of a node are contiguous
+//	         and sorted by name, and every node comes after its parent
+//	trailer: CRC-32C (Castagnoli) of header and body (uint32, 4 bytes)
+//
+//	record:  uvarint len, path bytes; kind (1 byte);
+//	         varint czxid, mzxid, pzxid, ctime, mtime, version, cversion;
+//	         uvarint numChildren; varint seq; varint aux (ephemeral owner
+//	         or TTL, else 0); uvarint len, data bytes
+const (
+	snapMagic   = "coordtr\x00"
+	snapVersion = 1
+	headerLen   = len(snapMagic) + 1 + 8
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func appendRecordHead(b []byte, it item) []byte {
+	n := it.n
+	b = binary.AppendUvarint(b, uint64(len(it.key)))
+	b = appendPath(b, it.key)
+	b = append(b, byte(n.kind))
+	b = binary.AppendVarint(b, n.czxid)
+	b = binary.AppendVarint(b, n.mzxid)
+	b = binary.AppendVarint(b, n.pzxid)
+	b = binary.AppendVarint(b, n.ctime)
+	b = binary.AppendVarint(b, n.mtime)
+	b = binary.AppendVarint(b, int64(n.version))
+	b = binary.AppendVarint(b, int64(n.cversion))
+	b = binary.AppendUvarint(b, uint64(n.numChildren))
+	b = binary.AppendVarint(b, int64(n.seq))
+	b = binary.AppendVarint(b, n.aux)
+	b = binary.AppendUvarint(b, uint64(len(n.data)))
+	return b
+}
+
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// WriteTo writes a snapshot of t to w and returns the number of bytes
+// written. The encoding is deterministic: trees with the same contents
+// produce the same bytes. It only reads t, so it may run on a Clone while
+// the original is being written.
+func (t *Tree) WriteTo(w io.Writer) (int64, error) {
+	var scratch []byte
+	var body uint64
+	t.nodes.Ascend(func(it item) bool {
+		scratch = appendRecordHead(scratch[:0], it)
+		body += uint64(len(scratch) + len(it.n.data))
+		return true
+	})
+
+	cw := &countWriter{w: w}
+	bw := bufio.NewWriterSize(cw, 64<<10)
+	crc := crc32.New(castagnoli)
+	out := io.MultiWriter(bw, crc)
+
+	var hdr [headerLen]byte
+	copy(hdr[:], snapMagic)
+	hdr[len(snapMagic)] = snapVersion
+	binary.LittleEndian.PutUint64(hdr[len(snapMagic)+1:], body)
+	if _, err := out.Write(hdr[:]); err != nil {
+		return cw.n, err
+	}
+	var err error
+	t.nodes.Ascend(func(it item) bool {
+		scratch = appendRecordHead(scratch[:0], it)
+		if _, err = out.Write(scratch); err != nil {
+			return false
+		}
+		if len(it.n.data) > 0 {
+			_, err = out.Write(it.n.data)
+		}
+		return err == nil
+	})
+	if err != nil {
+		return cw.n, err
+	}
+	var sum [4]byte
+	binary.LittleEndian.PutUint32(sum[:], crc.Sum32())
+	if _, err := bw.Write(sum[:]); err != nil {
+		return cw.n, err
+	}
+	err = bw.Flush()
+	return cw.n, err
+}
+
+// decoder reads the fields of snapshot records with a sticky error.
+type decoder struct {
+	r     *bufio.Reader
+	limit *io.LimitedReader
+	err   error
+}
+
+func (d *decoder) fail(format string, args ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: "+format, append([]any{ErrBadSnapshot}, args...)...)
+	}
+}
+
+func (d *decoder) ioFail(err error) {
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: %w", ErrBadSnapshot, err)
+	}
+}
+
+// remaining is the number of body bytes not yet consumed.
+func (d *decoder) remaining() int64 { return d.limit.N + int64(d.r.Buffered()) }
+
+func (d *decoder) byte() byte {
+	if d.err != nil {
+		return 0
+	}
+	c, err := d.r.ReadByte()
+	if err != nil {
+		d.ioFail(err)
+	}
+	return c
+}
+
+func (d *decoder) uvarint() uint64 {
+	var x uint64
+	var s uint
+	for i := 0; i < binary.MaxVarintLen64; i++ {
+		c := d.byte()
+		if d.err != nil {
+			return 0
+		}
+		if c < 0x80 {
+			if i == binary.MaxVarintLen64-1 && c > 1 {
+				break
+			}
+			if c == 0 && i > 0 {
+				d.fail("non-minimal varint")
+				return 0
+			}
+			return x | uint64(c)<<s
+		}
+		x |= uint64(c&0x7f) << s
+		s += 7
+	}
+	d.fail("varint overflows 64 bits")
+	return 0
+}
+
+func (d *decoder) varint() int64 {
+	ux := d.uvarint()
+	x := int64(ux >> 1)
+	if ux&1 != 0 {
+		x = ^x
+	}
+	return x
+}
+
+func (d *decoder) int32(what string) int32 {
+	x := d.varint()
+	if x < math.MinInt32 || x > math.MaxInt32 {
+		d.fail("%s %d out of range", what, x)
+		return 0
+	}
+	return int32(x)
+}
+
+func (d *decoder) bytes(what string, max int) []byte {
+	n := d.uvarint()
+	if d.err != nil {
+		return nil
+	}
+	if n > uint64(max) {
+		d.fail("%s length %d exceeds limit %d", what, n, max)
+		return nil
+	}
+	if int64(n) > d.remaining() {
+		d.ioFail(io.ErrUnexpectedEOF)
+		return nil
+	}
+	if n == 0 {
+		return nil
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(d.r, b); err != nil {
+		d.ioFail(err)
+		return nil
+	}
+	return b
+}
+
+// Read decodes a snapshot written by WriteTo into a new tree configured by
+// opts. It rejects anything that is not a complete, intact and consistent
+// snapshot with an error wrapping ErrBadSnapshot: a bad header or checksum,
+// truncation, data longer than opts allows, invalid or unordered paths, a
+// missing parent, an ephemeral parent, wrong NumChildren, or a kind, owner
+// or TTL that do not agree. It never panics, and it allocates in
+// proportion to the bytes actually read (no length field is trusted
+// beyond its bound). Read consumes exactly the snapshot's bytes from r.
+func Read(r io.Reader, opts Options) (*Tree, error) {
+	var hdr [headerLen]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, fmt.Errorf("%w: header: %w", ErrBadSnapshot, err)
+	}
+	if string(hdr[:len(snapMagic)]) != snapMagic {
+		return nil, fmt.Errorf("%w: bad magic", ErrBadSnapshot)
+	}
+	if v := hdr[len(snapMagic)]; v != snapVersion {
+		return nil, fmt.Errorf("%w: unsupported format version %d", ErrBadSnapshot, v)
+	}
+	bodyLen := binary.LittleEndian.Uint64(hdr[len(snapMagic)+1:])
+	if bodyLen > math.MaxInt64 {
+		return nil, fmt.Errorf("%w: body length %d too large", ErrBadSnapshot, bodyLen)
+	}
+	crc := crc32.New(castagnoli)
+	crc.Write(hdr[:])
+	limit := &io.LimitedReader{R: r, N: int64(bodyLen)}
+	d := &decoder{r: bufio.NewReaderSize(io.TeeReader(limit, crc), 64<<10), limit: limit}
+
+	t, err := readBody(d, opts)
+	if err != nil {
+		return nil, err
+	}
+	return t, readTrailer(r, crc)
+}
+
+func readTrailer(r io.Reader, crc hash.Hash32) error {
+	var sum [4]byte
+	if _, err := io.ReadFull(r, sum[:]); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return fmt.Errorf("%w: checksum: %w", ErrBadSnapshot, err)
+	}
+	if got, want := binary.LittleEndian.Uint32(sum[:]), crc.Sum32(); got != want {
+		return fmt.Errorf("%w: checksum mismatch", ErrBadSnapshot)
+	}
+	return nil
+}
+
+func readBody(d *decoder, opts Options) (*Tree, error) {
+	t := newEmpty(opts)
+	var (
+		prevKey     string
+		runKey      string // key of the parent whose children are being read
+		runParent   *node
+		runCount    int64
+		declaredSum int64 // sum of NumChildren over all nodes
+	)
+	endRun := func() {
+		if runParent != nil && int64(runParent.numChildren) != runCount {
+			d.fail("node %q declares %d children, has %d", pathOf(runKey), runParent.numChildren, runCount)
+		}
+	}
+	for d.err == nil {
+		if _, err := d.r.Peek(1); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			d.ioFail(err)
+			break
+		}
+		pathBytes := d.bytes("path", MaxPathLength)
+		kind := Kind(d.byte())
+		n := &node{kind: kind}
+		n.czxid = d.varint()
+		n.mzxid = d.varint()
+		n.pzxid = d.varint()
+		n.ctime = d.varint()
+		n.mtime = d.varint()
+		n.version = d.int32("version")
+		n.cversion = d.int32("cversion")
+		nc := d.uvarint()
+		n.seq = d.int32("seq")
+		n.aux = d.varint()
+		n.data = d.bytes("data", t.maxData)
+		if d.err != nil {
+			break
+		}
+		if nc > math.MaxInt32 {
+			d.fail("numChildren %d out of range", nc)
+			break
+		}
+		n.numChildren = int32(nc)
+		path := string(pathBytes)
+
+		if t.nodes.Len() == 0 {
+			if path != "/" {
+				d.fail("first record is %q, not /", path)
+				break
+			}
+			if kind != Persistent || n.aux != 0 {
+				d.fail("root must be persistent")
+				break
+			}
+			t.nodes.ReplaceOrInsert(item{key: rootKey, n: n})
+			prevKey = rootKey
+			declaredSum += int64(n.numChildren)
+			continue
+		}
+
+		if err := ValidatePath(path); err != nil {
+			d.fail("%w", err)
+			break
+		}
+		var owner, ttl int64
+		switch kind {
+		case Ephemeral:
+			owner = n.aux
+		case TTL:
+			ttl = n.aux
+		default:
+			if n.aux != 0 {
+				d.fail("%s node %q with aux %d", kind, path, n.aux)
+			}
+		}
+		if err := checkKind(kind, owner, ttl); err != nil {
+			d.fail("node %q: %w", path, err)
+			break
+		}
+		key := keyOf(path)
+		if key <= prevKey {
+			d.fail("node %q out of order", path)
+			break
+		}
+		prevKey = key
+		parentKey := keyOf(parentOf(path))
+		if parentKey != runKey {
+			endRun()
+			it, ok := t.nodes.Get(item{key: parentKey})
+			if !ok {
+				d.fail("parent of %q missing", path)
+				break
+			}
+			runKey, runParent, runCount = parentKey, it.n, 0
+			if runParent.kind == Ephemeral {
+				d.fail("ephemeral parent of %q", path)
+				break
+			}
+		}
+		runCount++
+		t.nodes.ReplaceOrInsert(item{key: key, n: n})
+		declaredSum += int64(n.numChildren)
+		switch kind {
+		case Ephemeral:
+			t.eph.ReplaceOrInsert(ephItem{owner: owner, path: path})
+		case Container, TTL:
+			t.reap.ReplaceOrInsert(path)
+		}
+	}
+	if d.err == nil {
+		endRun()
+	}
+	if d.err == nil && t.nodes.Len() == 0 {
+		d.fail("no root")
+	}
+	if d.err == nil && declaredSum != int64(t.nodes.Len()-1) {
+		d.fail("NumChildren total %d, but %d non-root nodes", declaredSum, t.nodes.Len()-1)
+	}
+	if d.err == nil && d.limit.N != 0 {
+		d.ioFail(io.ErrUnexpectedEOF)
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	return t, nil
+}

@@ -1,0 +1,402 @@
+package tree
+
+import (
+	"fmt"
+)
+
+// Create describes a node to create.
+type Create struct {
+	// Path of the node; for a sequential node, the prefix to which the
+	// %010d suffix is appended (it may end in '/').
+	Path string
+	// Data is copied; the caller may reuse the slice afterwards.
+	Data []byte
+	Kind Kind
+	// Sequential appends the parent's count of children ever created,
+	// formatted %010d, to Path.
+	Sequential bool
+	// Owner is the owning session: non-zero iff Kind is Ephemeral.
+	Owner int64
+	// TTL in ms: 1..MaxTTL iff Kind is TTL, else 0.
+	TTL int64
+}
+
+// Create creates a node. It returns the node's actual path (with the
+// sequential suffix, if any) and its Stat. On success it appends
+// NodeCreated(path) and NodeChildrenChanged(parent) to tx.Events.
+//
+// Errors: ErrBadArguments (invalid path, kind, owner, TTL or data too
+// large), ErrNoNode (no parent), ErrNodeExists (including for "/"),
+// ErrNoChildrenForEphemerals (ephemeral parent).
+func (t *Tree) Create(c Create, tx *Tx) (string, Stat, error) {
+	path, n, err := t.create(c.Path, c.Data, c.Kind, c.Sequential, c.Owner, c.TTL, tx)
+	if err != nil {
+		return "", Stat{}, err
+	}
+	return path, n.stat(), nil
+}
+
+func (t *Tree) checkData(data []byte) error {
+	if len(data) > t.maxData {
+		return fmt.Errorf("%w: data length %d exceeds limit %d", ErrBadArguments, len(data), t.maxData)
+	}
+	return nil
+}
+
+func checkKind(kind Kind, owner, ttl int64) error {
+	switch kind {
+	case Persistent, Container:
+		if owner != 0 {
+			return fmt.Errorf("%w: %s node with ephemeral owner %d", ErrBadArguments, kind, owner)
+		}
+		if ttl != 0 {
+			return fmt.Errorf("%w: %s node with TTL %d", ErrBadArguments, kind, ttl)
+		}
+	case Ephemeral:
+		if owner == 0 {
+			return fmt.Errorf("%w: ephemeral node without owner", ErrBadArguments)
+		}
+		if ttl != 0 {
+			return fmt.Errorf("%w: ephemeral node with TTL %d", ErrBadArguments, ttl)
+		}
+	case TTL:
+		if owner != 0 {
+			return fmt.Errorf("%w: ttl node with ephemeral owner %d", ErrBadArguments, owner)
+		}
+		if ttl < 1 || ttl > MaxTTL {
+			return fmt.Errorf("%w: TTL %d out of range 1..%d", ErrBadArguments, ttl, int64(MaxTTL))
+		}
+	default:
+		return fmt.Errorf("%w: unknown node kind %d", ErrBadArguments, kind)
+	}
+	return nil
+}
+
+func cloneData(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return append(make([]byte, 0, len(b)), b...)
+}
+
+func (t *Tree) create(path string, data []byte, kind Kind, seq bool, owner, ttl int64, tx *Tx) (string, *node, error) {
+	if seq {
+		if err := ValidatePath(path + "1"); err != nil {
+			return "", nil, err
+		}
+	} else if err := ValidatePath(path); err != nil {
+		return "", nil, err
+	}
+	if err := checkKind(kind, owner, ttl); err != nil {
+		return "", nil, err
+	}
+	if err := t.checkData(data); err != nil {
+		return "", nil, err
+	}
+	if !seq && path == "/" {
+		return "", nil, fmt.Errorf("%w: %s", ErrNodeExists, path)
+	}
+	parentPath := parentOf(path)
+	parentKey, parent := t.lookup(parentPath)
+	if parent == nil {
+		return "", nil, fmt.Errorf("%w: parent of %s", ErrNoNode, path)
+	}
+	if seq {
+		path = fmt.Sprintf("%s%010d", path, parent.seq)
+		if len(path) > MaxPathLength {
+			return "", nil, fmt.Errorf("%w: path length %d exceeds limit %d", ErrBadArguments, len(path), MaxPathLength)
+		}
+	}
+	key := keyOf(path)
+	if t.nodes.Has(item{key: key}) {
+		return "", nil, fmt.Errorf("%w: %s", ErrNodeExists, path)
+	}
+	if parent.kind == Ephemeral {
+		return "", nil, fmt.Errorf("%w: %s", ErrNoChildrenForEphemerals, path)
+	}
+
+	var aux int64
+	switch kind {
+	case Ephemeral:
+		aux = owner
+	case TTL:
+		aux = ttl
+	}
+	n := &node{
+		data:  cloneData(data),
+		czxid: tx.Zxid, mzxid: tx.Zxid, pzxid: tx.Zxid,
+		ctime: tx.Now, mtime: tx.Now,
+		aux:  aux,
+		kind: kind,
+	}
+	p := *parent
+	p.cversion++
+	p.pzxid = tx.Zxid
+	p.numChildren++
+	p.seq++
+	t.nodes.ReplaceOrInsert(item{key: parentKey, n: &p})
+	t.nodes.ReplaceOrInsert(item{key: key, n: n})
+	switch kind {
+	case Ephemeral:
+		t.eph.ReplaceOrInsert(ephItem{owner: owner, path: path})
+	case Container, TTL:
+		t.reap.ReplaceOrInsert(path)
+	}
+	tx.Events = append(tx.Events,
+		Event{Type: EventNodeCreated, Path: path, Zxid: tx.Zxid},
+		Event{Type: EventNodeChildrenChanged, Path: parentPath, Zxid: tx.Zxid})
+	return path, n, nil
+}
+
+// Delete deletes the node at path if its version is version (-1: any). On
+// success it appends NodeDeleted(path) and NodeChildrenChanged(parent) to
+// tx.Events.
+//
+// Errors: ErrBadArguments (invalid path, or "/"), ErrNoNode, ErrBadVersion,
+// ErrNotEmpty.
+func (t *Tree) Delete(path string, version int32, tx *Tx) error {
+	if err := ValidatePath(path); err != nil {
+		return err
+	}
+	if path == "/" {
+		return fmt.Errorf("%w: cannot delete /", ErrBadArguments)
+	}
+	key, n := t.lookup(path)
+	if n == nil {
+		return fmt.Errorf("%w: %s", ErrNoNode, path)
+	}
+	if version != -1 && version != n.version {
+		return fmt.Errorf("%w: %s has version %d, not %d", ErrBadVersion, path, n.version, version)
+	}
+	if n.numChildren != 0 {
+		return fmt.Errorf("%w: %s", ErrNotEmpty, path)
+	}
+	t.remove(path, key, n, tx)
+	return nil
+}
+
+// remove deletes a childless, non-root node known to exist.
+func (t *Tree) remove(path, key string, n *node, tx *Tx) {
+	parentPath := parentOf(path)
+	parentKey, parent := t.lookup(parentPath)
+	p := *parent
+	p.cversion++
+	p.pzxid = tx.Zxid
+	p.numChildren--
+	t.nodes.Delete(item{key: key})
+	t.nodes.ReplaceOrInsert(item{key: parentKey, n: &p})
+	switch n.kind {
+	case Ephemeral:
+		t.eph.Delete(ephItem{owner: n.aux, path: path})
+	case Container, TTL:
+		t.reap.Delete(path)
+	}
+	tx.Events = append(tx.Events,
+		Event{Type: EventNodeDeleted, Path: path, Zxid: tx.Zxid},
+		Event{Type: EventNodeChildrenChanged, Path: parentPath, Zxid: tx.Zxid})
+}
+
+// SetData replaces the data of the node at path if its version is version
+// (-1: any), increments the version (wrapping at int32 overflow, as
+// ZooKeeper does) and sets mzxid and mtime from tx. It returns the new Stat
+// and appends NodeDataChanged(path) to tx.Events. The data is copied.
+//
+// Errors: ErrBadArguments (invalid path, data too large), ErrNoNode,
+// ErrBadVersion.
+func (t *Tree) SetData(path string, data []byte, version int32, tx *Tx) (Stat, error) {
+	n, err := t.setData(path, data, version, tx)
+	if err != nil {
+		return Stat{}, err
+	}
+	return n.stat(), nil
+}
+
+func (t *Tree) setData(path string, data []byte, version int32, tx *Tx) (*node, error) {
+	if err := ValidatePath(path); err != nil {
+		return nil, err
+	}
+	if err := t.checkData(data); err != nil {
+		return nil, err
+	}
+	key, n := t.lookup(path)
+	if n == nil {
+		return nil, fmt.Errorf("%w: %s", ErrNoNode, path)
+	}
+	if version != -1 && version != n.version {
+		return nil, fmt.Errorf("%w: %s has version %d, not %d", ErrBadVersion, path, n.version, version)
+	}
+	m := *n
+	m.data = cloneData(data)
+	m.version++
+	m.mzxid = tx.Zxid
+	m.mtime = tx.Now
+	t.nodes.ReplaceOrInsert(item{key: key, n: &m})
+	tx.Events = append(tx.Events, Event{Type: EventNodeDataChanged, Path: path, Zxid: tx.Zxid})
+	return &m, nil
+}
+
+// ReapContainer deletes the node at path iff it is a container that has had
+// a child (Cversion > 0) and has none now. Otherwise it returns an error
+// wrapping ErrNotReapable (and also ErrNoNode when there is no such node)
+// and changes nothing. Events are those of Delete.
+func (t *Tree) ReapContainer(path string, tx *Tx) error {
+	return t.reapNode(path, Container, tx)
+}
+
+// ReapTTL deletes the node at path iff it is a TTL node without children
+// whose TTL has run out since its last data change (Mtime+TTL < tx.Now).
+// Otherwise it returns an error wrapping ErrNotReapable (and also ErrNoNode
+// when there is no such node) and changes nothing. Events are those of
+// Delete.
+func (t *Tree) ReapTTL(path string, tx *Tx) error {
+	return t.reapNode(path, TTL, tx)
+}
+
+func (t *Tree) reapNode(path string, kind Kind, tx *Tx) error {
+	key, n := t.lookup(path)
+	if n == nil {
+		return fmt.Errorf("%w: %w: %s", ErrNotReapable, ErrNoNode, path)
+	}
+	if n.kind != kind {
+		return fmt.Errorf("%w: %s is a %s node, not %s", ErrNotReapable, path, n.kind, kind)
+	}
+	if !n.reapable(tx.Now) {
+		return fmt.Errorf("%w: %s", ErrNotReapable, path)
+	}
+	t.remove(path, key, n, tx)
+	return nil
+}
+
+// OpType is the type of one operation of a Multi.
+type OpType uint8
+
+// The operation types of a Multi.
+const (
+	// OpCheck checks that a node exists with the given version (-1: any).
+	OpCheck OpType = iota + 1
+	// OpCreate creates a node, as Create.
+	OpCreate
+	// OpDelete deletes a node, as Delete.
+	OpDelete
+	// OpSetData sets a node's data, as SetData.
+	OpSetData
+)
+
+// String returns the operation type's name.
+func (o OpType) String() string {
+	switch o {
+	case OpCheck:
+		return "check"
+	case OpCreate:
+		return "create"
+	case OpDelete:
+		return "delete"
+	case OpSetData:
+		return "setData"
+	}
+	return fmt.Sprintf("OpType(%d)", uint8(o))
+}
+
+// Op is one operation of a Multi. Fields that do not apply to Type are
+// ignored: Version applies to check, delete and setData; Data to create and
+// setData; Kind, Sequential, Owner and TTL to create.
+type Op struct {
+	Type       OpType
+	Path       string
+	Data       []byte
+	Version    int32
+	Kind       Kind
+	Sequential bool
+	Owner      int64
+	TTL        int64
+}
+
+// OpResult is the outcome of one operation of a Multi. On success Err is
+// nil; a create reports the created Path and its Stat, a setData its new
+// Stat; check and delete report neither.
+type OpResult struct {
+	Type OpType
+	Path string
+	Stat Stat
+	Err  error
+}
+
+// Multi applies ops atomically, each seeing the effects of the earlier
+// ones, all with tx's zxid and time. Either all succeed, and their events
+// are appended to tx.Events in op order, or none is applied: if op k fails,
+// the tree and tx.Events are left unchanged, results before k have Err
+// ErrRolledBack, result k has op k's error, results after k have Err
+// ErrRuntimeInconsistency, and Multi returns op k's error. There is always
+// one result per op; an empty multi succeeds.
+func (t *Tree) Multi(ops []Op, tx *Tx) ([]OpResult, error) {
+	results := make([]OpResult, len(ops))
+	if len(ops) == 0 {
+		return results, nil
+	}
+	var backup *Tree
+	if len(ops) > 1 {
+		backup = t.Clone()
+	}
+	sub := Tx{Zxid: tx.Zxid, Now: tx.Now}
+	for i, op := range ops {
+		r, err := t.apply(op, &sub)
+		if err == nil {
+			results[i] = r
+			continue
+		}
+		if backup != nil {
+			t.nodes, t.eph, t.reap = backup.nodes, backup.eph, backup.reap
+		}
+		for j := range ops {
+			results[j] = OpResult{Type: ops[j].Type}
+			switch {
+			case j < i:
+				results[j].Err = ErrRolledBack
+			case j == i:
+				results[j].Err = err
+			default:
+				results[j].Err = ErrRuntimeInconsistency
+			}
+		}
+		return results, err
+	}
+	tx.Events = append(tx.Events, sub.Events...)
+	return results, nil
+}
+
+// apply runs one op; on error it has changed nothing.
+func (t *Tree) apply(op Op, tx *Tx) (OpResult, error) {
+	r := OpResult{Type: op.Type}
+	switch op.Type {
+	case OpCheck:
+		if err := ValidatePath(op.Path); err != nil {
+			return r, err
+		}
+		_, n := t.lookup(op.Path)
+		if n == nil {
+			return r, fmt.Errorf("%w: %s", ErrNoNode, op.Path)
+		}
+		if op.Version != -1 && op.Version != n.version {
+			return r, fmt.Errorf("%w: %s has version %d, not %d", ErrBadVersion, op.Path, n.version, op.Version)
+		}
+	case OpCreate:
+		path, n, err := t.create(op.Path, op.Data, op.Kind, op.Sequential, op.Owner, op.TTL, tx)
+		if err != nil {
+			return r, err
+		}
+		r.Path, r.Stat = path, n.stat()
+	case OpDelete:
+		if err := t.Delete(op.Path, op.Version, tx); err != nil {
+			return r, err
+		}
+	case OpSetData:
+		n, err := t.setData(op.Path, op.Data, op.Version, tx)
+		if err != nil {
+			return r, err
+		}
+		r.Stat = n.stat()
+	default:
+		return r, fmt.Errorf("%w: unknown op type %d", ErrBadArguments, uint8(op.Type))
+	}
+	return r, nil
+}
