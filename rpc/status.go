@@ -67,7 +67,9 @@ func (n *Node) memberInfos(ctx context.Context) ([]raft.Server, map[string]*peer
 	var wg sync.WaitGroup
 	for _, s := range servers {
 		if string(s.ID) == n.cfg.ID {
+			mu.Lock()
 			out[n.cfg.ID] = n.info()
+			mu.Unlock()
 			continue
 		}
 		wg.Add(1)

@@ -13,9 +13,9 @@
 // It must not know about Raft, sessions, watches, clocks or networking. It
 // is a pure, deterministic function of the calls made on it: every write is
 // given its zxid and time in a Tx by the caller, and the same sequence of
-// calls always yields the same state and the same snapshot bytes. It starts
-// no goroutines and takes no locks: the caller (the FSM) serialises writes
-// and may let reads run concurrently with each other. A Clone may be read
-// (for example encoded with WriteTo) on another goroutine while the
-// original keeps being written.
+// calls always yields the same state and the same snapshot bytes (writes
+// need a non-nil *Tx). It starts no goroutines and takes no locks: the
+// caller (the FSM) serialises writes and may let reads run concurrently
+// with each other. A Clone may be read (for example encoded with WriteTo)
+// on another goroutine while the original keeps being written.
 package tree

@@ -1,0 +1,175 @@
+package rpc
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/coordd/coordd/rpc/apipb"
+)
+
+// freeAddr returns a free 127.0.0.1 port.
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func testConfig(t testing.TB, id string) Config {
+	return Config{
+		ID: id, DataDir: t.TempDir(), ClientAddr: freeAddr(t), PeerAddr: freeAddr(t),
+		Tick: 100 * time.Millisecond, HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond,
+		LeaderLeaseTimeout: 150 * time.Millisecond,
+	}
+}
+
+func waitLeader(t testing.TB, nodes ...*Node) *Node {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, n := range nodes {
+			if n.IsLeader() {
+				return n
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("no leader elected")
+	return nil
+}
+
+type rawSession struct {
+	t      testing.TB
+	stream apipb.Coord_SessionClient
+	xid    int64
+	cc     *grpc.ClientConn
+}
+
+func dialRaw(t testing.TB, addr string, connect *apipb.ConnectRequest) (*rawSession, *apipb.ServerMessage) {
+	t.Helper()
+	cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	stream, err := apipb.NewCoordClient(cc).Session(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&apipb.ClientMessage{Kind: &apipb.ClientMessage_Connect{Connect: connect}}); err != nil {
+		t.Fatal(err)
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &rawSession{t: t, stream: stream, cc: cc}, first
+}
+
+func (s *rawSession) do(req *apipb.Request) *apipb.Response {
+	s.t.Helper()
+	s.xid++
+	req.Xid = s.xid
+	if err := s.stream.Send(&apipb.ClientMessage{Kind: &apipb.ClientMessage_Request{Request: req}}); err != nil {
+		s.t.Fatal(err)
+	}
+	for {
+		m, err := s.stream.Recv()
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		if r := m.GetResponse(); r != nil {
+			if r.Xid != req.Xid {
+				s.t.Fatalf("reply xid %d, want %d", r.Xid, req.Xid)
+			}
+			return r
+		}
+	}
+}
+
+func TestSmokeSingleNode(t *testing.T) {
+	n, err := NewNode(testConfig(t, "1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	waitLeader(t, n)
+	s, first := dialRaw(t, n.ClientAddr(), &apipb.ConnectRequest{TimeoutMs: 2000})
+	if first.GetConnected() == nil {
+		t.Fatalf("connect: %v", first)
+	}
+	r := s.do(&apipb.Request{Op: &apipb.Request_Create{Create: &apipb.CreateRequest{Path: "/a", Data: []byte("x")}}})
+	if r.Error != apipb.ErrorCode_OK || r.GetCreate().Path != "/a" {
+		t.Fatalf("create: %v", r)
+	}
+	r = s.do(&apipb.Request{Op: &apipb.Request_GetData{GetData: &apipb.GetDataRequest{Path: "/a"}}})
+	if string(r.GetGetData().Data) != "x" {
+		t.Fatalf("get: %v", r)
+	}
+	r = s.do(&apipb.Request{Op: &apipb.Request_Create{Create: &apipb.CreateRequest{Path: "/a"}}})
+	if r.Error != apipb.ErrorCode_NODE_EXISTS {
+		t.Fatalf("create dup: %v", r)
+	}
+	r = s.do(&apipb.Request{Op: &apipb.Request_Sync{Sync: &apipb.SyncRequest{Path: "/"}}})
+	if r.Error != apipb.ErrorCode_OK {
+		t.Fatalf("sync: %v", r)
+	}
+	fmt.Println("ok", r)
+}
+
+func TestSmokeThreeNodes(t *testing.T) {
+	cfgs := []Config{testConfig(t, "1"), testConfig(t, "2"), testConfig(t, "3")}
+	var peers []Peer
+	for _, c := range cfgs {
+		peers = append(peers, Peer{ID: c.ID, Addr: c.PeerAddr})
+	}
+	var nodes []*Node
+	for _, c := range cfgs {
+		c.Peers = peers
+		n, err := NewNode(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer n.Close()
+		nodes = append(nodes, n)
+	}
+	leader := waitLeader(t, nodes...)
+	var follower *Node
+	for _, n := range nodes {
+		if n != leader {
+			follower = n
+		}
+	}
+	s, first := dialRaw(t, follower.ClientAddr(), &apipb.ConnectRequest{TimeoutMs: 2000})
+	if first.GetConnected() == nil {
+		t.Fatalf("connect: %v", first)
+	}
+	for i := 0; i < 20; i++ {
+		r := s.do(&apipb.Request{Op: &apipb.Request_Create{Create: &apipb.CreateRequest{Path: "/q-", Sequential: true}}})
+		if r.Error != apipb.ErrorCode_OK {
+			t.Fatalf("create: %v", r)
+		}
+	}
+	r := s.do(&apipb.Request{Op: &apipb.Request_GetChildren{GetChildren: &apipb.GetChildrenRequest{Path: "/"}}})
+	if len(r.GetGetChildren().Children) != 20 {
+		t.Fatalf("children: %v", r)
+	}
+	r = s.do(&apipb.Request{Op: &apipb.Request_Sync{Sync: &apipb.SyncRequest{Path: "/"}}})
+	if r.Error != apipb.ErrorCode_OK {
+		t.Fatalf("sync: %v", r)
+	}
+	st, err := apipb.NewCoordClient(s.cc).Status(context.Background(), &apipb.StatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Println(st)
+}

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Enforces the package dependency direction of shared/DESIGN.md: each
+# package may import only the listed packages of this module.
+set -euo pipefail
+mod=$(go list -m)
+fail=0
+
+# allowed PKG "space separated allowed imports (module-relative)"
+allowed() {
+  local pkg=$1 allow=$2 imp rel ok a
+  for imp in $(go list -f '{{join .Imports " "}}' "./$pkg"); do
+    case $imp in "$mod"/*) ;; *) continue ;; esac
+    rel=${imp#"$mod"/}
+    ok=0
+    for a in $allow; do [ "$rel" = "$a" ] && ok=1; done
+    if [ $ok = 0 ]; then echo "deps: $pkg must not import $rel"; fail=1; fi
+  done
+}
+
+allowed tree ""
+allowed session ""
+allowed watch "tree"
+allowed fsm "tree session watch fsm/cmdpb"
+allowed rpc "fsm fsm/cmdpb tree session watch rpc/apipb rpc/peerpb"
+allowed client "rpc/apipb"
+allowed lockrecipe "client"
+allowed cmd/coordd "rpc"
+allowed cmd/coordctl "client lockrecipe rpc/apipb"
+
+# The client must not reach the server even transitively.
+if go list -deps ./client/... | grep -E "^$mod/(fsm|tree|session|watch|rpc)(/|$)" | grep -vE 'pb$'; then
+  echo "deps: client reaches server packages"; fail=1
+fi
+exit $fail
