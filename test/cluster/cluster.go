@@ -1,0 +1,246 @@
+package cluster
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coordd/coordd/rpc"
+)
+
+// Options tune an in-process cluster.
+type Options struct {
+	// Tick is the session tick (default 200ms: sessions of 0.4s to 4s).
+	Tick time.Duration
+	// SnapshotThreshold and TrailingLogs as in rpc.Config (defaults: rpc's).
+	SnapshotThreshold uint64
+	TrailingLogs      uint64
+	// Verbose routes server logs to t.Log.
+	Verbose bool
+}
+
+// Cluster is a set of in-process coordd servers.
+type Cluster struct {
+	t       testing.TB
+	Net     *Network
+	Members []*Member
+}
+
+// Member is one server of a Cluster; Node is nil while it is stopped.
+type Member struct {
+	ID   string
+	Cfg  rpc.Config
+	mu   sync.Mutex
+	node *rpc.Node
+}
+
+// Node returns the running server, or nil.
+func (m *Member) Node() *rpc.Node {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.node
+}
+
+// FreeAddr returns an unused 127.0.0.1 address.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// New starts an n-server cluster and waits for a leader. Everything stops
+// when the test ends.
+func New(t testing.TB, n int, opts Options) *Cluster {
+	t.Helper()
+	if opts.Tick == 0 {
+		opts.Tick = 200 * time.Millisecond
+	}
+	c := &Cluster{t: t, Net: NewNetwork()}
+	var peers []rpc.Peer
+	for i := 1; i <= n; i++ {
+		id := fmt.Sprint(i)
+		peerAddr := FreeAddr(t)
+		c.Net.Register(id, peerAddr)
+		peers = append(peers, rpc.Peer{ID: id, Addr: peerAddr})
+		logger := slog.New(slog.DiscardHandler)
+		if opts.Verbose || os.Getenv("COORDD_TEST_LOG") != "" {
+			logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		}
+		c.Members = append(c.Members, &Member{ID: id, Cfg: rpc.Config{
+			ID: id, DataDir: t.TempDir(), ClientAddr: FreeAddr(t), PeerAddr: peerAddr,
+			Tick: opts.Tick, HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond,
+			LeaderLeaseTimeout: 200 * time.Millisecond, SnapshotThreshold: opts.SnapshotThreshold,
+			TrailingLogs: opts.TrailingLogs, SnapshotInterval: 200 * time.Millisecond,
+			Logger: logger.With("server", id), DialPeer: c.Net.Dialer(id),
+		}})
+	}
+	for _, m := range c.Members {
+		m.Cfg.Peers = peers
+	}
+	for i := range c.Members {
+		c.Start(i)
+	}
+	t.Cleanup(c.StopAll)
+	c.WaitLeader(15 * time.Second)
+	return c
+}
+
+// Start starts (or restarts, with its data) member i.
+func (c *Cluster) Start(i int) {
+	c.t.Helper()
+	m := c.Members[i]
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.node != nil {
+		return
+	}
+	var err error
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		m.node, err = rpc.NewNode(m.Cfg)
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		// The old listener's port may take a moment to be free again.
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		c.t.Fatalf("starting server %s: %v", m.ID, err)
+	}
+}
+
+// Stop stops member i (a clean shutdown; its data stays).
+func (c *Cluster) Stop(i int) {
+	m := c.Members[i]
+	m.mu.Lock()
+	n := m.node
+	m.node = nil
+	m.mu.Unlock()
+	if n != nil {
+		n.Close()
+	}
+}
+
+// StopAll stops every member.
+func (c *Cluster) StopAll() {
+	var wg sync.WaitGroup
+	for i := range c.Members {
+		wg.Add(1)
+		go func(i int) { defer wg.Done(); c.Stop(i) }(i)
+	}
+	wg.Wait()
+}
+
+// Servers returns every member's client address.
+func (c *Cluster) Servers() []string {
+	var out []string
+	for _, m := range c.Members {
+		out = append(out, m.Cfg.ClientAddr)
+	}
+	return out
+}
+
+// LeaderIndex returns the index of the running leader, or -1.
+func (c *Cluster) LeaderIndex() int {
+	for i, m := range c.Members {
+		if n := m.Node(); n != nil && n.IsLeader() {
+			return i
+		}
+	}
+	return -1
+}
+
+// WaitLeader waits until a running member leads and has applied its term's
+// first entry, and returns its index.
+func (c *Cluster) WaitLeader(d time.Duration) int {
+	c.t.Helper()
+	var idx int
+	c.Eventually(d, "a leader", func() bool {
+		idx = c.LeaderIndex()
+		if idx < 0 {
+			return false
+		}
+		n := c.Members[idx].Node()
+		return n != nil && n.FSM().AppliedIndex() >= int64(n.Raft().LastIndex())-1
+	})
+	return idx
+}
+
+// Follower returns the index of some running non-leader member.
+func (c *Cluster) Follower() int {
+	l := c.LeaderIndex()
+	for i, m := range c.Members {
+		if i != l && m.Node() != nil {
+			return i
+		}
+	}
+	return -1
+}
+
+// Isolate cuts every link of member i.
+func (c *Cluster) Isolate(i int) {
+	for j := range c.Members {
+		if j != i {
+			c.Net.Cut(c.Members[i].ID, c.Members[j].ID)
+		}
+	}
+}
+
+// WaitConverged waits until every running member has applied the same
+// index, at least min.
+func (c *Cluster) WaitConverged(d time.Duration, min int64) {
+	c.t.Helper()
+	c.Eventually(d, "members to converge", func() bool {
+		var idx int64 = -1
+		for _, m := range c.Members {
+			n := m.Node()
+			if n == nil {
+				continue
+			}
+			a := n.FSM().AppliedIndex()
+			if a < min || (idx >= 0 && a != idx) {
+				return false
+			}
+			idx = a
+		}
+		return true
+	})
+}
+
+// Eventually polls cond until it holds or d passes (then fails the test).
+func (c *Cluster) Eventually(d time.Duration, what string, cond func() bool) {
+	c.t.Helper()
+	Eventually(c.t, d, what, cond)
+}
+
+// Eventually polls cond every few milliseconds until it holds, failing t
+// when d passes first.
+func Eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		if cond() {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
