@@ -1,0 +1,275 @@
+package fsm
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand"
+	"testing"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/coordd/coordd/fsm/cmdpb"
+	"github.com/coordd/coordd/tree"
+)
+
+// logOf builds raft log entries from commands, indexes from 1.
+func logOf(t testing.TB, cmds ...*cmdpb.Command) []*raft.Log {
+	t.Helper()
+	var out []*raft.Log
+	for i, c := range cmds {
+		data, err := proto.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, &raft.Log{Index: uint64(i + 1), Term: 1, Type: raft.LogCommand, Data: data})
+	}
+	return out
+}
+
+func open(ms int64, pw string) *cmdpb.Command {
+	return &cmdpb.Command{TimeMs: ms, Cmd: &cmdpb.Command_OpenSession{OpenSession: &cmdpb.OpenSession{TimeoutMs: 4000, Password: []byte(pw)}}}
+}
+
+func write(ms, sess, xid int64, w *cmdpb.Write) *cmdpb.Command {
+	w.SessionId, w.Xid = sess, xid
+	return &cmdpb.Command{TimeMs: ms, Cmd: &cmdpb.Command_Write{Write: w}}
+}
+
+func create(path string, data string, kind cmdpb.Kind, seq bool) *cmdpb.Write {
+	return &cmdpb.Write{Op: &cmdpb.Write_Create{Create: &cmdpb.Create{Path: path, Data: []byte(data), Kind: kind, Sequential: seq}}}
+}
+
+func snapshotBytes(t testing.TB, f *FSM) []byte {
+	t.Helper()
+	s, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := s.(*snapshot).WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// randomLog is a deterministic pseudo-random workload over a few sessions.
+func randomLog(seed int64, n int) []*cmdpb.Command {
+	r := rand.New(rand.NewSource(seed))
+	cmds := []*cmdpb.Command{open(1000, "p1"), open(1001, "p2")}
+	sessions := []int64{1, 2}
+	xid := map[int64]int64{}
+	for i := 0; i < n; i++ {
+		s := sessions[r.Intn(len(sessions))]
+		xid[s]++
+		ms := int64(1000 + i*7)
+		p := fmt.Sprintf("/n%d", r.Intn(8))
+		var w *cmdpb.Write
+		switch r.Intn(7) {
+		case 0:
+			w = create(p, "d", cmdpb.Kind_PERSISTENT, false)
+		case 1:
+			w = create(p, "e", cmdpb.Kind_EPHEMERAL, r.Intn(2) == 0)
+		case 2:
+			w = &cmdpb.Write{Op: &cmdpb.Write_Delete{Delete: &cmdpb.Delete{Path: p, Version: -1}}}
+		case 3:
+			w = &cmdpb.Write{Op: &cmdpb.Write_SetData{SetData: &cmdpb.SetData{Path: p, Data: []byte{byte(i)}, Version: -1}}}
+		case 4:
+			w = create(p+"/c", "", cmdpb.Kind_PERSISTENT, true)
+		case 5:
+			w = &cmdpb.Write{Op: &cmdpb.Write_Multi{Multi: &cmdpb.Multi{Ops: []*cmdpb.Op{
+				{Op: &cmdpb.Op_Create{Create: &cmdpb.Create{Path: p + "m", Kind: cmdpb.Kind_CONTAINER}}},
+				{Op: &cmdpb.Op_Check{Check: &cmdpb.Check{Path: p, Version: int32(r.Intn(2))}}},
+			}}}}
+		case 6:
+			cmds = append(cmds, &cmdpb.Command{TimeMs: ms, Cmd: &cmdpb.Command_CloseSession{CloseSession: &cmdpb.CloseSession{SessionId: s, Expired: true}}})
+			cmds = append(cmds, open(ms, fmt.Sprint("p", i)))
+			sessions = append(sessions, int64(len(cmds)))
+			continue
+		}
+		cmds = append(cmds, write(ms, s, xid[s], w))
+	}
+	return cmds
+}
+
+// TestSameLogSameSnapshot: two FSMs fed the same log, one entry at a time
+// and in batches, produce byte-identical snapshots (invariant 1).
+func TestSameLogSameSnapshot(t *testing.T) {
+	for seed := int64(1); seed <= 5; seed++ {
+		logs := logOf(t, randomLog(seed, 400)...)
+		a, b := New(Options{}), New(Options{})
+		for _, l := range logs {
+			a.Apply(l)
+		}
+		for i := 0; i < len(logs); i += 17 {
+			b.ApplyBatch(logs[i:min(i+17, len(logs))])
+		}
+		sa, sb := snapshotBytes(t, a), snapshotBytes(t, b)
+		if !bytes.Equal(sa, sb) {
+			t.Fatalf("seed %d: snapshots differ (%d vs %d bytes)", seed, len(sa), len(sb))
+		}
+		if a.AppliedIndex() != int64(len(logs)) {
+			t.Fatalf("applied %d, want %d", a.AppliedIndex(), len(logs))
+		}
+		// Restore into a third FSM and compare again.
+		c := New(Options{})
+		if err := c.Restore(nopCloser{bytes.NewReader(sa)}); err != nil {
+			t.Fatal(err)
+		}
+		if sc := snapshotBytes(t, c); !bytes.Equal(sa, sc) {
+			t.Fatalf("seed %d: restored snapshot differs", seed)
+		}
+	}
+}
+
+type nopCloser struct{ *bytes.Reader }
+
+func (nopCloser) Close() error { return nil }
+
+// TestSnapshotConcurrentWithApply: a snapshot taken mid-log encodes the
+// state at capture time while later entries go on applying.
+func TestSnapshotConcurrentWithApply(t *testing.T) {
+	logs := logOf(t, randomLog(7, 600)...)
+	f := New(Options{})
+	f.ApplyBatch(logs[:300])
+	want := snapshotBytes(t, f)
+	snap, _ := f.Snapshot()
+	done := make(chan []byte)
+	go func() {
+		var buf bytes.Buffer
+		_, _ = snap.(*snapshot).WriteTo(&buf)
+		done <- buf.Bytes()
+	}()
+	f.ApplyBatch(logs[300:])
+	if got := <-done; !bytes.Equal(got, want) {
+		t.Fatal("snapshot changed by entries applied after it was captured")
+	}
+}
+
+func result(t *testing.T, r interface{}) *cmdpb.Result {
+	t.Helper()
+	res, ok := r.(*cmdpb.Result)
+	if !ok {
+		t.Fatalf("apply returned %T", r)
+	}
+	return res
+}
+
+func TestWritesAndExactlyOnce(t *testing.T) {
+	f := New(Options{})
+	logs := logOf(t,
+		open(10, "pw"),
+		write(20, 1, 1, create("/a", "x", cmdpb.Kind_PERSISTENT, false)),
+		write(30, 1, 2, create("/a/s-", "", cmdpb.Kind_PERSISTENT, true)),
+		write(40, 1, 2, create("/a/s-", "", cmdpb.Kind_PERSISTENT, true)), // retry of xid 2
+		write(50, 1, 3, create("/a/e", "", cmdpb.Kind_EPHEMERAL, false)),
+		write(60, 99, 1, create("/b", "", cmdpb.Kind_PERSISTENT, false)), // unknown session
+		&cmdpb.Command{TimeMs: 70, Cmd: &cmdpb.Command_CloseSession{CloseSession: &cmdpb.CloseSession{SessionId: 1, Xid: 4}}},
+		write(80, 1, 5, create("/c", "", cmdpb.Kind_PERSISTENT, false)),
+	)
+	var res []*cmdpb.Result
+	for _, l := range logs {
+		if r := f.Apply(l); r != nil {
+			res = append(res, result(t, r))
+		} else {
+			res = append(res, nil)
+		}
+	}
+	if res[1].Code != cmdpb.Code_OK || res[1].Stat.Ctime != 20 || res[1].Stat.Czxid != 2 {
+		t.Fatalf("create /a: %v", res[1])
+	}
+	if res[2].Path != "/a/s-0000000000" {
+		t.Fatalf("sequential: %v", res[2])
+	}
+	if res[3].Path != "/a/s-0000000000" || res[3].Zxid != 3 {
+		t.Fatalf("retry must return the first outcome, got %v", res[3])
+	}
+	if res[5].Code != cmdpb.Code_SESSION_EXPIRED {
+		t.Fatalf("unknown session: %v", res[5])
+	}
+	if res[6].Code != cmdpb.Code_OK || res[7].Code != cmdpb.Code_SESSION_EXPIRED {
+		t.Fatalf("close then write: %v %v", res[6], res[7])
+	}
+	f.Read(func(v View) {
+		names, st, err := v.Tree.Children("/a")
+		if err != nil || len(names) != 1 || st.Cversion != 3 {
+			t.Fatalf("children of /a after close: %v %+v %v (want the sequential node only, cversion 3)", names, st, err)
+		}
+		if _, err := v.Tree.Exists("/a/e"); !errors.Is(err, tree.ErrNoNode) {
+			t.Fatalf("ephemeral survived its session: %v", err)
+		}
+		if v.Sessions.Len() != 0 {
+			t.Fatalf("sessions: %d", v.Sessions.Len())
+		}
+	})
+}
+
+// TestTimeNeverGoesBack: the FSM's clock is the max of leader stamps.
+func TestTimeNeverGoesBack(t *testing.T) {
+	f := New(Options{})
+	logs := logOf(t,
+		open(100, "pw"),
+		write(500, 1, 1, create("/a", "", cmdpb.Kind_PERSISTENT, false)),
+		write(300, 1, 2, create("/b", "", cmdpb.Kind_PERSISTENT, false)), // a new leader with a slower clock
+	)
+	for _, l := range logs {
+		f.Apply(l)
+	}
+	f.Read(func(v View) {
+		st, _ := v.Tree.Exists("/b")
+		if st.Ctime != 500 {
+			t.Fatalf("ctime %d, want 500", st.Ctime)
+		}
+	})
+}
+
+func TestRejectsGarbage(t *testing.T) {
+	f := New(Options{})
+	r := f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: []byte{0xff, 0x01, 0x02}})
+	if r != nil || f.AppliedIndex() != 1 {
+		t.Fatalf("garbage entry: %v applied=%d", r, f.AppliedIndex())
+	}
+	for _, bad := range [][]byte{nil, []byte("COORDSN1"), []byte("not a snapshot at all, no")} {
+		if err := f.Restore(nopCloser{bytes.NewReader(bad)}); err == nil {
+			t.Fatalf("restore accepted %q", bad)
+		}
+	}
+}
+
+// FuzzApply: no log entry, however malformed, panics the FSM or makes two
+// FSMs diverge.
+func FuzzApply(f *testing.F) {
+	for _, c := range randomLog(3, 20) {
+		b, _ := proto.Marshal(c)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		a, b := New(Options{}), New(Options{})
+		prefix := logOf(t, open(1, "x"), open(2, "y"))
+		for _, fs := range []*FSM{a, b} {
+			fs.ApplyBatch(prefix)
+			fs.Apply(&raft.Log{Index: 3, Type: raft.LogCommand, Data: data})
+		}
+		if !bytes.Equal(snapshotBytes(t, a), snapshotBytes(t, b)) {
+			t.Fatal("diverged")
+		}
+	})
+}
+
+func BenchmarkApplySetData(b *testing.B) {
+	f := New(Options{})
+	f.ApplyBatch(logOf(b, open(1, "pw"), write(2, 1, 1, create("/k", "", cmdpb.Kind_PERSISTENT, false))))
+	data := make([]byte, 100)
+	logs := make([]*raft.Log, 0, 64)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		cmd := write(int64(i), 1, int64(i+2), &cmdpb.Write{LowestPendingXid: int64(i + 2), Op: &cmdpb.Write_SetData{SetData: &cmdpb.SetData{Path: "/k", Data: data, Version: -1}}})
+		enc, _ := proto.Marshal(cmd)
+		logs = append(logs, &raft.Log{Index: uint64(i + 3), Type: raft.LogCommand, Data: enc})
+		if len(logs) == cap(logs) || i == b.N-1 {
+			f.ApplyBatch(logs)
+			logs = logs[:0]
+		}
+	}
+}
