@@ -52,7 +52,7 @@ type Client struct {
 	terminal   error // why the session ended; nil while it lives
 	closing    bool  // Close was called
 	closeAcked bool  // the server answered the CloseRequest
-	flaps      int   // failovers caused by UNAVAILABLE replies since the last good reply
+	flaps      int   // disconnects since the last good reply (for backoff)
 	states     chan StateEvent
 	statesDone bool // states is closed
 }
@@ -199,9 +199,10 @@ func (c *Client) Close(ctx context.Context) error {
 		c.mu.Unlock()
 		select {
 		case <-c.closeDone:
+			return nil
 		case <-ctx.Done():
+			return fmt.Errorf("client: close not finished: %w", ctx.Err())
 		}
-		return nil
 	}
 	c.closing = true
 	var cl *call
@@ -263,13 +264,11 @@ func (c *Client) do(ctx context.Context, req *apipb.Request, write bool, w *watc
 	case r := <-cl.done:
 		return r.resp, r.err
 	case <-ctx.Done():
-		c.abandon(cl)
-		select {
-		case r := <-cl.done: // the reply won the race
+		if !c.abandon(cl) {
+			r := <-cl.done // the reply (or the session's end) won the race
 			return r.resp, r.err
-		default:
-			return nil, ctx.Err()
 		}
+		return nil, ctx.Err()
 	}
 }
 
@@ -286,12 +285,14 @@ func (c *Client) enqueueLocked(cl *call) {
 
 // abandon is called when cl's caller stopped waiting. A call not sent yet is
 // dropped; one already sent stays pending (its reply keeps the xids in step).
-func (c *Client) abandon(cl *call) {
+// It reports false when cl is no longer pending: its result is then on the
+// way to cl.done.
+func (c *Client) abandon(cl *call) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	i := c.pendingIndexLocked(cl.xid)
 	if i < 0 || c.pending[i] != cl {
-		return // answered or failed meanwhile
+		return false
 	}
 	cl.abandoned = true
 	if cl.watch != nil {
@@ -300,6 +301,7 @@ func (c *Client) abandon(cl *call) {
 	if !cl.sent {
 		c.pending = append(c.pending[:i], c.pending[i+1:]...)
 	}
+	return true
 }
 
 func (c *Client) pendingIndexLocked(xid int64) int {
@@ -384,7 +386,6 @@ func (c *Client) handleResponse(r *apipb.Response) error {
 	if r.Error == apipb.ErrorCode_UNAVAILABLE {
 		// The server could not serve it: keep it pending, so it is re-sent
 		// with its xid on another server.
-		c.flaps++
 		c.mu.Unlock()
 		return fmt.Errorf("client: xid %d: %w", r.Xid, codeError(r.Error, r.Message))
 	}
@@ -519,6 +520,7 @@ func (c *Client) run(cn *conn) {
 			return
 		}
 		c.setStateLocked(StateDisconnected, cn.addr, cn.err)
+		c.flaps++
 		c.mu.Unlock()
 		c.log.Info("client: disconnected", "server", cn.addr, "err", cn.err)
 		if cn = c.reconnect(cn.addr); cn == nil {
@@ -532,10 +534,13 @@ func (c *Client) run(cn *conn) {
 // session timeout has passed since the server last heard from us, or when a
 // server says the session expired. It returns nil when the session ended.
 func (c *Client) reconnect(last string) *conn {
+	// The first failover is immediate; a server that keeps accepting the
+	// session and dropping it (or answering UNAVAILABLE) without a good reply
+	// in between is retried with a growing delay.
 	c.mu.Lock()
 	flaps := c.flaps
 	c.mu.Unlock()
-	if flaps > 0 && !c.sleep(min(time.Duration(flaps)*minBackoff, maxBackoff)) {
+	if flaps > 1 && !c.sleep(min(time.Duration(flaps-1)*minBackoff, maxBackoff, max(c.remaining(), 0))) {
 		return nil
 	}
 	backoff := minBackoff

@@ -90,6 +90,7 @@ type fakeServer struct {
 	onRequest func(*apipb.Request) hookResult
 	release   chan struct{}
 	active    map[*fstream]struct{}
+	accepted  int // streams ever accepted
 }
 
 type fstream struct {
@@ -151,6 +152,12 @@ func (s *fakeServer) activeStreams() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.active)
+}
+
+func (s *fakeServer) acceptedStreams() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.accepted
 }
 
 func (s *fakeServer) connectRequests() []*apipb.ConnectRequest {
@@ -251,6 +258,7 @@ func (s *fakeServer) Session(stream apipb.Coord_SessionServer) error {
 	cl.mu.Unlock()
 	s.mu.Lock()
 	s.active[fs] = struct{}{}
+	s.accepted++
 	s.mu.Unlock()
 	defer func() {
 		cl.mu.Lock()

@@ -110,6 +110,10 @@ func NewNode(cfg Config) (_ *Node, err error) {
 	n.mux = newPeerMux(peerLn, dial)
 	cleanup = append(cleanup, n.mux.close)
 
+	n.peers = newPeerClients(n)
+	n.barriers = &barrierGroup{n: n}
+	n.prop = newProposer(n)
+	n.leader = newLeaderDuties(n)
 	n.fsm = fsm.New(fsm.Options{MaxDataSize: cfg.MaxDataSize, Logger: n.log})
 	n.sessions = newSessionTable(n)
 	n.fsm.SetObserver(n.sessions)
@@ -184,10 +188,6 @@ func NewNode(cfg Config) (_ *Node, err error) {
 	}
 	cleanup = append(cleanup, func() { _ = n.raft.Shutdown().Error() })
 
-	n.peers = newPeerClients(n)
-	n.barriers = &barrierGroup{n: n}
-	n.prop = newProposer(n)
-	n.leader = newLeaderDuties(n)
 
 	kp := keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true}
 	n.clientGRPC = grpc.NewServer(

@@ -1,0 +1,337 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coordd/coordd/client"
+)
+
+func connect(t testing.TB, servers ...string) *client.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	c, err := client.Connect(ctx, servers, client.WithSessionTimeout(4*time.Second))
+	if err != nil {
+		t.Fatalf("connect %v: %v", servers, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = c.Close(ctx)
+	})
+	return c
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// TestWritesThroughFollowerReadableEverywhere: writes sent to a follower
+// are forwarded to the leader and readable on every server.
+func TestWritesThroughFollowerReadableEverywhere(t *testing.T) {
+	c := New(t, 3, Options{})
+	f := c.Follower()
+	cl := connect(t, c.Members[f].Cfg.ClientAddr)
+	ctx := ctxT(t)
+	if _, err := cl.Create(ctx, "/app", nil, client.CreateMode{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 30; i++ {
+		if _, err := cl.Create(ctx, fmt.Sprintf("/app/n%02d", i), []byte{byte(i)}, client.CreateMode{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Read-your-writes on the follower, at once.
+	kids, _, err := cl.Children(ctx, "/app")
+	if err != nil || len(kids) != 30 {
+		t.Fatalf("children on the follower: %d %v", len(kids), err)
+	}
+	for i, m := range c.Members {
+		r := connect(t, m.Cfg.ClientAddr)
+		if err := r.Sync(ctx, "/app"); err != nil {
+			t.Fatalf("sync on %d: %v", i, err)
+		}
+		kids, st, err := r.Children(ctx, "/app")
+		if err != nil || len(kids) != 30 || st.NumChildren != 30 || st.Cversion != 30 {
+			t.Fatalf("server %s: %d children, stat %+v, err %v", m.ID, len(kids), st, err)
+		}
+		data, _, err := r.Get(ctx, "/app/n07")
+		if err != nil || len(data) != 1 || data[0] != 7 {
+			t.Fatalf("server %s: get: %v %v", m.ID, data, err)
+		}
+	}
+}
+
+// TestLeaderKillElectsNewLeader: with the leader gone, a new one is elected
+// and writes go on within a few seconds; nothing acknowledged is lost.
+func TestLeaderKillElectsNewLeader(t *testing.T) {
+	c := New(t, 3, Options{})
+	cl := connect(t, c.Servers()...)
+	ctx := ctxT(t)
+	for i := 0; i < 10; i++ {
+		if _, err := cl.Create(ctx, fmt.Sprintf("/before%d", i), nil, client.CreateMode{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := c.LeaderIndex()
+	c.Stop(old)
+	start := time.Now()
+	c.Eventually(10*time.Second, "a write after the leader stopped", func() bool {
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		_, err := cl.Create(wctx, "/after", nil, client.CreateMode{})
+		return err == nil || errors.Is(err, client.ErrNodeExists)
+	})
+	t.Logf("writes resumed %v after the leader stopped", time.Since(start).Round(time.Millisecond))
+	if nl := c.LeaderIndex(); nl < 0 || nl == old {
+		t.Fatalf("leader %d after stopping %d", nl, old)
+	}
+	kids, _, err := cl.Children(ctx, "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 10; i++ {
+		if !contains(kids, fmt.Sprintf("before%d", i)) {
+			t.Fatalf("acknowledged /before%d lost: %v", i, kids)
+		}
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// TestRestartedNodeCatchesUp: a follower stopped while writes go on rejoins
+// with its data and catches up from the log.
+func TestRestartedNodeCatchesUp(t *testing.T) {
+	c := New(t, 3, Options{})
+	cl := connect(t, c.Members[c.LeaderIndex()].Cfg.ClientAddr)
+	ctx := ctxT(t)
+	if _, err := cl.Create(ctx, "/x", []byte("0"), client.CreateMode{}); err != nil {
+		t.Fatal(err)
+	}
+	f := c.Follower()
+	c.WaitConverged(5*time.Second, cl.LastZxid())
+	c.Stop(f)
+	var last int64
+	for i := 1; i <= 100; i++ {
+		st, err := cl.Set(ctx, "/x", []byte(fmt.Sprint(i)), int32(i-1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = st.Mzxid
+	}
+	c.Start(f)
+	c.WaitConverged(15*time.Second, last)
+	r := connect(t, c.Members[f].Cfg.ClientAddr)
+	data, st, err := r.Get(ctx, "/x")
+	if err != nil || string(data) != "100" || st.Version != 100 {
+		t.Fatalf("restarted server: %q %+v %v", data, st, err)
+	}
+}
+
+// TestSnapshotInstall: a follower whose log is behind the leader's last
+// snapshot (and its trailing logs) is brought up by snapshot install.
+func TestSnapshotInstall(t *testing.T) {
+	c := New(t, 3, Options{SnapshotThreshold: 64, TrailingLogs: 16})
+	leader := c.LeaderIndex()
+	cl := connect(t, c.Members[leader].Cfg.ClientAddr)
+	ctx := ctxT(t)
+	f := c.Follower()
+	c.Stop(f)
+	for i := 0; i < 300; i++ {
+		if _, err := cl.Create(ctx, fmt.Sprintf("/s%03d", i), []byte("v"), client.CreateMode{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Members[leader].Node().Snapshot(); err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	first, _ := c.Members[leader].Node().Raft().Stats()["last_snapshot_index"], 0
+	t.Logf("leader snapshot at index %s", first)
+	c.Start(f)
+	c.WaitConverged(20*time.Second, cl.LastZxid())
+	n := c.Members[f].Node()
+	if got := n.Raft().Stats()["last_snapshot_index"]; got == "0" {
+		t.Fatalf("follower caught up without installing a snapshot")
+	}
+	r := connect(t, c.Members[f].Cfg.ClientAddr)
+	kids, _, err := r.Children(ctx, "/")
+	if err != nil || len(kids) != 300 {
+		t.Fatalf("follower after snapshot install: %d children, %v", len(kids), err)
+	}
+}
+
+// TestWholeClusterRestart: every acknowledged write survives stopping and
+// restarting every server.
+func TestWholeClusterRestart(t *testing.T) {
+	c := New(t, 3, Options{SnapshotThreshold: 100, TrailingLogs: 50})
+	cl := connect(t, c.Servers()...)
+	ctx := ctxT(t)
+	var acked []string
+	for i := 0; i < 250; i++ {
+		p, err := cl.Create(ctx, "/w-", []byte(fmt.Sprint(i)), client.CreateMode{Sequential: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		acked = append(acked, p)
+	}
+	_ = cl.Close(ctx)
+	c.StopAll()
+	for i := range c.Members {
+		c.Start(i)
+	}
+	c.WaitLeader(15 * time.Second)
+	r := connect(t, c.Servers()...)
+	if err := r.Sync(ctx, "/"); err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range acked {
+		data, _, err := r.Get(ctx, p)
+		if err != nil || string(data) != fmt.Sprint(i) {
+			t.Fatalf("acknowledged %s lost after restart: %q %v", p, data, err)
+		}
+	}
+}
+
+// TestSequentialAcrossLeaderChange: sequential names stay unique and
+// increasing while the leader changes.
+func TestSequentialAcrossLeaderChange(t *testing.T) {
+	c := New(t, 3, Options{})
+	ctx := ctxT(t)
+	setup := connect(t, c.Servers()...)
+	if _, err := setup.Create(ctx, "/q", nil, client.CreateMode{}); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var names []string
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for w := 0; w < 4; w++ {
+		cl := connect(t, c.Servers()...)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			prev := ""
+			for i := 0; i < 200; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				p, err := cl.Create(wctx, "/q/item-", nil, client.CreateMode{Sequential: true})
+				cancel()
+				if err != nil {
+					t.Errorf("create: %v", err)
+					return
+				}
+				if p <= prev {
+					t.Errorf("sequence went backwards for one client: %s after %s", p, prev)
+				}
+				prev = p
+				mu.Lock()
+				names = append(names, p)
+				mu.Unlock()
+			}
+		}()
+	}
+	c.Eventually(10*time.Second, "some creates", func() bool { mu.Lock(); defer mu.Unlock(); return len(names) > 100 })
+	c.Stop(c.LeaderIndex())
+	wg.Wait()
+	close(stop)
+	seen := map[string]bool{}
+	for _, n := range names {
+		if seen[n] {
+			t.Fatalf("sequential name %s handed out twice", n)
+		}
+		seen[n] = true
+	}
+	kids, _, err := setup.Children(ctx, "/q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(kids) != len(names) {
+		t.Fatalf("%d children, %d acknowledged creates", len(kids), len(names))
+	}
+	sort.Strings(kids)
+	for i, k := range kids {
+		if want := fmt.Sprintf("item-%010d", i); k != want {
+			t.Fatalf("child %d is %s, want %s (gap or duplicate)", i, k, want)
+		}
+	}
+}
+
+// TestFiveNodesTwoDown: a 5-node cluster keeps serving with two servers
+// down (one of them the leader).
+func TestFiveNodesTwoDown(t *testing.T) {
+	c := New(t, 5, Options{})
+	ctx := ctxT(t)
+	l := c.LeaderIndex()
+	c.Stop(l)
+	c.Stop((l + 1) % 5)
+	c.WaitLeader(15 * time.Second)
+	var up []string
+	for _, m := range c.Members {
+		if m.Node() != nil {
+			up = append(up, m.Cfg.ClientAddr)
+		}
+	}
+	cl := connect(t, up...)
+	for i := 0; i < 20; i++ {
+		if _, err := cl.Create(ctx, fmt.Sprintf("/five%d", i), nil, client.CreateMode{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.WaitConverged(10*time.Second, cl.LastZxid())
+}
+
+// BenchmarkClusterWrites measures setData throughput through a 3-node
+// cluster with 1 and 64 concurrent writers (each its own session).
+func BenchmarkClusterWrites(b *testing.B) {
+	for _, writers := range []int{1, 64} {
+		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
+			c := New(b, 3, Options{})
+			ctx := context.Background()
+			clients := make([]*client.Client, writers)
+			for i := range clients {
+				clients[i] = connect(b, c.Servers()...)
+				if _, err := clients[i].Create(ctx, fmt.Sprintf("/k%d", i), nil, client.CreateMode{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			val := []byte(strings.Repeat("x", 100))
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			per := b.N/writers + 1
+			for i := range clients {
+				wg.Add(1)
+				go func(i int) {
+					defer wg.Done()
+					for j := 0; j < per; j++ {
+						if _, err := clients[i].Set(ctx, fmt.Sprintf("/k%d", i), val, -1); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}(i)
+			}
+			wg.Wait()
+			b.ReportMetric(float64(per*writers)/b.Elapsed().Seconds(), "writes/s")
+		})
+	}
+}
