@@ -383,9 +383,10 @@ func (c *Client) handleResponse(r *apipb.Response) error {
 		c.log.Warn("client: reply out of order", "xid", r.Xid, "expected", c.pending[0].xid)
 	}
 	cl := c.pending[i]
-	if r.Error == apipb.ErrorCode_UNAVAILABLE {
+	if r.Error == apipb.ErrorCode_UNAVAILABLE && !cl.abandoned {
 		// The server could not serve it: keep it pending, so it is re-sent
-		// with its xid on another server.
+		// with its xid on another server. (An abandoned call is just
+		// dropped: nobody wants it retried.)
 		c.mu.Unlock()
 		return fmt.Errorf("client: xid %d: %w", r.Xid, codeError(r.Error, r.Message))
 	}

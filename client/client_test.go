@@ -778,8 +778,8 @@ func TestGivesUpAfterSessionTimeout(t *testing.T) {
 	s.killStreams()
 	nextState(t, c, StateDisconnected)
 	ev := nextState(t, c, StateExpired)
-	if d := time.Since(start); d > 3*time.Second {
-		t.Fatalf("expired after %v", d)
+	if d := time.Since(start); d > 3*time.Second || d < 300*time.Millisecond {
+		t.Fatalf("expired after %v with a 400ms session timeout", d)
 	}
 	if !errors.Is(ev.Err, ErrSessionExpired) {
 		t.Fatalf("Expired err %v", ev.Err)
@@ -974,5 +974,49 @@ func TestNames(t *testing.T) {
 	}
 	if StateReconnected.String() != "Reconnected" || Ephemeral.String() != "ephemeral" {
 		t.Error("names")
+	}
+}
+
+// TestCloseWithWriteInFlight: the session ends (Close gives up) while a write
+// is unanswered: its outcome is unknown.
+func TestCloseWithWriteInFlight(t *testing.T) {
+	cl := newFakeCluster()
+	s := cl.newServer(t, "s1")
+	c := connect(t, []*fakeServer{s})
+	s.setOnRequest(func(r *apipb.Request) hookResult {
+		if r.GetSetData() != nil {
+			return hookResult{act: actHold}
+		}
+		return hookResult{}
+	})
+	done := make(chan error, 1)
+	go func() { _, err := c.Set(ctxT(t), "/", nil, -1); done <- err }()
+	waitFor(t, "the held write", func() bool { return hasRequest(s, func(r *apipb.Request) bool { return r.GetSetData() != nil }) })
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := c.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := <-done; !errors.Is(err, ErrOutcomeUnknown) || !errors.Is(err, ErrClosed) {
+		t.Fatalf("in-flight write: %v", err)
+	}
+}
+
+// TestSessionExpiredReply: a server answering a request with SESSION_EXPIRED
+// ends the session.
+func TestSessionExpiredReply(t *testing.T) {
+	cl := newFakeCluster()
+	s := cl.newServer(t, "s1")
+	c := connect(t, []*fakeServer{s})
+	s.setOnRequest(func(r *apipb.Request) hookResult {
+		return hookResult{act: actReply, code: apipb.ErrorCode_SESSION_EXPIRED, msg: "expired by the leader"}
+	})
+	_, err := c.Create(ctxT(t), "/a", nil, CreateMode{})
+	if !errors.Is(err, ErrSessionExpired) || errors.Is(err, ErrOutcomeUnknown) || !strings.Contains(err.Error(), "expired by the leader") {
+		t.Fatalf("Create: %v", err)
+	}
+	nextState(t, c, StateExpired)
+	if _, _, err := c.Get(ctxT(t), "/"); !errors.Is(err, ErrSessionExpired) {
+		t.Fatalf("Get: %v", err)
 	}
 }

@@ -113,19 +113,19 @@ type CreateMode struct {
 // Stat is a znode's metadata, named as ZooKeeper names it. Its JSON form uses
 // ZooKeeper's field names; TTL is written in milliseconds as "ttlMs".
 type Stat struct {
-	Czxid          int64         `json:"czxid"`
-	Mzxid          int64         `json:"mzxid"`
-	Pzxid          int64         `json:"pzxid"`
-	Ctime          int64         `json:"ctime"`
-	Mtime          int64         `json:"mtime"`
-	Version        int32         `json:"version"`
-	Cversion       int32         `json:"cversion"`
-	Aversion       int32         `json:"aversion"`
-	EphemeralOwner int64         `json:"ephemeralOwner"`
-	DataLength     int32         `json:"dataLength"`
-	NumChildren    int32         `json:"numChildren"`
-	Kind           NodeKind      `json:"kind,omitempty"`
-	TTL            time.Duration `json:"ttlMs,omitempty"`
+	Czxid          int64         `json:"czxid"`           // zxid of the create
+	Mzxid          int64         `json:"mzxid"`           // zxid of the last data change
+	Pzxid          int64         `json:"pzxid"`           // zxid of the last child create or delete
+	Ctime          int64         `json:"ctime"`           // creation time, ms since the epoch
+	Mtime          int64         `json:"mtime"`           // last data change time, ms since the epoch
+	Version        int32         `json:"version"`         // number of data changes
+	Cversion       int32         `json:"cversion"`        // number of child creates and deletes
+	Aversion       int32         `json:"aversion"`        // number of ACL changes
+	EphemeralOwner int64         `json:"ephemeralOwner"`  // owning session of an ephemeral node, else 0
+	DataLength     int32         `json:"dataLength"`      // length of the data
+	NumChildren    int32         `json:"numChildren"`     // number of children
+	Kind           NodeKind      `json:"kind,omitempty"`  // lifetime class
+	TTL            time.Duration `json:"ttlMs,omitempty"` // time to live of a TTL node
 }
 
 // statJSON is Stat's JSON form (TTL in milliseconds).

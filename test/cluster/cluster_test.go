@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -17,7 +19,11 @@ func connect(t testing.TB, servers ...string) *client.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	c, err := client.Connect(ctx, servers, client.WithSessionTimeout(4*time.Second))
+	opts := []client.Option{client.WithSessionTimeout(4 * time.Second)}
+	if os.Getenv("COORDD_TEST_LOG") != "" {
+		opts = append(opts, client.WithLogger(slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})).With("client", strings.Join(servers, ","))))
+	}
+	c, err := client.Connect(ctx, servers, opts...)
 	if err != nil {
 		t.Fatalf("connect %v: %v", servers, err)
 	}

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/coordd/coordd/client"
+)
+
+// printer writes a verb's results to stdout, as text or as one JSON value
+// per result (one line each).
+type printer struct {
+	w    io.Writer
+	json bool
+}
+
+// emit writes v as JSON, or calls text to write it as text.
+func (p *printer) emit(v any, text func(w io.Writer)) error {
+	if !p.json {
+		text(p.w)
+		return nil
+	}
+	enc := json.NewEncoder(p.w)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("writing output: %w", err)
+	}
+	return nil
+}
+
+// The JSON shapes of the results. Stats use client.Stat's own JSON form
+// (ZooKeeper's field names; "kind" and "ttlMs" added for non-persistent
+// nodes).
+
+type pathJSON struct {
+	Path string `json:"path"`
+}
+
+type getJSON struct {
+	Path string      `json:"path"`
+	Data []byte      `json:"data"` // base64
+	Stat client.Stat `json:"stat"`
+}
+
+type statJSON struct {
+	Path string      `json:"path"`
+	Stat client.Stat `json:"stat"`
+}
+
+type lsJSON struct {
+	Path     string       `json:"path"`
+	Children []string     `json:"children"`
+	Stat     *client.Stat `json:"stat,omitempty"`
+}
+
+type eventJSON struct {
+	Type string `json:"type"`
+	Path string `json:"path"`
+	Zxid int64  `json:"zxid"`
+}
+
+type statusJSON struct {
+	Leader  string       `json:"leader"`
+	Members []memberJSON `json:"members"`
+}
+
+type memberJSON struct {
+	ID      string `json:"id"`
+	Address string `json:"address"`
+	Role    string `json:"role"`
+	Applied int64  `json:"applied"`
+}
+
+type sessionsJSON struct {
+	Sessions []sessionJSON `json:"sessions"`
+}
+
+type sessionJSON struct {
+	ID         string `json:"id"` // hex, as ZooKeeper prints session ids
+	TimeoutMs  int64  `json:"timeoutMs"`
+	Ephemerals int64  `json:"ephemerals"`
+	Server     string `json:"server"`
+}
+
+// hexID formats a session id or zxid as zkCli does.
+func hexID(v int64) string { return fmt.Sprintf("0x%x", v) }
+
+// writeStat prints a stat as zkCli's stat does: one "field = value" line
+// each, zxids and the owner in hex, times as dates; the kind and TTL of
+// container and TTL nodes follow.
+func writeStat(w io.Writer, s client.Stat) {
+	fmt.Fprintf(w, "cZxid = %s\n", hexID(s.Czxid))
+	fmt.Fprintf(w, "ctime = %s\n", formatMillis(s.Ctime))
+	fmt.Fprintf(w, "mZxid = %s\n", hexID(s.Mzxid))
+	fmt.Fprintf(w, "mtime = %s\n", formatMillis(s.Mtime))
+	fmt.Fprintf(w, "pZxid = %s\n", hexID(s.Pzxid))
+	fmt.Fprintf(w, "cversion = %d\n", s.Cversion)
+	fmt.Fprintf(w, "dataVersion = %d\n", s.Version)
+	fmt.Fprintf(w, "aclVersion = %d\n", s.Aversion)
+	fmt.Fprintf(w, "ephemeralOwner = %s\n", hexID(s.EphemeralOwner))
+	fmt.Fprintf(w, "dataLength = %d\n", s.DataLength)
+	fmt.Fprintf(w, "numChildren = %d\n", s.NumChildren)
+	if s.Kind == client.Container || s.Kind == client.TTL {
+		fmt.Fprintf(w, "kind = %s\n", s.Kind)
+	}
+	if s.TTL > 0 {
+		fmt.Fprintf(w, "ttl = %d ms\n", s.TTL.Milliseconds())
+	}
+}
+
+func formatMillis(ms int64) string {
+	return time.UnixMilli(ms).Format("Mon Jan 02 15:04:05 MST 2006")
+}
+
+// emitEvent prints one watch event.
+func (p *printer) emitEvent(ev client.Event) error {
+	return p.emit(eventJSON{Type: ev.Type.String(), Path: ev.Path, Zxid: ev.Zxid}, func(w io.Writer) {
+		fmt.Fprintf(w, "%s %s zxid=%s\n", ev.Type, ev.Path, hexID(ev.Zxid))
+	})
+}
+
+func writeStatus(w io.Writer, st statusJSON) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tADDRESS\tROLE\tAPPLIED")
+	for _, m := range st.Members {
+		addr := m.Address
+		if addr == "" {
+			addr = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", m.ID, addr, m.Role, m.Applied)
+	}
+	tw.Flush()
+	leader := st.Leader
+	if leader == "" {
+		leader = "none"
+	}
+	fmt.Fprintf(w, "leader: %s\n", leader)
+}
+
+func writeSessions(w io.Writer, ss sessionsJSON) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SESSION\tTIMEOUT\tEPHEMERALS\tSERVER")
+	for _, s := range ss.Sessions {
+		server := s.Server
+		if server == "" {
+			server = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", s.ID, time.Duration(s.TimeoutMs)*time.Millisecond, s.Ephemerals, server)
+	}
+	tw.Flush()
+}

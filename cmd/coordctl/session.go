@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/coordd/coordd/client"
+)
+
+// session is the one coordd session of an invocation, with the goroutine that
+// reports its state changes on stderr.
+type session struct {
+	cl        *client.Client
+	expired   chan struct{} // closed when the session expires
+	stateDone chan struct{} // closed when States is drained
+}
+
+// session returns the invocation's session, opening it on first use.
+func (c *cli) session(ctx context.Context) (*client.Client, error) {
+	if c.sess == nil {
+		s, err := c.connect(ctx)
+		if err != nil {
+			return nil, err
+		}
+		c.sess = s
+	}
+	return c.sess.cl, nil
+}
+
+// connect opens a session within the command timeout and starts reporting
+// its state changes.
+func (c *cli) connect(ctx context.Context) (*session, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	cl, err := client.Connect(ctx, c.servers, client.WithSessionTimeout(c.sessionTimeout))
+	if err != nil {
+		return nil, fmt.Errorf("cannot connect to %s: %w", strings.Join(c.servers, ","), err)
+	}
+	s := &session{cl: cl, expired: make(chan struct{}), stateDone: make(chan struct{})}
+	go s.reportStates(c.stderr)
+	return s, nil
+}
+
+// reportStates prints the session's state changes after the first
+// connection: disconnections, reconnections and expiry.
+func (s *session) reportStates(w io.Writer) {
+	defer close(s.stateDone)
+	expired := false
+	for ev := range s.cl.States() {
+		switch ev.State {
+		case client.StateDisconnected:
+			if ev.Err != nil {
+				fmt.Fprintf(w, "coordctl: disconnected from %s: %s; reconnecting\n", ev.Server, errText(ev.Err))
+			} else {
+				fmt.Fprintf(w, "coordctl: disconnected from %s; reconnecting\n", ev.Server)
+			}
+		case client.StateReconnected:
+			fmt.Fprintf(w, "coordctl: reconnected to %s (session 0x%x)\n", ev.Server, s.cl.SessionID())
+		case client.StateExpired:
+			if ev.Err != nil {
+				fmt.Fprintf(w, "coordctl: session 0x%x expired: %s\n", s.cl.SessionID(), errText(ev.Err))
+			} else {
+				fmt.Fprintf(w, "coordctl: session 0x%x expired\n", s.cl.SessionID())
+			}
+			if !expired {
+				expired = true
+				close(s.expired)
+			}
+		}
+	}
+}
+
+// close closes the session (deleting its ephemerals) and waits, briefly, for
+// the state reporter to finish.
+func (s *session) close(timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	err := s.cl.Close(ctx)
+	select {
+	case <-s.stateDone:
+	case <-time.After(2 * time.Second):
+	}
+	if err != nil {
+		return fmt.Errorf("closing the session: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,212 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/coordd/coordd/client"
+)
+
+// verb is one coordctl command, the same in one-shot mode and in the shell.
+type verb struct {
+	name     string
+	synopsis string
+	summary  string
+	detail   string
+	// define declares the verb's flags on fs and returns the function that
+	// runs the verb with the remaining arguments.
+	define func(fs *flag.FlagSet) func(x *cmd, args []string) error
+}
+
+// verbs is every verb, in the order help lists them (filled in init, since
+// help refers to it).
+var verbs []*verb
+
+func init() {
+	verbs = []*verb{
+		createVerb, getVerb, setVerb, deleteVerb, deleteallVerb, lsVerb, statVerb, syncVerb,
+		watchVerb, statusVerb, sessionsVerb, shellVerb, helpVerb, versionVerb,
+	}
+}
+
+func lookupVerb(name string) *verb {
+	for _, v := range verbs {
+		if v.name == name {
+			return v
+		}
+	}
+	return nil
+}
+
+// cmd is one running verb: its invocation, its context (which an interrupt
+// cancels) and its output.
+type cmd struct {
+	*cli
+	ctx  context.Context
+	verb *verb
+	out  *printer
+}
+
+// deadline returns the context of one step of the verb, bounded by --timeout.
+func (x *cmd) deadline() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(x.ctx, x.timeout)
+}
+
+// client returns the session, opening it if needed.
+func (x *cmd) client(ctx context.Context) (*client.Client, error) {
+	return x.session(ctx)
+}
+
+// usage returns a usage error of this verb.
+func (x *cmd) usage(format string, a ...any) error {
+	return usagef(x.verb.name, "%s: %s", x.verb.name, fmt.Sprintf(format, a...))
+}
+
+// nargs checks the number of positional arguments.
+func (x *cmd) nargs(args []string, min, max int) error {
+	switch {
+	case len(args) < min:
+		return x.usage("missing argument")
+	case len(args) > max:
+		return x.usage("unexpected argument %q", args[max])
+	}
+	return nil
+}
+
+// newVerbFlags makes the flag set of v, with the -o flag every verb accepts.
+func newVerbFlags(v *verb, format *string) (*flag.FlagSet, func(x *cmd, args []string) error) {
+	fs := flag.NewFlagSet(v.name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(format, "o", *format, "output `format`: json or text")
+	run := v.define(fs)
+	return fs, run
+}
+
+// execute parses argv (a verb and its arguments) and runs the verb.
+func (c *cli) execute(ctx context.Context, argv []string) error {
+	v := lookupVerb(argv[0])
+	if v == nil {
+		return usagef("", "unknown verb %q", argv[0])
+	}
+	format := c.format
+	fs, run := newVerbFlags(v, &format)
+	if err := fs.Parse(argv[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printVerbUsage(c.stdout, v)
+			return errHelp
+		}
+		return usagef(v.name, "%s: %v", v.name, err)
+	}
+	if err := checkFormat(v.name, format); err != nil {
+		return err
+	}
+	x := &cmd{cli: c, ctx: ctx, verb: v, out: &printer{w: c.stdout, json: format == "json"}}
+	return run(x, fs.Args())
+}
+
+func printVerbUsage(w io.Writer, v *verb) {
+	fmt.Fprintf(w, "usage: %s\n\n%s\n", v.synopsis, v.summary)
+	if v.detail != "" {
+		fmt.Fprintf(w, "\n%s\n", strings.TrimSpace(v.detail))
+	}
+	format := "text"
+	fs, _ := newVerbFlags(v, &format)
+	fmt.Fprintf(w, "\nFlags:\n")
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+}
+
+func printGlobalUsage(w io.Writer) {
+	fmt.Fprint(w, `usage: coordctl [global flags] VERB [flags] [ARGS]
+       coordctl [global flags] [shell]
+
+coordctl is the command-line client of coordd. Each call runs one verb on a
+session of its own; with no verb it opens an interactive shell on one session.
+
+Verbs:
+`)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, v := range verbs {
+		fmt.Fprintf(tw, "  %s\t%s\n", v.synopsis, v.summary)
+	}
+	fmt.Fprintf(tw, "  quit, exit\tleave the shell (shell only)\n")
+	tw.Flush()
+	fmt.Fprint(w, `
+Global flags (before the verb):
+  --servers host:port,...   servers to try (default $COORD_SERVERS, else `+defaultServers+`)
+  -o json|text              output format (default text; verbs accept -o too)
+  --timeout DURATION        deadline of each command, connecting included (default 10s)
+  --session-timeout DURATION
+                            session timeout to ask for (default 10s)
+
+Exit status: 0 on success, 1 when an operation failed, 2 on a usage error.
+Run 'coordctl help VERB' for a verb's flags.
+`)
+}
+
+var helpVerb = &verb{
+	name:     "help",
+	synopsis: "help [VERB]",
+	summary:  "show the usage of coordctl or of one verb",
+	define: func(fs *flag.FlagSet) func(x *cmd, args []string) error {
+		return func(x *cmd, args []string) error {
+			if err := x.nargs(args, 0, 1); err != nil {
+				return err
+			}
+			if len(args) == 0 {
+				printGlobalUsage(x.stdout)
+				return nil
+			}
+			v := lookupVerb(args[0])
+			if v == nil {
+				return x.usage("unknown verb %q", args[0])
+			}
+			printVerbUsage(x.stdout, v)
+			return nil
+		}
+	},
+}
+
+var versionVerb = &verb{
+	name:     "version",
+	synopsis: "version",
+	summary:  "print coordctl's version",
+	define: func(fs *flag.FlagSet) func(x *cmd, args []string) error {
+		return func(x *cmd, args []string) error {
+			if err := x.nargs(args, 0, 0); err != nil {
+				return err
+			}
+			return x.out.emit(struct {
+				Version string `json:"version"`
+			}{buildVersion()}, func(w io.Writer) {
+				fmt.Fprintf(w, "coordctl %s\n", buildVersion())
+			})
+		}
+	},
+}
+
+var shellVerb = &verb{
+	name:     "shell",
+	synopsis: "shell",
+	summary:  "open an interactive shell on one session (the default with no verb)",
+	detail: `
+Every verb works in the shell, on the shell's one session; quit or exit (or
+end of input) leaves it, closing the session. Arguments may be quoted with
+"..." or '...'. Ctrl-C interrupts the running command (a watch, say).
+
+On a terminal the shell offers line editing and history (kept in
+$HOME/.coordctl_history). Otherwise it reads commands line by line from
+stdin, runs them in order and exits at end of input with status 1 if any
+command failed, else 0; so (echo 'create -e /a x'; sleep 30) | coordctl keeps
+/a for 30 seconds. Connection state changes are reported on stderr.`,
+	define: func(fs *flag.FlagSet) func(x *cmd, args []string) error {
+		return func(x *cmd, args []string) error {
+			return x.usage("already in a shell")
+		}
+	},
+}

@@ -1,0 +1,260 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"reflect"
+	"sort"
+
+	"github.com/coordd/coordd/client"
+)
+
+// waitEvent waits for the one event of a watch left by get -w, ls -w or
+// stat -w and prints it. An interrupt ends the wait quietly.
+func (x *cmd) waitEvent(ch <-chan client.Event) error {
+	select {
+	case ev, ok := <-ch:
+		if !ok {
+			return errors.New("watch ended without an event")
+		}
+		if err := notWatching(ev); err != nil {
+			return err
+		}
+		return x.out.emitEvent(ev)
+	case <-x.ctx.Done():
+		return nil
+	}
+}
+
+// notWatching turns an EventNotWatching into the error that ended the watch.
+func notWatching(ev client.Event) error {
+	if ev.Type != client.EventNotWatching {
+		return nil
+	}
+	if ev.Err != nil {
+		return fmt.Errorf("%s: watch ended: %w", ev.Path, ev.Err)
+	}
+	return fmt.Errorf("%s: watch removed", ev.Path)
+}
+
+var watchVerb = &verb{
+	name:     "watch",
+	synopsis: "watch [-R] PATH",
+	summary:  "print every change of a node (and with -R of its subtree) until interrupted",
+	detail: `
+Keeps a data watch and a child watch on PATH, re-arming each after it fires,
+and prints every event (type, path, zxid) until interrupted. If PATH does not
+exist it waits for its creation. -R also watches every descendant, following
+children as they come and go.
+
+Watches are one-shot, as in ZooKeeper: a change made between an event and
+the re-arming of its watch is seen in the state the re-arming reads, not as
+an event of its own.`,
+	define: func(fs *flag.FlagSet) func(x *cmd, args []string) error {
+		recursive := fs.Bool("R", false, "watch the whole subtree")
+		return func(x *cmd, args []string) error {
+			if err := x.nargs(args, 1, 1); err != nil {
+				return err
+			}
+			ctx, cancel := x.deadline()
+			cl, err := x.client(ctx)
+			cancel()
+			if err != nil {
+				return err
+			}
+			w := &watcher{x: x, cl: cl, root: args[0], recursive: *recursive, nodes: map[string]*watchedNode{}}
+			return w.run()
+		}
+	},
+}
+
+// watcher runs the watch verb: it keeps a data (exists) watch and a child
+// watch armed on each watched node. Everything runs in one goroutine; the
+// pending watch channels are selected together, and the events ready at
+// once are printed in zxid order.
+type watcher struct {
+	x         *cmd
+	cl        *client.Client
+	root      string
+	recursive bool
+	nodes     map[string]*watchedNode
+	pending   []pendingWatch
+}
+
+// watchedNode is the watch state of one node.
+type watchedNode struct {
+	data, child bool // a watch of that kind is armed (or fired, unhandled)
+	lastType    client.EventType
+	lastZxid    int64 // the last event printed, to print each event once
+}
+
+type pendingWatch struct {
+	path  string
+	child bool
+	ch    <-chan client.Event
+}
+
+type firedWatch struct {
+	pendingWatch
+	ev client.Event
+}
+
+func (w *watcher) run() error {
+	exists, err := w.arm(w.root)
+	if err != nil {
+		return fmt.Errorf("%s: %w", w.root, err)
+	}
+	if !exists {
+		fmt.Fprintf(w.x.stderr, "coordctl: %s: node does not exist; waiting for its creation\n", w.root)
+	}
+	for {
+		batch, ok := w.next()
+		if !ok {
+			return nil // interrupted
+		}
+		for _, f := range batch {
+			if err := w.handle(f); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// next waits for a watch to fire and returns it with every other one already
+// fired, sorted by zxid; ok is false when the verb was interrupted.
+func (w *watcher) next() (batch []firedWatch, ok bool) {
+	cases := make([]reflect.SelectCase, 0, len(w.pending)+1)
+	cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(w.x.ctx.Done())})
+	for _, p := range w.pending {
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(p.ch)})
+	}
+	i, v, _ := reflect.Select(cases)
+	if i == 0 {
+		return nil, false
+	}
+	taken := map[int]client.Event{i - 1: eventOf(v)}
+	// Collect whatever else has fired already: the client delivered those
+	// before this one's successors, so sorting by zxid restores the order.
+	for j, p := range w.pending {
+		if _, done := taken[j]; done {
+			continue
+		}
+		select {
+		case ev, ok := <-p.ch:
+			if !ok {
+				ev = client.Event{Type: client.EventNotWatching, Path: p.path, Err: errors.New("channel closed")}
+			}
+			taken[j] = ev
+		default:
+		}
+	}
+	rest := w.pending[:0:0]
+	for j, p := range w.pending {
+		if ev, done := taken[j]; done {
+			batch = append(batch, firedWatch{pendingWatch: p, ev: ev})
+		} else {
+			rest = append(rest, p)
+		}
+	}
+	w.pending = rest
+	sort.SliceStable(batch, func(a, b int) bool { return batch[a].ev.Zxid < batch[b].ev.Zxid })
+	return batch, true
+}
+
+func eventOf(v reflect.Value) client.Event {
+	if ev, ok := v.Interface().(client.Event); ok && v.IsValid() {
+		return ev
+	}
+	return client.Event{Type: client.EventNotWatching, Err: errors.New("channel closed")}
+}
+
+// handle prints a fired watch's event (once per event per node) and re-arms.
+func (w *watcher) handle(f firedWatch) error {
+	if err := notWatching(f.ev); err != nil {
+		return err
+	}
+	n := w.nodes[f.path]
+	if n == nil {
+		n = &watchedNode{}
+		w.nodes[f.path] = n
+	}
+	if f.child {
+		n.child = false
+	} else {
+		n.data = false
+	}
+	if f.ev.Type != n.lastType || f.ev.Zxid != n.lastZxid {
+		n.lastType, n.lastZxid = f.ev.Type, f.ev.Zxid
+		if err := w.x.out.emitEvent(f.ev); err != nil {
+			return err
+		}
+	}
+	if f.ev.Type == client.EventNodeDeleted && w.recursive && f.path != w.root {
+		// A deleted descendant is followed again only if it is back (its
+		// parent's child watch reports any later creation).
+		ctx, cancel := w.x.deadline()
+		_, ok, err := w.cl.Exists(ctx, f.path)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("%s: %w", f.path, err)
+		}
+		if !ok {
+			if !n.data && !n.child {
+				delete(w.nodes, f.path)
+			}
+			return nil
+		}
+	}
+	if _, err := w.arm(f.path); err != nil {
+		return fmt.Errorf("%s: re-arming the watch: %w", f.path, err)
+	}
+	return nil
+}
+
+// arm arms the watches of path that are not armed, and in -R mode those of
+// its children, and reports whether the node exists.
+func (w *watcher) arm(path string) (bool, error) {
+	n := w.nodes[path]
+	if n == nil {
+		n = &watchedNode{}
+		w.nodes[path] = n
+	}
+	ctx, cancel := w.x.deadline()
+	defer cancel()
+	if !n.data {
+		_, ok, ch, err := w.cl.ExistsW(ctx, path)
+		if err != nil {
+			return false, err
+		}
+		n.data = true
+		w.pending = append(w.pending, pendingWatch{path: path, ch: ch})
+		if !ok {
+			return false, nil // the exists watch reports the creation
+		}
+	}
+	if n.child {
+		return true, nil
+	}
+	children, _, ch, err := w.cl.ChildrenW(ctx, path)
+	if errors.Is(err, client.ErrNoNode) {
+		return false, nil // deleted meanwhile: the data watch reports it
+	}
+	if err != nil {
+		return false, err
+	}
+	n.child = true
+	w.pending = append(w.pending, pendingWatch{path: path, child: true, ch: ch})
+	if w.recursive {
+		for _, c := range children {
+			cp := childPath(path, c)
+			if m := w.nodes[cp]; m != nil && m.data && m.child {
+				continue
+			}
+			if _, err := w.arm(cp); err != nil {
+				return false, err
+			}
+		}
+	}
+	return true, nil
+}
