@@ -188,7 +188,6 @@ func NewNode(cfg Config) (_ *Node, err error) {
 	}
 	cleanup = append(cleanup, func() { _ = n.raft.Shutdown().Error() })
 
-
 	kp := keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true}
 	n.clientGRPC = grpc.NewServer(
 		grpc.MaxRecvMsgSize(cfg.maxMessageSize()),
