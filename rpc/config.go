@@ -43,6 +43,13 @@ type Config struct {
 	// MaxDataSize bounds a znode's data (default 1 MiB).
 	MaxDataSize int
 
+	// DisableTTL refuses TTL nodes (ZooKeeper has them off by default;
+	// coordd has them on).
+	DisableTTL bool
+	// ReapInterval is how often the leader looks for empty containers and
+	// expired TTL nodes (default 1s); each pass examines a bounded number.
+	ReapInterval time.Duration
+
 	// SnapshotThreshold is how many log entries since the last snapshot
 	// trigger a new one (default 8192); TrailingLogs how many entries are
 	// kept after a snapshot (default 10240).
@@ -86,6 +93,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.MinSessionTimeout > c.MaxSessionTimeout {
 		return fmt.Errorf("rpc: min session timeout %v exceeds max %v", c.MinSessionTimeout, c.MaxSessionTimeout)
+	}
+	if c.ReapInterval <= 0 {
+		c.ReapInterval = time.Second
 	}
 	if c.SnapshotThreshold == 0 {
 		c.SnapshotThreshold = 8192

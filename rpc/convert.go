@@ -134,3 +134,18 @@ func resultToAPI(req *apipb.Request, r *cmdpb.Result) *apipb.Response {
 func errResponse(xid int64, code apipb.ErrorCode, msg string) *apipb.Response {
 	return &apipb.Response{Xid: xid, Error: code, Message: msg}
 }
+
+// createsTTL reports whether a write request creates a TTL node.
+func createsTTL(req *apipb.Request) bool {
+	switch op := req.Op.(type) {
+	case *apipb.Request_Create:
+		return op.Create.Kind == apipb.NodeKind_TTL
+	case *apipb.Request_Multi:
+		for _, o := range op.Multi.Ops {
+			if c := o.GetCreate(); c != nil && c.Kind == apipb.NodeKind_TTL {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -22,7 +22,14 @@ type leaderDuties struct {
 	tracker  *session.Tracker
 	active   bool // promoted: deadlines are being kept
 	noopSent bool
+
+	reapCursor string    // where the next reaper pass starts
+	lastReap   time.Time // when the last pass ran
 }
+
+// reapBatch bounds one reaper pass, so that a million candidates never
+// stall the log: each pass proposes at most this many conditional deletes.
+const reapBatch = 256
 
 func newLeaderDuties(n *Node) *leaderDuties {
 	return &leaderDuties{n: n, tracker: session.NewTracker()}
@@ -49,10 +56,18 @@ func (l *leaderDuties) run() {
 			l.demoteLocked()
 		}
 		var expired []int64
+		reap := false
 		if l.active {
 			expired = l.tracker.Expired(time.Now(), 1024)
+			if time.Since(l.lastReap) >= l.n.cfg.ReapInterval {
+				l.lastReap = time.Now()
+				reap = true
+			}
 		}
 		l.mu.Unlock()
+		if reap {
+			l.reapPass()
+		}
 		for _, id := range expired {
 			l.n.log.Info("session expired", "session", id)
 			l.n.prop.submit(&cmdpb.Command{Cmd: &cmdpb.Command_CloseSession{CloseSession: &cmdpb.CloseSession{SessionId: id, Expired: true}}})
@@ -60,9 +75,26 @@ func (l *leaderDuties) run() {
 	}
 }
 
+// reapPass proposes conditional deletes of the containers and TTL nodes
+// that are reapable now; the FSM re-checks each condition when it applies
+// them, so a create or write that lands in between wins.
+func (l *leaderDuties) reapPass() {
+	now := time.Now().UnixMilli()
+	var paths []string
+	l.n.fsm.Read(func(v fsm.View) {
+		paths, l.reapCursor = v.Tree.ReapCandidates(now, l.reapCursor, reapBatch)
+	})
+	if len(paths) == 0 {
+		return
+	}
+	l.n.log.Debug("reaping", "nodes", len(paths))
+	l.n.prop.submit(&cmdpb.Command{Cmd: &cmdpb.Command_Reap{Reap: &cmdpb.Reap{Paths: paths}}})
+}
+
 func (l *leaderDuties) demoteLocked() {
 	l.noopSent = false
 	l.active = false
+	l.reapCursor = ""
 	l.tracker.Demote()
 }
 

@@ -278,6 +278,10 @@ func (c *conn) enqueue(req *apipb.Request) {
 				fmt.Sprintf("data length %d exceeds the limit of %d bytes", size, n.fsm.MaxDataSize()))
 			break
 		}
+		if n.cfg.DisableTTL && createsTTL(req) {
+			e.kind, e.resp = kindDone, errResponse(req.Xid, apipb.ErrorCode_UNIMPLEMENTED, "TTL nodes are disabled on this server (--ttl-nodes=false)")
+			break
+		}
 		w, _ := writeToCmd(c.id, req)
 		e.kind = kindWrite
 		e.cmd = &cmdpb.Command{Cmd: &cmdpb.Command_Write{Write: w}}
@@ -391,6 +395,11 @@ func (c *conn) read(req *apipb.Request, t *tree.Tree, w *watch.Manager) *apipb.R
 		resp.Error, resp.Message = treeErrCode(err), err.Error()
 		return resp
 	}
+	if req.GetPing() == nil {
+		if err := tree.ValidatePath(readPath(req)); err != nil {
+			return fail(err)
+		}
+	}
 	switch op := req.Op.(type) {
 	case *apipb.Request_GetData:
 		data, st, err := t.Get(op.GetData.Path)
@@ -439,12 +448,17 @@ func (c *conn) read(req *apipb.Request, t *tree.Tree, w *watch.Manager) *apipb.R
 	return resp
 }
 
-// failPending answers every request still queued with err (the session is
-// gone: the outcome of an unanswered write is unknown).
-func (c *conn) failPendingLocked(code apipb.ErrorCode, msg string) {
-	for _, e := range c.queue {
-		if e.resp == nil {
-			e.resp = errResponse(e.req.Xid, code, msg)
-		}
+// readPath is the path a local request names ("" for a ping).
+func readPath(req *apipb.Request) string {
+	switch op := req.Op.(type) {
+	case *apipb.Request_GetData:
+		return op.GetData.Path
+	case *apipb.Request_Exists:
+		return op.Exists.Path
+	case *apipb.Request_GetChildren:
+		return op.GetChildren.Path
+	case *apipb.Request_RemoveWatches:
+		return op.RemoveWatches.Path
 	}
+	return ""
 }

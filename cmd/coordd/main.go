@@ -45,6 +45,8 @@ func run(args []string, stderr io.Writer) int {
 		maxData     = fs.Int("max-data-size", 1<<20, "largest znode data in bytes")
 		heartbeat   = fs.Duration("heartbeat-timeout", time.Second, "Raft heartbeat timeout")
 		election    = fs.Duration("election-timeout", time.Second, "Raft election timeout")
+		ttlNodes    = fs.Bool("ttl-nodes", true, "allow TTL nodes (ZooKeeper's extendedTypesEnabled; on by default in coordd)")
+		reapEvery   = fs.Duration("reap-interval", time.Second, "how often the leader reaps empty containers and expired TTL nodes")
 		logLevel    = fs.String("log-level", "warn", "log level: debug, info, warn or error")
 		showVersion = fs.Bool("version", false, "print the version and exit")
 	)
@@ -82,6 +84,7 @@ func run(args []string, stderr io.Writer) int {
 		Tick: *tick, MinSessionTimeout: *minSession, MaxSessionTimeout: *maxSession,
 		SnapshotThreshold: *snapThresh, TrailingLogs: *trailing, MaxDataSize: *maxData,
 		HeartbeatTimeout: *heartbeat, ElectionTimeout: *election, Logger: logger,
+		DisableTTL: !*ttlNodes, ReapInterval: *reapEvery,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "coordd: %v\n", err)

@@ -20,6 +20,10 @@ type Options struct {
 	// SnapshotThreshold and TrailingLogs as in rpc.Config (defaults: rpc's).
 	SnapshotThreshold uint64
 	TrailingLogs      uint64
+	// ReapInterval is the leader's reaper period (default 100ms).
+	ReapInterval time.Duration
+	// DisableTTL refuses TTL nodes.
+	DisableTTL bool
 	// Verbose routes server logs to t.Log.
 	Verbose bool
 }
@@ -71,6 +75,9 @@ func New(t testing.TB, n int, opts Options) *Cluster {
 	if opts.Tick == 0 {
 		opts.Tick = 200 * time.Millisecond
 	}
+	if opts.ReapInterval == 0 {
+		opts.ReapInterval = 100 * time.Millisecond
+	}
 	c := &Cluster{t: t, Net: NewNetwork()}
 	var peers []rpc.Peer
 	for i := 1; i <= n; i++ {
@@ -88,6 +95,7 @@ func New(t testing.TB, n int, opts Options) *Cluster {
 			LeaderLeaseTimeout: 200 * time.Millisecond, SnapshotThreshold: opts.SnapshotThreshold,
 			TrailingLogs: opts.TrailingLogs, SnapshotInterval: 200 * time.Millisecond,
 			Logger: logger.With("server", id), DialPeer: c.Net.Dialer(id),
+			ReapInterval: opts.ReapInterval, DisableTTL: opts.DisableTTL,
 		}})
 	}
 	for _, m := range c.Members {
