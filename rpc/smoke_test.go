@@ -65,7 +65,11 @@ func dialRaw(t testing.TB, addr string, connect *apipb.ConnectRequest) (*rawSess
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := stream.Send(&apipb.ClientMessage{Kind: &apipb.ClientMessage_Connect{Connect: connect}}); err != nil {
+	msg := &apipb.ClientMessage{}
+	if connect != nil {
+		msg.Kind = &apipb.ClientMessage_Connect{Connect: connect}
+	}
+	if err := stream.Send(msg); err != nil {
 		t.Fatal(err)
 	}
 	first, err := stream.Recv()

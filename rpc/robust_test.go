@@ -1,0 +1,219 @@
+package rpc
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/fsm/cmdpb"
+	"github.com/coordd/coordd/rpc/apipb"
+	"github.com/coordd/coordd/rpc/peerpb"
+)
+
+func singleNode(t testing.TB) *Node {
+	t.Helper()
+	n, err := NewNode(testConfig(t, "1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	waitLeader(t, n)
+	return n
+}
+
+func newSession(t testing.TB, n *Node) *rawSession {
+	t.Helper()
+	s, first := dialRaw(t, n.ClientAddr(), &apipb.ConnectRequest{TimeoutMs: 4000})
+	if first.GetConnected() == nil {
+		t.Fatalf("connect: %v", first)
+	}
+	return s
+}
+
+// healthy asserts the server still serves a fresh session.
+func healthy(t *testing.T, n *Node) {
+	t.Helper()
+	s := newSession(t, n)
+	if r := s.do(&apipb.Request{Op: &apipb.Request_Ping{Ping: &apipb.PingRequest{}}}); r.Error != apipb.ErrorCode_OK {
+		t.Fatalf("ping after abuse: %v", r)
+	}
+}
+
+// TestGarbageOnPorts: bytes that are not gRPC (or not our peer protocol)
+// are dropped without harm.
+func TestGarbageOnPorts(t *testing.T) {
+	n := singleNode(t)
+	junk := [][]byte{
+		[]byte("GET / HTTP/1.1\r\n\r\n"),
+		bytes.Repeat([]byte{0xff}, 4096),
+		{tagRaft, 0x00, 0xff, 0xff, 0xff, 0xff},
+		{tagPeer, 'P', 'R', 'I', 0, 0, 0},
+		{'Z'},
+		{},
+	}
+	for _, addr := range []string{n.ClientAddr(), n.cfg.PeerAddr} {
+		for _, j := range junk {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = c.Write(j)
+			_ = c.Close()
+		}
+	}
+	healthy(t, n)
+}
+
+// TestBadSessionMessages: protocol violations get an error reply or a
+// closed stream, and bad requests an error reply, never a panic.
+func TestBadSessionMessages(t *testing.T) {
+	n := singleNode(t)
+
+	// A request before connect.
+	s, first := dialRaw(t, n.ClientAddr(), nil)
+	_ = s
+	if r := first.GetResponse(); r == nil || r.Error != apipb.ErrorCode_MARSHALLING_ERROR {
+		t.Fatalf("connect with an empty message: %v", first)
+	}
+
+	// Resuming an unknown session, or with a wrong password.
+	_, first = dialRaw(t, n.ClientAddr(), &apipb.ConnectRequest{SessionId: 12345, Password: []byte("x")})
+	if r := first.GetResponse(); r == nil || r.Error != apipb.ErrorCode_SESSION_EXPIRED {
+		t.Fatalf("unknown session: %v", first)
+	}
+	good := newSession(t, n)
+	var id int64
+	good.do(&apipb.Request{Op: &apipb.Request_Ping{Ping: &apipb.PingRequest{}}})
+	n.fsm.Read(func(v fsm.View) { id = v.Sessions.List()[0].ID })
+	_, first = dialRaw(t, n.ClientAddr(), &apipb.ConnectRequest{SessionId: id, Password: []byte("wrong")})
+	if r := first.GetResponse(); r == nil || r.Error != apipb.ErrorCode_AUTH_FAILED {
+		t.Fatalf("wrong password: %v", first)
+	}
+
+	// Requests that are wrong but well-formed: an error reply each, and the
+	// session goes on.
+	for _, tc := range []struct {
+		name string
+		req  *apipb.Request
+		want apipb.ErrorCode
+	}{
+		{"no op", &apipb.Request{}, apipb.ErrorCode_BAD_ARGUMENTS},
+		{"bad path read", &apipb.Request{Op: &apipb.Request_GetData{GetData: &apipb.GetDataRequest{Path: "no-slash"}}}, apipb.ErrorCode_BAD_ARGUMENTS},
+		{"bad path write", &apipb.Request{Op: &apipb.Request_Create{Create: &apipb.CreateRequest{Path: "/a/../b"}}}, apipb.ErrorCode_BAD_ARGUMENTS},
+		{"oversize data", &apipb.Request{Op: &apipb.Request_Create{Create: &apipb.CreateRequest{Path: "/big", Data: make([]byte, 1<<20+1)}}}, apipb.ErrorCode_BAD_ARGUMENTS},
+		{"empty multi op", &apipb.Request{Op: &apipb.Request_Multi{Multi: &apipb.MultiRequest{Ops: []*apipb.MultiOp{{}}}}}, apipb.ErrorCode_BAD_ARGUMENTS},
+		{"bad kind", &apipb.Request{Op: &apipb.Request_Create{Create: &apipb.CreateRequest{Path: "/k", Kind: 42}}}, apipb.ErrorCode_BAD_ARGUMENTS},
+		{"no watcher", &apipb.Request{Op: &apipb.Request_RemoveWatches{RemoveWatches: &apipb.RemoveWatchesRequest{Path: "/"}}}, apipb.ErrorCode_NO_WATCHER},
+	} {
+		if r := good.do(tc.req); r.Error != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, r, tc.want)
+		}
+	}
+	if r := good.do(&apipb.Request{Op: &apipb.Request_Exists{Exists: &apipb.ExistsRequest{Path: "/big"}}}); r.GetExists().GetStat() != nil {
+		t.Fatalf("oversize create left a node: %v", r)
+	}
+
+	// A non-increasing xid ends the session stream with an error.
+	good.xid = 0
+	good.xid-- // the next request reuses xid 0
+	if err := good.stream.Send(&apipb.ClientMessage{Kind: &apipb.ClientMessage_Request{Request: &apipb.Request{Xid: 1, Op: &apipb.Request_Ping{Ping: &apipb.PingRequest{}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	sawError := false
+	for {
+		m, err := good.stream.Recv()
+		if err != nil {
+			break
+		}
+		if r := m.GetResponse(); r != nil && r.Error == apipb.ErrorCode_MARSHALLING_ERROR {
+			sawError = true
+		}
+	}
+	if !sawError {
+		t.Fatal("a repeated xid was not answered with an error")
+	}
+
+	// A message over the gRPC limit closes the stream.
+	big := newSession(t, n)
+	_ = big.stream.Send(&apipb.ClientMessage{Kind: &apipb.ClientMessage_Request{Request: &apipb.Request{Xid: 1,
+		Op: &apipb.Request_SetData{SetData: &apipb.SetDataRequest{Path: "/", Data: make([]byte, 4<<20)}}}}})
+	if _, err := big.stream.Recv(); err == nil {
+		t.Fatal("an over-limit message got a reply instead of a closed stream")
+	}
+	healthy(t, n)
+}
+
+// TestForwardRejectsForbiddenCommands: a peer cannot make the leader
+// propose commands only the leader may make, or garbage.
+func TestForwardRejectsForbiddenCommands(t *testing.T) {
+	n := singleNode(t)
+	cc, err := grpc.NewClient("passthrough:///"+n.cfg.PeerAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			return n.mux.dialTagged(ctx, addr, tagPeer)
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	before := n.fsm.AppliedIndex()
+	noop, _ := proto.Marshal(&cmdpb.Command{Cmd: &cmdpb.Command_Reap{Reap: &cmdpb.Reap{Paths: []string{"/"}}}})
+	for _, payload := range [][]byte{{0xff, 0xff}, noop} {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		stream, err := peerpb.NewPeerClient(cc).Forward(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := stream.Send(&peerpb.ForwardRequest{Seq: 1, Command: payload}); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := stream.Recv()
+		cancel()
+		if err != nil || resp.Error == "" {
+			t.Fatalf("forbidden forward accepted: %v %v", resp, err)
+		}
+	}
+	if n.fsm.AppliedIndex() != before {
+		t.Fatal("a rejected forward reached the log")
+	}
+	healthy(t, n)
+}
+
+// FuzzSessionRequest: any decodable request gets a reply or a closed
+// stream, and the server keeps serving.
+func FuzzSessionRequest(f *testing.F) {
+	for _, r := range []*apipb.Request{
+		{Op: &apipb.Request_Create{Create: &apipb.CreateRequest{Path: "/a", Data: []byte("x"), Kind: apipb.NodeKind_CONTAINER, Sequential: true}}},
+		{Op: &apipb.Request_Multi{Multi: &apipb.MultiRequest{Ops: []*apipb.MultiOp{{Op: &apipb.MultiOp_Check{Check: &apipb.CheckRequest{Path: "/", Version: 3}}}}}}},
+		{Op: &apipb.Request_GetChildren{GetChildren: &apipb.GetChildrenRequest{Path: "/", Watch: true}}},
+		{Op: &apipb.Request_Sync{Sync: &apipb.SyncRequest{Path: "//"}}},
+	} {
+		b, _ := proto.Marshal(r)
+		f.Add(b)
+	}
+	n := singleNode(f)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		req := &apipb.Request{}
+		if proto.Unmarshal(data, req) != nil {
+			return
+		}
+		s := newSession(t, n)
+		req.Xid = 1
+		if err := s.stream.Send(&apipb.ClientMessage{Kind: &apipb.ClientMessage_Request{Request: req}}); err != nil {
+			return
+		}
+		for {
+			m, err := s.stream.Recv()
+			if err != nil || m.GetResponse() != nil {
+				break
+			}
+		}
+		healthy(t, n)
+	})
+}
