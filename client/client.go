@@ -362,8 +362,13 @@ func (c *Client) noteZxidLocked(z int64) {
 func (c *Client) handleResponse(r *apipb.Response) error {
 	c.mu.Lock()
 	if r.Xid == 0 {
+		closing := c.closing || c.closeAcked
 		c.mu.Unlock()
 		err := codeError(r.Error, r.Message)
+		if closing && errors.Is(err, ErrSessionExpired) {
+			// The end of a session this client asked to close.
+			return err
+		}
 		if err == nil {
 			err = fmt.Errorf("%w: reply with xid 0", ErrSystemError)
 		}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -318,7 +319,7 @@ func ExecWrite(t *tree.Tree, tx *tree.Tx, w *cmdpb.Write) *cmdpb.Result {
 		for _, or := range res {
 			pr := &cmdpb.OpResult{Code: CodeOf(or.Err), Path: or.Path}
 			if or.Err != nil {
-				pr.Message = or.Err.Error()
+				pr.Message = Detail(or.Err)
 				pr.Path = ""
 			} else if or.Type != tree.OpDelete && or.Type != tree.OpCheck {
 				pr.Stat = StatToPB(or.Stat)
@@ -329,9 +330,28 @@ func ExecWrite(t *tree.Tree, tx *tree.Tx, w *cmdpb.Write) *cmdpb.Result {
 		err = fmt.Errorf("%w: write without an operation", tree.ErrBadArguments)
 	}
 	if err != nil {
-		r.Code, r.Message, r.Path, r.Stat = CodeOf(err), err.Error(), "", nil
+		r.Code, r.Message, r.Path, r.Stat = CodeOf(err), Detail(err), "", nil
 	}
 	return r
+}
+
+// Detail is an error's message without the text of the sentinel it wraps
+// (the code already says that): "/a has version 0, not 5", not
+// "tree: version does not match: /a has version 0, not 5".
+func Detail(err error) string {
+	msg := err.Error()
+	for _, s := range []error{tree.ErrNoNode, tree.ErrNodeExists, tree.ErrBadVersion, tree.ErrNotEmpty,
+		tree.ErrNoChildrenForEphemerals, tree.ErrBadArguments, tree.ErrRuntimeInconsistency, tree.ErrRolledBack} {
+		if errors.Is(err, s) {
+			if rest, ok := strings.CutPrefix(msg, s.Error()+": "); ok {
+				return rest
+			}
+			if msg == s.Error() {
+				return ""
+			}
+		}
+	}
+	return msg
 }
 
 func createOf(c *cmdpb.Create, sess int64) tree.Create {

@@ -156,7 +156,7 @@ func NewNode(cfg Config) (_ *Node, err error) {
 	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
 	rc.ElectionTimeout = cfg.ElectionTimeout
 	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
-	rc.CommitTimeout = time.Millisecond
+	rc.CommitTimeout = 50 * time.Millisecond
 	rc.SnapshotThreshold = cfg.SnapshotThreshold
 	rc.TrailingLogs = cfg.TrailingLogs
 	rc.SnapshotInterval = cfg.SnapshotInterval
@@ -209,6 +209,7 @@ func NewNode(cfg Config) (_ *Node, err error) {
 	n.start(n.leader.run)
 	n.start(n.sessions.runTouches)
 	n.start(n.watchQuorum)
+	n.start((&commitNudger{n: n}).run)
 	n.log.Info("server started", "client", n.clientLn.Addr().String(), "peer", cfg.PeerAddr)
 	return n, nil
 }

@@ -162,6 +162,20 @@ func TestForwardRejectsForbiddenCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cc.Close()
+	// Wait for the leader's own term-start entry, so the index is quiet.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n.leader.mu.Lock()
+		active := n.leader.active
+		n.leader.mu.Unlock()
+		if active {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("leader never became active")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	before := n.fsm.AppliedIndex()
 	noop, _ := proto.Marshal(&cmdpb.Command{Cmd: &cmdpb.Command_Reap{Reap: &cmdpb.Reap{Paths: []string{"/"}}}})
 	for _, payload := range [][]byte{{0xff, 0xff}, noop} {

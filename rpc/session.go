@@ -69,8 +69,13 @@ func (t *sessionTable) Applied(a *fsm.Applied) {
 		}
 	}
 	for _, id := range a.Closed {
-		if c := t.get(id); c != nil {
-			c.end(errResponse(0, apipb.ErrorCode_SESSION_EXPIRED, "session closed"))
+		c := t.get(id)
+		switch {
+		case c == nil:
+		case a.Session == id && a.Xid != 0:
+			c.end(nil) // closed at its client's request: the reply said so
+		default:
+			c.end(errResponse(0, apipb.ErrorCode_SESSION_EXPIRED, "session expired"))
 		}
 	}
 }
@@ -392,7 +397,7 @@ func (c *conn) dispatchHeldLocked() {
 func (c *conn) read(req *apipb.Request, t *tree.Tree, w *watch.Manager) *apipb.Response {
 	resp := &apipb.Response{Xid: req.Xid}
 	fail := func(err error) *apipb.Response {
-		resp.Error, resp.Message = treeErrCode(err), err.Error()
+		resp.Error, resp.Message = treeErrCode(err), fsm.Detail(err)
 		return resp
 	}
 	if req.GetPing() == nil {

@@ -2,8 +2,7 @@ package rpc
 
 import (
 	"context"
-	"fmt"
-	"net"
+		"net"
 	"testing"
 	"time"
 
@@ -127,7 +126,6 @@ func TestSmokeSingleNode(t *testing.T) {
 	if r.Error != apipb.ErrorCode_OK {
 		t.Fatalf("sync: %v", r)
 	}
-	fmt.Println("ok", r)
 }
 
 func TestSmokeThreeNodes(t *testing.T) {
@@ -175,5 +173,12 @@ func TestSmokeThreeNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fmt.Println(st)
+	if len(st.Members) != 3 || st.Leader != leader.ID() {
+		t.Fatalf("status: %v", st)
+	}
+	for _, m := range st.Members {
+		if m.Role == "unreachable" || m.ClientAddress == "" {
+			t.Fatalf("status member: %v", m)
+		}
+	}
 }

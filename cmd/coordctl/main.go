@@ -103,9 +103,6 @@ func (c *cli) main(args []string) int {
 	fs.StringVar(&c.format, "output", "text", "")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "")
 	fs.DurationVar(&c.sessionTimeout, "session-timeout", 10*time.Second, "")
-	if c.format == "" {
-		c.format = "text"
-	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printGlobalUsage(c.stdout)
@@ -119,7 +116,11 @@ func (c *cli) main(args []string) int {
 	rest := fs.Args()
 	if len(rest) == 0 || rest[0] == "shell" {
 		if len(rest) > 1 {
-			return c.report(usagef("shell", "shell takes no arguments"))
+			if rest[1] == "-h" || rest[1] == "--help" || rest[1] == "-help" {
+				printVerbUsage(c.stdout, shellVerb)
+				return 0
+			}
+			return c.report(usagef("shell", "shell: unexpected argument %q", rest[1]))
 		}
 		return c.shell()
 	}
@@ -158,7 +159,7 @@ func checkFormat(verb, f string) error {
 // oneShot runs one verb, interruptibly, then closes the session if the verb
 // opened one.
 func (c *cli) oneShot(argv []string) error {
-	err, _ := c.interruptible(func(ctx context.Context) error { return c.execute(ctx, argv) })
+	_, err := c.interruptible(func(ctx context.Context) error { return c.execute(ctx, argv) })
 	if c.sess != nil {
 		if cerr := c.sess.close(c.timeout); cerr != nil && err == nil {
 			err = cerr
@@ -169,7 +170,7 @@ func (c *cli) oneShot(argv []string) error {
 
 // interruptible runs f with a context that SIGINT or SIGTERM cancels.
 // terminated reports a SIGTERM.
-func (c *cli) interruptible(f func(ctx context.Context) error) (err error, terminated bool) {
+func (c *cli) interruptible(f func(ctx context.Context) error) (terminated bool, err error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
@@ -177,7 +178,7 @@ func (c *cli) interruptible(f func(ctx context.Context) error) (err error, termi
 	for {
 		select {
 		case err := <-done:
-			return err, terminated
+			return terminated, err
 		case s := <-c.sig:
 			if s == syscall.SIGTERM {
 				terminated = true
@@ -197,23 +198,50 @@ func (c *cli) report(err error) int {
 	}
 	var ue *usageError
 	if errors.As(err, &ue) {
-		fmt.Fprintf(c.stderr, "coordctl: %s\n", ue.msg)
-		if ue.verb == "" {
-			fmt.Fprintln(c.stderr, "Run 'coordctl help' for usage.")
-		} else if v := lookupVerb(ue.verb); v != nil {
-			fmt.Fprintf(c.stderr, "usage: %s\n", v.synopsis)
-			fmt.Fprintf(c.stderr, "Run 'coordctl help %s' for details.\n", v.name)
+		// One write, so that a shell prompt is redrawn only once.
+		var b strings.Builder
+		fmt.Fprintf(&b, "coordctl: %s\n", ue.msg)
+		help := "coordctl help"
+		if c.inShell {
+			help = "help"
 		}
+		if ue.verb == "" {
+			fmt.Fprintf(&b, "Run '%s' for usage.\n", help)
+		} else if v := lookupVerb(ue.verb); v != nil {
+			fmt.Fprintf(&b, "usage: %s\n", v.synopsis)
+			fmt.Fprintf(&b, "Run '%s %s' for details.\n", help, v.name)
+		}
+		io.WriteString(c.stderr, b.String())
 		return 2
 	}
 	fmt.Fprintf(c.stderr, "coordctl: %s\n", errText(err))
 	return 1
 }
 
-// errText renders an error for a human: the client library's package prefix
-// is dropped from every part of the chain.
+// errText renders an error for a human: package prefixes ("client: ",
+// "tree: ", ...) are dropped, and so is a server message that repeats the
+// error's own text ("node does not exist: node does not exist").
 func errText(err error) string {
-	return strings.ReplaceAll(err.Error(), "client: ", "")
+	s := err.Error()
+	for _, p := range []string{"client: ", "tree: ", "fsm: ", "rpc: ", "session: "} {
+		s = strings.ReplaceAll(s, p, "")
+	}
+	for {
+		parts := strings.Split(s, ": ")
+		changed := false
+		for i := 0; i+1 < len(parts); i++ {
+			if parts[i] == parts[i+1] {
+				parts = append(parts[:i+1], parts[i+2:]...)
+				changed = true
+				break
+			}
+		}
+		s = strings.Join(parts, ": ")
+		if !changed {
+			break
+		}
+	}
+	return s
 }
 
 func buildVersion() string {

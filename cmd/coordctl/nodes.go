@@ -462,4 +462,3 @@ var syncVerb = &verb{
 		}
 	},
 }
-

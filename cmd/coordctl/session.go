@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/coordd/coordd/client"
@@ -14,6 +15,7 @@ import (
 // reports its state changes on stderr.
 type session struct {
 	cl        *client.Client
+	closing   atomic.Bool   // close was called: state changes are expected
 	expired   chan struct{} // closed when the session expires
 	stateDone chan struct{} // closed when States is drained
 }
@@ -40,16 +42,19 @@ func (c *cli) connect(ctx context.Context) (*session, error) {
 		return nil, fmt.Errorf("cannot connect to %s: %w", strings.Join(c.servers, ","), err)
 	}
 	s := &session{cl: cl, expired: make(chan struct{}), stateDone: make(chan struct{})}
-	go s.reportStates(c.stderr)
+	go s.reportStates(c.stderr, c.inShell)
 	return s, nil
 }
 
 // reportStates prints the session's state changes after the first
 // connection: disconnections, reconnections and expiry.
-func (s *session) reportStates(w io.Writer) {
+func (s *session) reportStates(w io.Writer, inShell bool) {
 	defer close(s.stateDone)
 	expired := false
 	for ev := range s.cl.States() {
+		if s.closing.Load() {
+			continue
+		}
 		switch ev.State {
 		case client.StateDisconnected:
 			if ev.Err != nil {
@@ -65,6 +70,9 @@ func (s *session) reportStates(w io.Writer) {
 			} else {
 				fmt.Fprintf(w, "coordctl: session 0x%x expired\n", s.cl.SessionID())
 			}
+			if inShell {
+				fmt.Fprintln(w, "coordctl: the shell's commands will fail from now on; quit and start coordctl again for a new session")
+			}
 			if !expired {
 				expired = true
 				close(s.expired)
@@ -78,6 +86,7 @@ func (s *session) reportStates(w io.Writer) {
 func (s *session) close(timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
+	s.closing.Store(true)
 	err := s.cl.Close(ctx)
 	select {
 	case <-s.stateDone:

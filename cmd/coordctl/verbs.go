@@ -102,11 +102,16 @@ func (c *cli) execute(ctx context.Context, argv []string) error {
 		}
 		return usagef(v.name, "%s: %v", v.name, err)
 	}
+	args := fs.Args()
+	// -o may also end the command line: "get /a -o json".
+	if n := len(args); n >= 3 && (args[n-2] == "-o" || args[n-2] == "--o") && (args[n-1] == "json" || args[n-1] == "text") {
+		format, args = args[n-1], args[:n-2]
+	}
 	if err := checkFormat(v.name, format); err != nil {
 		return err
 	}
 	x := &cmd{cli: c, ctx: ctx, verb: v, out: &printer{w: c.stdout, json: format == "json"}}
-	return run(x, fs.Args())
+	return run(x, args)
 }
 
 func printVerbUsage(w io.Writer, v *verb) {

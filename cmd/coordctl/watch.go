@@ -108,6 +108,11 @@ func (w *watcher) run() error {
 	if !exists {
 		fmt.Fprintf(w.x.stderr, "coordctl: %s: node does not exist; waiting for its creation\n", w.root)
 	}
+	what := w.root
+	if w.recursive {
+		what += " and its descendants"
+	}
+	fmt.Fprintf(w.x.stderr, "coordctl: watching %s; interrupt (Ctrl-C) to stop\n", what)
 	for {
 		batch, ok := w.next()
 		if !ok {
@@ -115,6 +120,9 @@ func (w *watcher) run() error {
 		}
 		for _, f := range batch {
 			if err := w.handle(f); err != nil {
+				if w.x.ctx.Err() != nil {
+					return nil // interrupted while re-arming
+				}
 				return err
 			}
 		}
@@ -129,11 +137,15 @@ func (w *watcher) next() (batch []firedWatch, ok bool) {
 	for _, p := range w.pending {
 		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(p.ch)})
 	}
-	i, v, _ := reflect.Select(cases)
+	i, v, recvOK := reflect.Select(cases)
 	if i == 0 {
 		return nil, false
 	}
-	taken := map[int]client.Event{i - 1: eventOf(v)}
+	first := client.Event{Type: client.EventNotWatching, Path: w.pending[i-1].path, Err: errors.New("channel closed")}
+	if recvOK {
+		first = v.Interface().(client.Event)
+	}
+	taken := map[int]client.Event{i - 1: first}
 	// Collect whatever else has fired already: the client delivered those
 	// before this one's successors, so sorting by zxid restores the order.
 	for j, p := range w.pending {
@@ -160,13 +172,6 @@ func (w *watcher) next() (batch []firedWatch, ok bool) {
 	w.pending = rest
 	sort.SliceStable(batch, func(a, b int) bool { return batch[a].ev.Zxid < batch[b].ev.Zxid })
 	return batch, true
-}
-
-func eventOf(v reflect.Value) client.Event {
-	if ev, ok := v.Interface().(client.Event); ok && v.IsValid() {
-		return ev
-	}
-	return client.Event{Type: client.EventNotWatching, Err: errors.New("channel closed")}
 }
 
 // handle prints a fired watch's event (once per event per node) and re-arms.

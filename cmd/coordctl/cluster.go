@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/coordd/coordd/rpc/apipb"
+)
+
+// The verbs about the cluster itself: status and sessions. They use the
+// public API's unary calls, not a session.
+
+var statusVerb = &verb{
+	name:     "status",
+	synopsis: "status",
+	summary:  "show every member of the cluster: id, client address, role, applied zxid; and the leader",
+	detail: `
+Asks the first server that answers (the shell's own server first) for its
+view of the cluster. A member that server cannot reach shows as unreachable.`,
+	define: func(fs *flag.FlagSet) func(x *cmd, args []string) error {
+		return func(x *cmd, args []string) error {
+			if err := x.nargs(args, 0, 0); err != nil {
+				return err
+			}
+			var resp *apipb.StatusResponse
+			err := x.unary(func(ctx context.Context, c apipb.CoordClient) (err error) {
+				resp, err = c.Status(ctx, &apipb.StatusRequest{})
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("status: %w", err)
+			}
+			out := statusJSON{Leader: resp.GetLeader(), Members: []memberJSON{}}
+			for _, m := range resp.GetMembers() {
+				out.Members = append(out.Members, memberJSON{ID: m.GetId(), Address: m.GetClientAddress(), Role: m.GetRole(), Applied: m.GetApplied()})
+			}
+			return x.out.emit(out, func(w io.Writer) { writeStatus(w, out) })
+		}
+	},
+}
+
+var sessionsVerb = &verb{
+	name:     "sessions",
+	synopsis: "sessions",
+	summary:  "list the open sessions: id, timeout, ephemeral count, server",
+	detail: `
+Session ids are printed in hex, as ZooKeeper prints them (also in JSON, as
+strings); the server is the id of the member the session is connected to,
+when known. A one-shot call opens no session of its own.`,
+	define: func(fs *flag.FlagSet) func(x *cmd, args []string) error {
+		return func(x *cmd, args []string) error {
+			if err := x.nargs(args, 0, 0); err != nil {
+				return err
+			}
+			var resp *apipb.SessionsResponse
+			err := x.unary(func(ctx context.Context, c apipb.CoordClient) (err error) {
+				resp, err = c.Sessions(ctx, &apipb.SessionsRequest{})
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("sessions: %w", err)
+			}
+			out := sessionsJSON{Sessions: []sessionJSON{}}
+			for _, s := range resp.GetSessions() {
+				out.Sessions = append(out.Sessions, sessionJSON{ID: hexID(s.GetId()), TimeoutMs: s.GetTimeoutMs(), Ephemerals: s.GetEphemerals(), Server: s.GetServer()})
+			}
+			return x.out.emit(out, func(w io.Writer) { writeSessions(w, out) })
+		}
+	},
+}
+
+// unary runs call against the servers in turn (the session's server first)
+// until one answers, each within the command's timeout.
+func (x *cmd) unary(call func(ctx context.Context, c apipb.CoordClient) error) error {
+	servers := x.servers
+	if x.sess != nil {
+		if cur := x.sess.cl.Server(); cur != "" {
+			servers = append([]string{cur}, servers...)
+		}
+	}
+	var errs []string
+	tried := map[string]bool{}
+	for _, addr := range servers {
+		if tried[addr] {
+			continue
+		}
+		tried[addr] = true
+		err := func() error {
+			cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				return err
+			}
+			defer cc.Close()
+			ctx, cancel := x.deadline()
+			defer cancel()
+			return call(ctx, apipb.NewCoordClient(cc))
+		}()
+		if err == nil {
+			return nil
+		}
+		if x.ctx.Err() != nil {
+			return x.ctx.Err()
+		}
+		errs = append(errs, fmt.Sprintf("%s: %v", addr, err))
+	}
+	return errors.New(strings.Join(errs, "; "))
+}

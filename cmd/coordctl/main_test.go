@@ -1,0 +1,751 @@
+package main
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"reflect"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coordd/coordd/rpc"
+)
+
+// One single-node server serves every test of the package; each test works
+// under its own path.
+var (
+	srvOnce sync.Once
+	srvNode *rpc.Node
+	srvErr  error
+	srvDir  string
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if srvNode != nil {
+		srvNode.Close()
+	}
+	if srvDir != "" {
+		os.RemoveAll(srvDir)
+	}
+	os.Exit(code)
+}
+
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// server returns the address of the shared server, starting it on first use
+// and waiting until it leads.
+func server(t *testing.T) string {
+	t.Helper()
+	srvOnce.Do(func() {
+		srvDir, srvErr = os.MkdirTemp("", "coordctl-test-")
+		if srvErr != nil {
+			return
+		}
+		srvNode, srvErr = rpc.NewNode(rpc.Config{
+			ID: "1", DataDir: srvDir, ClientAddr: freeAddr(t), PeerAddr: freeAddr(t),
+			Tick: 100 * time.Millisecond, MaxSessionTimeout: 10 * time.Second,
+			HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond,
+			LeaderLeaseTimeout: 150 * time.Millisecond,
+		})
+		if srvErr != nil {
+			return
+		}
+		if !poll(10*time.Second, srvNode.IsLeader) {
+			srvErr = fmt.Errorf("server did not become leader")
+		}
+	})
+	if srvErr != nil {
+		t.Fatalf("starting the server: %v", srvErr)
+	}
+	return srvNode.ClientAddr()
+}
+
+// poll reports whether cond became true before the deadline.
+func poll(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for a running coordctl and a polling
+// test.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// ctl runs coordctl against the test server with empty stdin.
+func ctl(t *testing.T, args ...string) result {
+	t.Helper()
+	return ctlIn(t, "", args...)
+}
+
+func ctlIn(t *testing.T, stdin string, args ...string) result {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	full := append([]string{"--servers", server(t)}, args...)
+	code := runWith(full, strings.NewReader(stdin), &out, &errOut, nil)
+	r := result{out.String(), errOut.String(), code}
+	if strings.Contains(r.stderr, "goroutine ") || strings.Contains(r.stderr, "panic") {
+		t.Fatalf("coordctl %q crashed:\n%s", args, r.stderr)
+	}
+	return r
+}
+
+// fresh deletes what an earlier run (go test -count) left under path.
+func fresh(t *testing.T, path string) {
+	t.Helper()
+	if r := ctl(t, "deleteall", path); r.code != 0 && !strings.Contains(r.stderr, "node does not exist") {
+		t.Fatalf("deleteall %s: %s", path, r.stderr)
+	}
+}
+
+// ok runs coordctl and fails the test unless it succeeds.
+func ok(t *testing.T, args ...string) string {
+	t.Helper()
+	r := ctl(t, args...)
+	if r.code != 0 {
+		t.Fatalf("coordctl %q: exit %d, stderr:\n%s", args, r.code, r.stderr)
+	}
+	return r.stdout
+}
+
+// background is a coordctl running in a goroutine, interruptible through sig.
+type background struct {
+	stdout, stderr lockedBuffer
+	sig            chan os.Signal
+	done           chan int
+}
+
+func start(t *testing.T, args ...string) *background {
+	t.Helper()
+	b := &background{sig: make(chan os.Signal, 1), done: make(chan int, 1)}
+	full := append([]string{"--servers", server(t)}, args...)
+	go func() { b.done <- runWith(full, strings.NewReader(""), &b.stdout, &b.stderr, b.sig) }()
+	t.Cleanup(func() {
+		select {
+		case b.sig <- syscall.SIGTERM:
+		default:
+		}
+		b.wait(t)
+	})
+	return b
+}
+
+// waitOutput waits until stdout (or stderr) contains s.
+func (b *background) waitOutput(t *testing.T, stderr bool, s string) {
+	t.Helper()
+	buf := &b.stdout
+	if stderr {
+		buf = &b.stderr
+	}
+	if !poll(10*time.Second, func() bool { return strings.Contains(buf.String(), s) }) {
+		t.Fatalf("no %q in output; stdout:\n%s\nstderr:\n%s", s, b.stdout.String(), b.stderr.String())
+	}
+}
+
+// wait returns the exit status once the run ends (at most 10s).
+func (b *background) wait(t *testing.T) int {
+	t.Helper()
+	select {
+	case code := <-b.done:
+		b.done <- code
+		return code
+	case <-time.After(10 * time.Second):
+		t.Fatalf("coordctl did not finish; stdout:\n%s\nstderr:\n%s", b.stdout.String(), b.stderr.String())
+		return -1
+	}
+}
+
+// decode parses one JSON object and checks its exact key set.
+func decode(t *testing.T, s string, keys ...string) map[string]json.RawMessage {
+	t.Helper()
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(s), &m); err != nil {
+		t.Fatalf("not a JSON object: %q: %v", s, err)
+	}
+	var got []string
+	for k := range m {
+		got = append(got, k)
+	}
+	sort.Strings(got)
+	sort.Strings(keys)
+	if !reflect.DeepEqual(got, keys) {
+		t.Fatalf("JSON keys %v, want %v in %s", got, keys, s)
+	}
+	return m
+}
+
+var statKeys = []string{"czxid", "mzxid", "pzxid", "ctime", "mtime", "version", "cversion", "aversion", "ephemeralOwner", "dataLength", "numChildren"}
+
+func unmarshal[T any](t *testing.T, raw []byte) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatalf("decoding %s: %v", raw, err)
+	}
+	return v
+}
+
+func TestTextOutput(t *testing.T) {
+	fresh(t, "/text")
+	if got := ok(t, "create", "/text", "hello"); got != "/text\n" {
+		t.Errorf("create printed %q", got)
+	}
+	if got := ok(t, "get", "/text"); got != "hello\n" {
+		t.Errorf("get printed %q", got)
+	}
+	if got := ok(t, "set", "/text", "world"); got != "" {
+		t.Errorf("set printed %q", got)
+	}
+	ok(t, "create", "/text/b")
+	ok(t, "create", "/text/a", "")
+	if got := ok(t, "create", "-s", "/text/seq-"); got != "/text/seq-0000000002\n" {
+		t.Errorf("create -s printed %q", got)
+	}
+	if got := ok(t, "ls", "/text"); got != "a\nb\nseq-0000000002\n" {
+		t.Errorf("ls printed %q", got)
+	}
+	stat := ok(t, "stat", "/text")
+	var names []string
+	for _, line := range strings.Split(strings.TrimSuffix(stat, "\n"), "\n") {
+		name, _, found := strings.Cut(line, " = ")
+		if !found {
+			t.Fatalf("stat line %q is not 'field = value'", line)
+		}
+		names = append(names, name)
+	}
+	want := []string{"cZxid", "ctime", "mZxid", "mtime", "pZxid", "cversion", "dataVersion", "aclVersion", "ephemeralOwner", "dataLength", "numChildren"}
+	if !reflect.DeepEqual(names, want) {
+		t.Errorf("stat fields %v, want %v", names, want)
+	}
+	for _, line := range []string{"dataVersion = 1\n", "numChildren = 3\n", "dataLength = 5\n", "ephemeralOwner = 0x0\n", "cversion = 3\n"} {
+		if !strings.Contains(stat, line) {
+			t.Errorf("stat lacks %q:\n%s", line, stat)
+		}
+	}
+	if got := ok(t, "get", "-s", "/text"); !strings.HasPrefix(got, "world\ncZxid = 0x") {
+		t.Errorf("get -s printed %q", got)
+	}
+	if got := ok(t, "set", "-s", "-v", "1", "/text", "again"); !strings.Contains(got, "dataVersion = 2\n") {
+		t.Errorf("set -s printed %q", got)
+	}
+	if got := ok(t, "sync", "/text"); got != "" {
+		t.Errorf("sync printed %q", got)
+	}
+	if got := ok(t, "delete", "-v", "0", "/text/a"); got != "" {
+		t.Errorf("delete printed %q", got)
+	}
+	if got := ok(t, "version"); !strings.HasPrefix(got, "coordctl ") {
+		t.Errorf("version printed %q", got)
+	}
+	status := ok(t, "status")
+	if !strings.Contains(status, srvNode.ClientAddr()) || !strings.Contains(status, "leader: 1\n") {
+		t.Errorf("status printed:\n%s", status)
+	}
+}
+
+func TestJSONOutput(t *testing.T) {
+	fresh(t, "/json")
+	m := decode(t, ok(t, "-o", "json", "create", "/json", "hello"), "path")
+	if p := unmarshal[string](t, m["path"]); p != "/json" {
+		t.Errorf("create path %q", p)
+	}
+	// -o after the verb, and at the end of the line.
+	for _, args := range [][]string{{"get", "-o", "json", "/json"}, {"get", "/json", "-o", "json"}} {
+		m = decode(t, ok(t, args...), "path", "data", "stat")
+		data, err := base64.StdEncoding.DecodeString(unmarshal[string](t, m["data"]))
+		if err != nil || string(data) != "hello" {
+			t.Errorf("get data %s (%v)", m["data"], err)
+		}
+		stat := decode(t, string(m["stat"]), statKeys...)
+		if v := unmarshal[int](t, stat["dataLength"]); v != 5 {
+			t.Errorf("dataLength %d", v)
+		}
+	}
+	// Empty data is an empty base64 string, not null.
+	ok(t, "create", "/json/empty")
+	m = decode(t, ok(t, "-o", "json", "get", "/json/empty"), "path", "data", "stat")
+	if string(m["data"]) != `""` {
+		t.Errorf("empty data encoded as %s", m["data"])
+	}
+
+	m = decode(t, ok(t, "-o", "json", "set", "/json", "world"), "path", "stat")
+	stat := decode(t, string(m["stat"]), statKeys...)
+	if v := unmarshal[int](t, stat["version"]); v != 1 {
+		t.Errorf("version after set %d", v)
+	}
+	m = decode(t, ok(t, "-o", "json", "stat", "/json"), "path", "stat")
+	stat = decode(t, string(m["stat"]), statKeys...)
+	if v := unmarshal[int](t, stat["numChildren"]); v != 1 {
+		t.Errorf("numChildren %d", v)
+	}
+	if unmarshal[int64](t, stat["czxid"]) <= 0 || unmarshal[int64](t, stat["ctime"]) <= 0 {
+		t.Errorf("stat %s", m["stat"])
+	}
+
+	m = decode(t, ok(t, "-o", "json", "ls", "/json"), "path", "children")
+	if c := unmarshal[[]string](t, m["children"]); !reflect.DeepEqual(c, []string{"empty"}) {
+		t.Errorf("ls children %v", c)
+	}
+	m = decode(t, ok(t, "-o", "json", "ls", "/json/empty"), "path", "children")
+	if string(m["children"]) != "[]" {
+		t.Errorf("no children encoded as %s", m["children"])
+	}
+	decode(t, ok(t, "-o", "json", "sync", "/json"), "path")
+	decode(t, ok(t, "-o", "json", "delete", "/json/empty"), "path")
+
+	m = decode(t, ok(t, "-o", "json", "status"), "leader", "members")
+	if l := unmarshal[string](t, m["leader"]); l != "1" {
+		t.Errorf("leader %q", l)
+	}
+	var members []map[string]json.RawMessage
+	if err := json.Unmarshal(m["members"], &members); err != nil || len(members) != 1 {
+		t.Fatalf("members %s (%v)", m["members"], err)
+	}
+	mem := decode(t, mustMarshal(t, members[0]), "id", "address", "role", "applied")
+	if unmarshal[string](t, mem["id"]) != "1" || unmarshal[string](t, mem["address"]) != srvNode.ClientAddr() ||
+		unmarshal[string](t, mem["role"]) != "leader" || unmarshal[int64](t, mem["applied"]) <= 0 {
+		t.Errorf("member %v", members[0])
+	}
+
+	decode(t, ok(t, "-o", "json", "sessions"), "sessions")
+	decode(t, ok(t, "-o", "json", "version"), "version")
+}
+
+func mustMarshal(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestErrors(t *testing.T) {
+	fresh(t, "/errs")
+	ok(t, "create", "/errs", "x")
+	ok(t, "create", "/errs/child")
+	cases := []struct {
+		args   []string
+		code   int
+		stderr string // a prefix of stderr
+	}{
+		{[]string{"get", "/errs/missing"}, 1, "coordctl: /errs/missing: node does not exist\n"},
+		{[]string{"stat", "/errs/missing"}, 1, "coordctl: /errs/missing: node does not exist\n"},
+		{[]string{"ls", "/errs/missing"}, 1, "coordctl: /errs/missing: node does not exist\n"},
+		{[]string{"deleteall", "/errs/missing"}, 1, "coordctl: /errs/missing: node does not exist\n"},
+		{[]string{"create", "/errs"}, 1, "coordctl: /errs: node already exists"},
+		{[]string{"set", "-v", "7", "/errs", "y"}, 1, "coordctl: /errs: version does not match"},
+		{[]string{"delete", "/errs"}, 1, "coordctl: /errs: node has children"},
+		{[]string{"create", "relative"}, 1, "coordctl: relative: bad arguments"},
+		{[]string{"create", "-e", "-c", "/errs/x"}, 2, "coordctl: create: -e, -c and -t exclude each other"},
+		{[]string{"nosuchverb"}, 2, "coordctl: unknown verb \"nosuchverb\"\n"},
+		{[]string{"get"}, 2, "coordctl: get: missing argument\nusage: get [-s] [-w] PATH\n"},
+		{[]string{"get", "/a", "/b"}, 2, "coordctl: get: unexpected argument \"/b\"\n"},
+		{[]string{"set", "/errs"}, 2, "coordctl: set: missing argument\n"},
+		{[]string{"get", "-x", "/errs"}, 2, "coordctl: get: flag provided but not defined: -x\nusage: get"},
+		{[]string{"set", "-v", "abc", "/errs", "y"}, 2, "coordctl: set: invalid value \"abc\" for flag -v"},
+		{[]string{"-o", "yaml", "get", "/errs"}, 2, "coordctl: -o: unknown output format \"yaml\""},
+		{[]string{"get", "-o", "yaml", "/errs"}, 2, "coordctl: -o: unknown output format \"yaml\""},
+		{[]string{"--bogus", "get", "/errs"}, 2, "coordctl: flag provided but not defined: -bogus\n"},
+		{[]string{"ls", "-R", "-w", "/errs"}, 2, "coordctl: ls: -R and -w exclude each other\n"},
+		{[]string{"status", "extra"}, 2, "coordctl: status: unexpected argument"},
+	}
+	for _, tc := range cases {
+		r := ctl(t, tc.args...)
+		if r.code != tc.code || !strings.HasPrefix(r.stderr, tc.stderr) || r.stdout != "" {
+			t.Errorf("coordctl %q: exit %d, stdout %q, stderr %q; want exit %d, stderr starting %q", tc.args, r.code, r.stdout, r.stderr, tc.code, tc.stderr)
+		}
+	}
+	// An ephemeral cannot have children (in a shell, so that the ephemeral
+	// is there).
+	r := ctlIn(t, "create -e /errs/eph\ncreate /errs/eph/x\n", "shell")
+	if r.code != 1 || !strings.Contains(r.stderr, "coordctl: /errs/eph/x: ephemeral nodes may not have children") {
+		t.Errorf("child of ephemeral: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+func TestConnectFailure(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := runWith([]string{"--servers", freeAddr(t), "--timeout", "300ms", "get", "/"}, strings.NewReader(""), &out, &errOut, nil)
+	if code != 1 || !strings.HasPrefix(errOut.String(), "coordctl: cannot connect to ") {
+		t.Errorf("exit %d, stderr %q", code, errOut.String())
+	}
+}
+
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"help"}, {"-h"}} {
+		r := ctl(t, args...)
+		if r.code != 0 || !strings.Contains(r.stdout, "deleteall PATH") || !strings.Contains(r.stdout, "--servers") {
+			t.Errorf("coordctl %q: exit %d, stdout:\n%s", args, r.code, r.stdout)
+		}
+	}
+	for _, args := range [][]string{{"help", "create"}, {"create", "-h"}} {
+		r := ctl(t, args...)
+		if r.code != 0 || !strings.Contains(r.stdout, "usage: create [-e] [-s] [-c] [-t ttl_ms] PATH [DATA]") || !strings.Contains(r.stdout, "until it is interrupted") {
+			t.Errorf("coordctl %q: exit %d, stdout:\n%s", args, r.code, r.stdout)
+		}
+	}
+	if r := ctl(t, "help", "nope"); r.code != 2 {
+		t.Errorf("help nope: exit %d", r.code)
+	}
+}
+
+func TestDeleteallAndRecursiveLs(t *testing.T) {
+	fresh(t, "/tree")
+	for _, p := range []string{"/tree", "/tree/a", "/tree/a/x", "/tree/a/x/deep", "/tree/b", "/tree/a-b", "/tree/a/y"} {
+		ok(t, "create", p)
+	}
+	want := []string{"/tree/a", "/tree/a-b", "/tree/a/x", "/tree/a/x/deep", "/tree/a/y", "/tree/b"}
+	if got := ok(t, "ls", "-R", "/tree"); got != strings.Join(want, "\n")+"\n" {
+		t.Errorf("ls -R printed %q", got)
+	}
+	m := decode(t, ok(t, "-o", "json", "ls", "-R", "/tree"), "path", "children")
+	if c := unmarshal[[]string](t, m["children"]); !reflect.DeepEqual(c, want) {
+		t.Errorf("ls -R children %v, want %v", c, want)
+	}
+	if got := ok(t, "deleteall", "/tree/a"); got != "" {
+		t.Errorf("deleteall printed %q", got)
+	}
+	if got := ok(t, "ls", "-R", "/tree"); got != "/tree/a-b\n/tree/b\n" {
+		t.Errorf("after deleteall /tree/a: %q", got)
+	}
+	decode(t, ok(t, "-o", "json", "deleteall", "/tree"), "path")
+	if r := ctl(t, "stat", "/tree"); r.code != 1 {
+		t.Errorf("/tree survived deleteall: %+v", r)
+	}
+}
+
+func TestShellPipe(t *testing.T) {
+	fresh(t, "/sh")
+	script := strings.Join([]string{
+		"create /sh 'a b'",
+		`create -e /sh/eph "quoted \"data\""`,
+		"# a comment",
+		"",
+		"get /sh",
+		"get -o json /sh/eph",
+		"stat -o json /sh/eph",
+		"sessions -o json",
+		"get /sh/missing", // fails; the shell goes on
+		"ls /sh",
+	}, "\n") + "\n"
+	r := ctlIn(t, script)
+	if r.code != 1 {
+		t.Errorf("exit %d after a failed command, want 1; stderr:\n%s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "coordctl: /sh/missing: node does not exist\n") {
+		t.Errorf("stderr lacks the failed command's error:\n%s", r.stderr)
+	}
+	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	if len(lines) != 7 {
+		t.Fatalf("stdout has %d lines:\n%s", len(lines), r.stdout)
+	}
+	if lines[0] != "/sh" || lines[1] != "/sh/eph" || lines[2] != "a b" || lines[6] != "eph" {
+		t.Errorf("stdout:\n%s", r.stdout)
+	}
+	g := decode(t, lines[3], "path", "data", "stat")
+	if d, _ := base64.StdEncoding.DecodeString(unmarshal[string](t, g["data"])); string(d) != `quoted "data"` {
+		t.Errorf("data %q", d)
+	}
+	st := decode(t, lines[4], "path", "stat")
+	var stat struct {
+		EphemeralOwner int64 `json:"ephemeralOwner"`
+	}
+	if err := json.Unmarshal(st["stat"], &stat); err != nil || stat.EphemeralOwner == 0 {
+		t.Fatalf("stat %s (%v)", st["stat"], err)
+	}
+	var sessions struct {
+		Sessions []struct {
+			ID         string `json:"id"`
+			TimeoutMs  int64  `json:"timeoutMs"`
+			Ephemerals int64  `json:"ephemerals"`
+			Server     string `json:"server"`
+		} `json:"sessions"`
+	}
+	decode(t, lines[5], "sessions")
+	if err := json.Unmarshal([]byte(lines[5]), &sessions); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, s := range sessions.Sessions {
+		if s.ID == hexID(stat.EphemeralOwner) {
+			found = true
+			if s.Ephemerals != 1 || s.TimeoutMs <= 0 || s.Server != "1" {
+				t.Errorf("session %+v", s)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("the shell's session %s (the ephemeral's owner) is not in %s", hexID(stat.EphemeralOwner), lines[5])
+	}
+	if !strings.Contains(r.stderr, fmt.Sprintf("session %s", hexID(stat.EphemeralOwner))) {
+		t.Errorf("the shell did not announce its session:\n%s", r.stderr)
+	}
+	// The shell closed its session at EOF: the ephemeral is gone.
+	if r := ctl(t, "stat", "/sh/eph"); r.code != 1 {
+		t.Errorf("ephemeral survived the shell: %+v", r)
+	}
+
+	// All commands succeeding gives 0; quit stops reading.
+	r = ctlIn(t, "create /sh/ok\nquit\ncreate /sh/never\n", "shell")
+	if r.code != 0 || r.stdout != "/sh/ok\n" {
+		t.Errorf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if r := ctl(t, "stat", "/sh/never"); r.code != 1 {
+		t.Error("a command after quit ran")
+	}
+	// A usage error and an unterminated quote count as failures too; a
+	// last line without a newline still runs.
+	r = ctlIn(t, "get\nget 'oops\nls /sh", "shell")
+	if r.code != 1 || r.stdout != "ok\n" {
+		t.Errorf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+func TestSplitLine(t *testing.T) {
+	cases := []struct {
+		in   string
+		want []string
+		err  bool
+	}{
+		{"", nil, false},
+		{"  ls   /a  ", []string{"ls", "/a"}, false},
+		{`set /a "b c"`, []string{"set", "/a", "b c"}, false},
+		{`set /a 'b "c" d'`, []string{"set", "/a", `b "c" d`}, false},
+		{`set /a "say \"hi\" \\ \n"`, []string{"set", "/a", `say "hi" \ \n`}, false},
+		{`set /a x\ y`, []string{"set", "/a", "x y"}, false},
+		{`set /a ""`, []string{"set", "/a", ""}, false},
+		{`set /a pre'mid dle'post`, []string{"set", "/a", "premid dlepost"}, false},
+		{"a\tb", []string{"a", "b"}, false},
+		{`set /a "open`, nil, true},
+		{`set /a 'open`, nil, true},
+	}
+	for _, tc := range cases {
+		got, err := splitLine(tc.in)
+		if (err != nil) != tc.err || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("splitLine(%q) = %q, %v; want %q, error %v", tc.in, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+func TestGetWatch(t *testing.T) {
+	fresh(t, "/gw")
+	ok(t, "create", "/gw", "v1")
+	b := start(t, "-o", "json", "get", "-w", "/gw")
+	// The data is printed once the server has answered GetW, which registered
+	// the watch.
+	b.waitOutput(t, false, `"path":"/gw"`)
+	ok(t, "set", "/gw", "v2")
+	if code := b.wait(t); code != 0 {
+		t.Fatalf("get -w: exit %d, stderr:\n%s", code, b.stderr.String())
+	}
+	lines := strings.Split(strings.TrimSuffix(b.stdout.String(), "\n"), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("get -w printed:\n%s", b.stdout.String())
+	}
+	ev := decode(t, lines[1], "type", "path", "zxid")
+	if unmarshal[string](t, ev["type"]) != "NodeDataChanged" || unmarshal[string](t, ev["path"]) != "/gw" || unmarshal[int64](t, ev["zxid"]) <= 0 {
+		t.Errorf("event %s", lines[1])
+	}
+
+	// ls -w: a child's creation; text output.
+	ok(t, "create", "/gw/first")
+	b = start(t, "ls", "-w", "/gw")
+	b.waitOutput(t, false, "first\n")
+	ok(t, "create", "/gw/c")
+	if code := b.wait(t); code != 0 {
+		t.Fatalf("ls -w: exit %d, stderr:\n%s", code, b.stderr.String())
+	}
+	if got := b.stdout.String(); !strings.HasPrefix(got, "first\nNodeChildrenChanged /gw zxid=0x") {
+		t.Errorf("ls -w printed %q", got)
+	}
+
+	// stat -w on an absent node waits for its creation.
+	b = start(t, "-o", "json", "stat", "-w", "/gw/later")
+	b.waitOutput(t, true, "waiting for its creation")
+	ok(t, "create", "/gw/later")
+	if code := b.wait(t); code != 0 {
+		t.Fatalf("stat -w: exit %d, stderr:\n%s", code, b.stderr.String())
+	}
+	ev = decode(t, strings.TrimSpace(b.stdout.String()), "type", "path", "zxid")
+	if unmarshal[string](t, ev["type"]) != "NodeCreated" {
+		t.Errorf("stat -w printed %s", b.stdout.String())
+	}
+
+	// An interrupt ends the wait with status 0.
+	b = start(t, "get", "-w", "/gw")
+	b.waitOutput(t, false, "v2\n")
+	b.sig <- syscall.SIGINT
+	if code := b.wait(t); code != 0 {
+		t.Errorf("interrupted get -w: exit %d", code)
+	}
+}
+
+func TestWatchVerb(t *testing.T) {
+	fresh(t, "/wv")
+	ok(t, "create", "/wv")
+	b := start(t, "-o", "json", "watch", "/wv")
+	b.waitOutput(t, true, "coordctl: watching /wv;")
+	ok(t, "set", "/wv", "x")
+	b.waitOutput(t, false, `"NodeDataChanged"`)
+	ok(t, "create", "/wv/c")
+	b.waitOutput(t, false, `"NodeChildrenChanged"`)
+	ok(t, "delete", "/wv/c")
+	ok(t, "delete", "/wv")
+	b.waitOutput(t, false, `"NodeDeleted"`)
+	ok(t, "create", "/wv")
+	b.waitOutput(t, false, `"NodeCreated"`)
+	b.sig <- syscall.SIGINT
+	if code := b.wait(t); code != 0 {
+		t.Fatalf("watch: exit %d, stderr:\n%s", code, b.stderr.String())
+	}
+	var types []string
+	var last int64
+	for _, line := range strings.Split(strings.TrimSuffix(b.stdout.String(), "\n"), "\n") {
+		ev := decode(t, line, "type", "path", "zxid")
+		types = append(types, unmarshal[string](t, ev["type"]))
+		z := unmarshal[int64](t, ev["zxid"])
+		if z < last {
+			t.Errorf("zxid went backwards: %s", b.stdout.String())
+		}
+		last = z
+	}
+	// The deletion of /wv/c may or may not be seen, depending on whether the
+	// child watch was re-armed in time; the deletion of /wv is reported once.
+	want := []string{"NodeDataChanged", "NodeChildrenChanged", "NodeChildrenChanged", "NodeDeleted", "NodeCreated"}
+	want2 := []string{"NodeDataChanged", "NodeChildrenChanged", "NodeDeleted", "NodeCreated"}
+	if !reflect.DeepEqual(types, want) && !reflect.DeepEqual(types, want2) {
+		t.Errorf("events %v", types)
+	}
+}
+
+func TestWatchRecursive(t *testing.T) {
+	fresh(t, "/wr")
+	ok(t, "create", "/wr")
+	ok(t, "create", "/wr/c")
+	ok(t, "create", "/wr/c/d")
+	b := start(t, "watch", "-R", "/wr")
+	b.waitOutput(t, true, "coordctl: watching /wr and its descendants;")
+	ok(t, "set", "/wr/c/d", "x")
+	b.waitOutput(t, false, "NodeDataChanged /wr/c/d zxid=")
+	ok(t, "deleteall", "/wr/c")
+	b.waitOutput(t, false, "NodeDeleted /wr/c zxid=")
+	b.waitOutput(t, false, "NodeChildrenChanged /wr zxid=")
+	b.sig <- syscall.SIGTERM
+	if code := b.wait(t); code != 0 {
+		t.Fatalf("watch -R: exit %d, stderr:\n%s", code, b.stderr.String())
+	}
+	out := b.stdout.String()
+	for _, want := range []string{"NodeDeleted /wr/c/d zxid=", "NodeChildrenChanged /wr/c zxid="} {
+		if !strings.Contains(out, want) {
+			t.Errorf("watch -R output lacks %q:\n%s", want, out)
+		}
+	}
+	// Each event is printed once although two watches fired for it.
+	if n := strings.Count(out, "NodeDeleted /wr/c zxid="); n != 1 {
+		t.Errorf("NodeDeleted /wr/c printed %d times:\n%s", n, out)
+	}
+}
+
+func TestCreateEphemeralBlocks(t *testing.T) {
+	fresh(t, "/ce")
+	ok(t, "create", "/ce")
+	b := start(t, "create", "-e", "/ce/eph", "data")
+	b.waitOutput(t, false, "/ce/eph\n")
+	b.waitOutput(t, true, "lives while this coordctl runs")
+	m := decode(t, ok(t, "-o", "json", "stat", "/ce/eph"), "path", "stat")
+	var stat struct {
+		EphemeralOwner int64 `json:"ephemeralOwner"`
+	}
+	if err := json.Unmarshal(m["stat"], &stat); err != nil || stat.EphemeralOwner == 0 {
+		t.Fatalf("stat %s (%v)", m["stat"], err)
+	}
+	select {
+	case code := <-b.done:
+		t.Fatalf("create -e returned %d without an interrupt", code)
+	default:
+	}
+	b.sig <- syscall.SIGINT
+	if code := b.wait(t); code != 0 {
+		t.Fatalf("create -e: exit %d, stderr:\n%s", code, b.stderr.String())
+	}
+	if r := ctl(t, "stat", "/ce/eph"); r.code != 1 {
+		t.Errorf("ephemeral survived its coordctl: %+v", r)
+	}
+}
+
+// TestShellInterrupt: SIGINT ends a running watch in the shell, not the
+// shell; the next command runs on the same session.
+func TestShellInterrupt(t *testing.T) {
+	fresh(t, "/si")
+	ok(t, "create", "/si")
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	var stdout, stderr lockedBuffer
+	sig := make(chan os.Signal, 1)
+	done := make(chan int, 1)
+	go func() {
+		done <- runWith([]string{"--servers", server(t)}, pr, &stdout, &stderr, sig)
+	}()
+	io.WriteString(pw, "create -e /si/e\nwatch /si\n")
+	if !poll(10*time.Second, func() bool { return strings.Contains(stderr.String(), "watching /si") }) {
+		t.Fatalf("watch did not start; stderr:\n%s", stderr.String())
+	}
+	sig <- syscall.SIGINT
+	io.WriteString(pw, "stat /si/e\n")
+	if !poll(10*time.Second, func() bool { return strings.Contains(stdout.String(), "ephemeralOwner = 0x") }) {
+		t.Fatalf("the shell did not go on after the interrupt; stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	}
+	pw.Close()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Errorf("shell exit %d; stderr:\n%s", code, stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the shell did not exit at EOF")
+	}
+}
