@@ -2,7 +2,7 @@ package rpc
 
 import (
 	"context"
-		"net"
+	"net"
 	"testing"
 	"time"
 
