@@ -231,3 +231,31 @@ func FuzzSessionRequest(f *testing.F) {
 		healthy(t, n)
 	})
 }
+
+// TestServerBehindClientRefuses: a server whose state is older than the
+// client's last zxid does not serve the session (single system image).
+func TestServerBehindClientRefuses(t *testing.T) {
+	n := singleNode(t)
+	s := newSession(t, n)
+	s.do(&apipb.Request{Op: &apipb.Request_Create{Create: &apipb.CreateRequest{Path: "/a"}}})
+	var id int64
+	var pw []byte
+	n.fsm.Read(func(v fsm.View) {
+		in := v.Sessions.List()[0]
+		id, pw = in.ID, in.Password
+	})
+	ahead := n.fsm.AppliedIndex() + 1000
+	start := time.Now()
+	_, first := dialRaw(t, n.ClientAddr(), &apipb.ConnectRequest{SessionId: id, Password: pw, LastZxid: ahead})
+	if r := first.GetResponse(); r == nil || r.Error != apipb.ErrorCode_UNAVAILABLE {
+		t.Fatalf("resume with a zxid from the future: %v", first)
+	}
+	if waited := time.Since(start); waited < connectWait/2 {
+		t.Fatalf("refused after %v without waiting to catch up", waited)
+	}
+	// At or below the server's zxid the session resumes.
+	_, first = dialRaw(t, n.ClientAddr(), &apipb.ConnectRequest{SessionId: id, Password: pw, LastZxid: n.fsm.AppliedIndex()})
+	if first.GetConnected() == nil {
+		t.Fatalf("resume at the server's zxid: %v", first)
+	}
+}
