@@ -64,6 +64,12 @@ func (p *proposer) poke() {
 func (p *proposer) confirm(seq uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if len(p.pending) > 0 && p.pending[0].seq == seq {
+		// The usual case: confirmations arrive in order.
+		p.pending[0] = nil
+		p.pending = p.pending[1:]
+		return
+	}
 	for i, q := range p.pending {
 		if q.seq == seq {
 			p.pending = append(p.pending[:i:i], p.pending[i+1:]...)
