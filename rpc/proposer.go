@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"errors"
+	"sort"
 	"sync"
 	"time"
 
@@ -82,13 +83,9 @@ func (p *proposer) confirm(seq uint64) {
 func (p *proposer) snapshotFrom(after uint64) []*proposal {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var out []*proposal
-	for _, q := range p.pending {
-		if q.seq > after {
-			out = append(out, q)
-		}
-	}
-	return out
+	// pending is in seq order: find the first one after `after`.
+	i := sort.Search(len(p.pending), func(i int) bool { return p.pending[i].seq > after })
+	return append([]*proposal(nil), p.pending[i:]...)
 }
 
 func (p *proposer) run() {
