@@ -65,10 +65,10 @@ func (sel WatchKind) selects(k watchKind) bool {
 }
 
 // takeWatchersLocked removes and returns the watchers on path that match.
-func (c *Client) takeWatchersLocked(path string, match func(watchKind) bool) []*watcher {
+func (c *Client) takeWatchersLocked(path string, match func(*watcher) bool) []*watcher {
 	var taken, kept []*watcher
 	for _, w := range c.watches[path] {
-		if match(w.kind) {
+		if match(w) {
 			taken = append(taken, w)
 		} else {
 			kept = append(kept, w)
@@ -138,7 +138,10 @@ func (c *Client) watchPathsLocked() (data, exist, child []string) {
 func (c *Client) handleEvent(e *apipb.WatchEvent) {
 	c.mu.Lock()
 	c.noteZxidLocked(e.Zxid)
-	ws := c.takeWatchersLocked(e.Path, func(k watchKind) bool { return firedBy(e.Type, k) })
+	// A registration whose read is still unanswered is not fired: the event
+	// arrived before that read's reply, so the read already reflects the
+	// change and the server armed a fresh watch for the next one.
+	ws := c.takeWatchersLocked(e.Path, func(w *watcher) bool { return !w.pending && firedBy(e.Type, w.kind) })
 	c.mu.Unlock()
 	ev := Event{Type: EventType(e.Type), Path: e.Path, Zxid: e.Zxid}
 	for _, w := range ws {
@@ -171,7 +174,7 @@ func (c *Client) RemoveWatches(ctx context.Context, path string, kind WatchKind)
 		return err
 	}
 	c.mu.Lock()
-	ws := c.takeWatchersLocked(path, kind.selects)
+	ws := c.takeWatchersLocked(path, func(w *watcher) bool { return kind.selects(w.kind) })
 	c.mu.Unlock()
 	for _, w := range ws {
 		w.fire(Event{Type: EventNotWatching, Path: path})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -85,7 +86,11 @@ func (s *clientService) Session(stream apipb.Coord_SessionServer) error {
 			SessionId: info.ID, Password: info.Password, TimeoutMs: info.TimeoutMs, ServerId: n.cfg.ID, Zxid: v.Applied,
 		}}})
 		if len(creq.DataWatches)+len(creq.ExistWatches)+len(creq.ChildWatches) > 0 {
-			for _, nt := range v.Watches.Reregister(info.ID, creq.LastZxid, creq.DataWatches, creq.ExistWatches, creq.ChildWatches, v.Tree) {
+			fired := v.Watches.Reregister(info.ID, creq.LastZxid, creq.DataWatches, creq.ExistWatches, creq.ChildWatches, v.Tree)
+			// Deliver in zxid order, like live events (a NodeDeleted whose
+			// zxid is unknown carries 0 and goes first).
+			sort.SliceStable(fired, func(i, j int) bool { return fired[i].Event.Zxid < fired[j].Event.Zxid })
+			for _, nt := range fired {
 				c.pushLocked(&apipb.ServerMessage{Kind: &apipb.ServerMessage_Event{Event: &apipb.WatchEvent{
 					Type: apipb.EventType(nt.Event.Type), Path: nt.Event.Path, Zxid: nt.Event.Zxid,
 				}}})
@@ -105,6 +110,8 @@ func (s *clientService) Session(stream apipb.Coord_SessionServer) error {
 	recvErr := make(chan error, 1)
 	go func() { recvErr <- s.recvLoop(stream, c) }()
 	err = c.sendLoop(stream, ctx)
+	// Ended first: a request still being received now registers no watch.
+	c.end(nil)
 
 	// Unregister, and drop this session's watches here: the client will
 	// re-register them wherever it reconnects.
@@ -116,7 +123,6 @@ func (s *clientService) Session(stream apipb.Coord_SessionServer) error {
 		}
 		n.sessions.mu.Unlock()
 	})
-	c.end(nil)
 	select {
 	case rerr := <-recvErr:
 		if err == nil && rerr != nil && !errors.Is(rerr, context.Canceled) {

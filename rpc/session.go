@@ -354,6 +354,9 @@ func (c *conn) completeWrite(xid int64, r *cmdpb.Result, t *tree.Tree, applied i
 // entries are sent, reads run now (the caller holds the FSM lock, read or
 // write, so they see a consistent state), a pending write or sync stops it.
 func (c *conn) drainLocked(t *tree.Tree, w *watch.Manager, applied int64) {
+	if c.ended {
+		return // nothing more is sent, and no watch may be left behind
+	}
 	popped := false
 	for len(c.queue) > 0 {
 		e := c.queue[0]
