@@ -1,0 +1,41 @@
+// Package lockrecipe owns coordd's coordination recipes: the mutex (plain
+// and reentrant), the read/write lock, the semaphore, leader election,
+// barriers and the FIFO queue, built from ephemeral sequential nodes, watches
+// and multi as described on ZooKeeper's recipes page.
+//
+// It speaks to the cluster only through package client (one Session per
+// client.Client) and knows nothing about the server.
+//
+// Build a Session on a connected client with NewSession, then the recipes
+// on it: NewMutex, NewReentrantMutex, NewRWMutex, NewSemaphore,
+// NewElection, NewBarrier, NewDoubleBarrier and NewQueue. A recipe value
+// is one owner (one holder, candidate or participant); use one value per
+// owner, several per Session if needed.
+//
+// # What every waiting recipe guarantees
+//
+//   - Protected creates: each attempt names its node with a fresh GUID
+//     ("_c_<guid>-lock-0000000007"). When the create call fails without a
+//     definite answer (ctx ended, an ambiguous server error), the recipe looks
+//     for its node by GUID before trying again, adopts it only if its
+//     ephemeral owner is the current session, and deletes a node owned by
+//     another session. So a lost reply leaves no orphan.
+//   - No herd: a waiter watches only the node it must wait for (for a mutex,
+//     its immediate predecessor), so a release wakes exactly one waiter.
+//   - Every pass re-lists the lock's children and checks that the waiter's own
+//     node is still there; if it vanished, the call fails with ErrLockLost
+//     (together with client.ErrSessionExpired when the session ended) instead
+//     of reporting an acquisition without a node.
+//   - A Lock whose context ends deletes its own node before returning
+//     (retrying until done or the session is gone); TryLock never leaves a
+//     node behind.
+//   - Lost closes when the holder can no longer be sure it holds: see Session
+//     for the policy.
+//   - The fencing token of an acquisition is the creation zxid of its node:
+//     it grows strictly with every acquisition of one lock, cluster-wide.
+//     GuardedMulti performs writes only while the lock node still exists.
+//
+// Parents of a recipe's path are created as container nodes when missing,
+// so the server reaps them once they are empty again; every create that
+// finds its parent gone re-creates it.
+package lockrecipe

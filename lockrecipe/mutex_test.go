@@ -1,0 +1,448 @@
+package lockrecipe_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coordd/coordd/client"
+	"github.com/coordd/coordd/lockrecipe"
+	"github.com/coordd/coordd/test/cluster"
+)
+
+// TestMutexLockUnlock: the lock node is an ephemeral sequential protected
+// child of the lock path, whose missing parents become containers; tokens
+// grow; a second Lock on a held Mutex is an error, as is an Unlock of a
+// lock not held.
+func TestMutexLockUnlock(t *testing.T) {
+	c := server(t)
+	ctx := ctxT(t)
+	cl := connect(t, c.Servers()...)
+	s := lockrecipe.NewSession(cl)
+	m := lockrecipe.NewMutex(s, "/app/locks/a")
+	if err := m.Unlock(ctx); !errors.Is(err, lockrecipe.ErrNotHeld) {
+		t.Fatalf("Unlock before Lock: %v", err)
+	}
+	var last lockrecipe.Token
+	for i := 0; i < 3; i++ {
+		tok, err := m.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tok <= last || m.Token() != tok {
+			t.Fatalf("token %d after %d (Token() %d)", tok, last, m.Token())
+		}
+		last = tok
+		if closed(m.Lost()) {
+			t.Fatal("Lost closed while held")
+		}
+		kids := children(t, cl, "/app/locks/a")
+		if len(kids) != 1 || !strings.HasPrefix(kids[0], "_c_") || !strings.Contains(kids[0], "-lock-") {
+			t.Fatalf("lock children %v", kids)
+		}
+		st, _, err := cl.Exists(ctx, m.Node())
+		if err != nil || st.EphemeralOwner != cl.SessionID() || st.Czxid != int64(tok) {
+			t.Fatalf("lock node stat %+v (session %d, token %d): %v", st, cl.SessionID(), tok, err)
+		}
+		if _, err := m.Lock(ctx); !errors.Is(err, lockrecipe.ErrAlreadyHeld) {
+			t.Fatalf("second Lock: %v", err)
+		}
+		if _, err := m.TryLock(ctx); !errors.Is(err, lockrecipe.ErrAlreadyHeld) {
+			t.Fatalf("TryLock while held: %v", err)
+		}
+		lost := m.Lost()
+		if err := m.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if !closed(lost) {
+			t.Fatal("Lost still open after Unlock")
+		}
+		if kids := children(t, cl, "/app/locks/a"); len(kids) != 0 {
+			t.Fatalf("children after Unlock: %v", kids)
+		}
+	}
+	for _, p := range []string{"/app", "/app/locks", "/app/locks/a"} {
+		st, ok, err := cl.Exists(ctx, p)
+		if err != nil || !ok || st.Kind != client.Container {
+			t.Fatalf("%s: %+v %v %v, want a container", p, st, ok, err)
+		}
+	}
+}
+
+// TestMutexExcludes: a second owner waits for the first and gets a larger
+// token; the waiter watches the holder (its predecessor), not the parent.
+func TestMutexExcludes(t *testing.T) {
+	c := server(t)
+	ctx := ctxT(t)
+	var rec recorder
+	a := lockrecipe.NewMutex(session(t, c.Servers()...), "/l")
+	b := lockrecipe.NewMutex(session(t, c.Servers()...), "/l", rec.option())
+	ta, err := a.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := goLock(ctx, b.Lock)
+	cluster.Eventually(t, 10*time.Second, "b to watch a", func() bool {
+		ev, ok := rec.last(lockrecipe.LockWatching)
+		return ok && ev.Watched == a.Node()
+	})
+	pending(t, res, "b.Lock")
+	if err := a.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := waitResult(t, res, "b.Lock")
+	if r.err != nil || r.tok <= ta {
+		t.Fatalf("b.Lock: token %d (a had %d): %v", r.tok, ta, r.err)
+	}
+	if n := rec.count(lockrecipe.LockWoken); n != 1 {
+		t.Fatalf("b woke %d times", n)
+	}
+	if err := b.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMutexTryLock: TryLock fails at once while another holds, leaving no
+// node, and succeeds once the lock is free.
+func TestMutexTryLock(t *testing.T) {
+	c := server(t)
+	ctx := ctxT(t)
+	obs := connect(t, c.Servers()...)
+	a := lockrecipe.NewMutex(session(t, c.Servers()...), "/try")
+	b := lockrecipe.NewMutex(session(t, c.Servers()...), "/try")
+	if _, err := a.TryLock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := b.TryLock(ctx); !errors.Is(err, lockrecipe.ErrLocked) {
+		t.Fatalf("TryLock while held: %v", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("TryLock took %v", d)
+	}
+	if kids := children(t, obs, "/try"); len(kids) != 1 {
+		t.Fatalf("TryLock left nodes: %v", kids)
+	}
+	if err := a.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.TryLock(ctx); err != nil {
+		t.Fatalf("TryLock on a free lock: %v", err)
+	}
+}
+
+// TestMutexTryLockRace: when a TryLock passes the pre-check but finds an
+// earlier node after creating its own, it deletes its node.
+func TestMutexTryLockRace(t *testing.T) {
+	c := server(t)
+	ctx := ctxT(t)
+	obs := connect(t, c.Servers()...)
+	holder := lockrecipe.NewMutex(session(t, c.Servers()...), "/race")
+	var held lockrecipe.Token
+	// The holder's Lock slips in between b's pre-check and b's create.
+	b := lockrecipe.NewMutex(session(t, c.Servers()...), "/race", lockrecipe.WithFailCreate(func(string) error {
+		if held == 0 {
+			tok, err := holder.Lock(ctx)
+			if err != nil {
+				return err
+			}
+			held = tok
+		}
+		return nil
+	}))
+	if _, err := b.TryLock(ctx); !errors.Is(err, lockrecipe.ErrLocked) {
+		t.Fatalf("TryLock: %v", err)
+	}
+	if kids := children(t, obs, "/race"); len(kids) != 1 || "/race/"+kids[0] != holder.Node() {
+		t.Fatalf("children %v, want only the holder's %s", kids, holder.Node())
+	}
+}
+
+// TestMutexLockTimeoutCleansUp: a Lock whose ctx times out (or is
+// cancelled) returns the ctx error and leaves no node behind.
+func TestMutexLockTimeoutCleansUp(t *testing.T) {
+	c := server(t)
+	ctx := ctxT(t)
+	obs := connect(t, c.Servers()...)
+	a := lockrecipe.NewMutex(session(t, c.Servers()...), "/to")
+	if _, err := a.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b := lockrecipe.NewMutex(session(t, c.Servers()...), "/to")
+	tctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err := b.Lock(tctx)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock with timeout: %v", err)
+	}
+	if kids := children(t, obs, "/to"); len(kids) != 1 {
+		t.Fatalf("nodes after the timeout: %v", kids)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	var rec recorder
+	b2 := lockrecipe.NewMutex(session(t, c.Servers()...), "/to", rec.option())
+	res := goLock(cctx, b2.Lock)
+	cluster.Eventually(t, 10*time.Second, "b2 waiting", func() bool { return rec.count(lockrecipe.LockWatching) > 0 })
+	cancel()
+	if r := waitResult(t, res, "cancelled Lock"); !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("cancelled Lock: %v", r.err)
+	}
+	if kids := children(t, obs, "/to"); len(kids) != 1 {
+		t.Fatalf("nodes after the cancel: %v", kids)
+	}
+	// The Mutex can be used again.
+	if err := a.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMutexOwnNodeVanishedWhileWaiting: a waiter whose node was deleted
+// behind its back fails with ErrLockLost when it next looks, instead of
+// acquiring without a node (go-zookeeper's hole).
+func TestMutexOwnNodeVanishedWhileWaiting(t *testing.T) {
+	c := server(t)
+	ctx := ctxT(t)
+	admin := connect(t, c.Servers()...)
+	a := lockrecipe.NewMutex(session(t, c.Servers()...), "/v")
+	if _, err := a.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var rec recorder
+	b := lockrecipe.NewMutex(session(t, c.Servers()...), "/v", rec.option())
+	res := goLock(ctx, b.Lock)
+	cluster.Eventually(t, 10*time.Second, "b waiting", func() bool { return rec.count(lockrecipe.LockWatching) > 0 })
+	ev, _ := rec.last(lockrecipe.LockWatching)
+	if err := admin.Delete(ctx, ev.Node, -1); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := waitResult(t, res, "b.Lock")
+	if !errors.Is(r.err, lockrecipe.ErrLockLost) {
+		t.Fatalf("b.Lock after its node vanished: %v %v", r.tok, r.err)
+	}
+	if b.Token() != 0 || !closed(b.Lost()) {
+		t.Fatal("b counts as holding")
+	}
+}
+
+// TestMutexLostAndGuard: when the holder's node is deleted by someone else,
+// Lost closes, GuardedMulti refuses to write, and Unlock reports the loss.
+func TestMutexLostAndGuard(t *testing.T) {
+	c := server(t)
+	ctx := ctxT(t)
+	admin := connect(t, c.Servers()...)
+	if _, err := admin.Create(ctx, "/res", nil, client.CreateMode{}); err != nil {
+		t.Fatal(err)
+	}
+	m := lockrecipe.NewMutex(session(t, c.Servers()...), "/g")
+	if _, err := m.GuardedMulti(ctx, client.SetOp("/res", []byte("x"), -1)); !errors.Is(err, lockrecipe.ErrNotHeld) {
+		t.Fatalf("GuardedMulti before Lock: %v", err)
+	}
+	tok, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := m.GuardedMulti(ctx, client.SetOp("/res", []byte(fmt.Sprint(tok)), -1), client.CreateOp("/res/child", nil, client.CreateMode{}))
+	if err != nil || len(res) != 2 || res[1].Path != "/res/child" {
+		t.Fatalf("GuardedMulti while held: %+v %v", res, err)
+	}
+	// A failing op of the caller is reported as such, not as a loss.
+	if _, err := m.GuardedMulti(ctx, client.CreateOp("/res/child", nil, client.CreateMode{})); !errors.Is(err, client.ErrNodeExists) || errors.Is(err, lockrecipe.ErrLockLost) {
+		t.Fatalf("GuardedMulti with a failing op: %v", err)
+	}
+	if err := admin.Delete(ctx, m.Node(), -1); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-m.Lost():
+	case <-ctx.Done():
+		t.Fatal("Lost did not close after the node was deleted")
+	}
+	if _, err := m.GuardedMulti(ctx, client.SetOp("/res", []byte("stale"), -1)); !errors.Is(err, lockrecipe.ErrLockLost) {
+		t.Fatalf("GuardedMulti after loss: %v", err)
+	}
+	if data, _, _ := admin.Get(ctx, "/res"); string(data) != fmt.Sprint(tok) {
+		t.Fatalf("a stale holder wrote %q", data)
+	}
+	if err := m.Unlock(ctx); !errors.Is(err, lockrecipe.ErrLockLost) {
+		t.Fatalf("Unlock after loss: %v", err)
+	}
+	if _, err := m.Lock(ctx); err != nil {
+		t.Fatalf("Lock again: %v", err)
+	}
+}
+
+// TestMutexUnlockOnlyOwn: Unlock deletes only the caller's node; nobody
+// can release another's lock.
+func TestMutexUnlockOnlyOwn(t *testing.T) {
+	c := server(t)
+	ctx := ctxT(t)
+	s := session(t, c.Servers()...)
+	a := lockrecipe.NewMutex(s, "/own")
+	b := lockrecipe.NewMutex(s, "/own") // same session, another owner
+	if _, err := a.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Unlock(ctx); !errors.Is(err, lockrecipe.ErrNotHeld) {
+		t.Fatalf("b.Unlock: %v", err)
+	}
+	if _, err := b.TryLock(ctx); !errors.Is(err, lockrecipe.ErrLocked) {
+		t.Fatalf("b.TryLock with one session: %v", err)
+	}
+	if closed(a.Lost()) {
+		t.Fatal("a lost its lock")
+	}
+}
+
+// TestReentrantMutex: reentrancy is explicit and counted.
+func TestReentrantMutex(t *testing.T) {
+	c := server(t)
+	ctx := ctxT(t)
+	obs := connect(t, c.Servers()...)
+	r := lockrecipe.NewReentrantMutex(session(t, c.Servers()...), "/re")
+	t1, err := r.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t2, err := r.Lock(ctx)
+	if err != nil || t2 != t1 || r.Count() != 2 {
+		t.Fatalf("second Lock: %d %v count %d", t2, err, r.Count())
+	}
+	if err := r.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if kids := children(t, obs, "/re"); len(kids) != 1 {
+		t.Fatalf("released after one of two Unlocks: %v", kids)
+	}
+	if err := r.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if kids := children(t, obs, "/re"); len(kids) != 0 {
+		t.Fatalf("held after two Unlocks: %v", kids)
+	}
+	if err := r.Unlock(ctx); !errors.Is(err, lockrecipe.ErrNotHeld) {
+		t.Fatalf("third Unlock: %v", err)
+	}
+}
+
+// TestMutexNoHerd: 50 waiters, each on its own client, queue behind a
+// holder. Each watches its own predecessor (50 distinct nodes), one
+// release wakes exactly one waiter, and draining the whole queue delivers
+// exactly one watch event per waiter (a herd would deliver ~50*51/2).
+func TestMutexNoHerd(t *testing.T) {
+	c := server(t)
+	ctx := ctxT(t)
+	const waiters = 50
+	var woken atomic.Int32
+	var mu sync.Mutex
+	watched := map[string]string{} // waiter node -> watched node
+	obs := lockrecipe.WithObserver(func(ev lockrecipe.LockEvent) {
+		switch ev.Kind {
+		case lockrecipe.LockWoken:
+			woken.Add(1)
+		case lockrecipe.LockWatching:
+			mu.Lock()
+			watched[ev.Node] = ev.Watched
+			mu.Unlock()
+		}
+	})
+	holder := lockrecipe.NewMutex(session(t, c.Servers()...), "/herd")
+	if _, err := holder.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clients := make([]*client.Client, waiters)
+	ms := make([]*lockrecipe.Mutex, waiters)
+	results := make([]<-chan lockResult, waiters)
+	for i := range ms {
+		clients[i] = connect(t, c.Servers()...)
+		ms[i] = lockrecipe.NewMutex(lockrecipe.NewSession(clients[i]), "/herd", obs)
+		results[i] = goLock(ctx, ms[i].Lock)
+	}
+	cluster.Eventually(t, 20*time.Second, "50 waiters watching", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(watched) == waiters
+	})
+	seen := map[string]bool{}
+	onHolder := 0
+	for node, w := range watched {
+		if seen[w] || w == node {
+			t.Fatalf("%s watched by two waiters (or itself)", w)
+		}
+		seen[w] = true
+		if w == holder.Node() {
+			onHolder++
+		}
+	}
+	if onHolder != 1 {
+		t.Fatalf("%d waiters watch the holder", onHolder)
+	}
+	released := holder.Node()
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Exactly one waiter acquires ...
+	var next int
+	cluster.Eventually(t, 10*time.Second, "the next holder", func() bool {
+		for i := range ms {
+			if ms[i].Token() != 0 {
+				next = i
+				return true
+			}
+		}
+		return false
+	})
+	// ... and, once every waiter's client has seen the release (a read
+	// that reflects the delete comes after any event it fired), no other
+	// waiter was woken by it.
+	for _, cl := range clients {
+		if _, ok, err := cl.Exists(ctx, released); err != nil || ok {
+			t.Fatalf("exists %s: %v %v", released, ok, err)
+		}
+	}
+	deadline := time.Now().Add(300 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		if n := woken.Load(); n != 1 {
+			t.Fatalf("one release woke %d waiters", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Drain: each holder releases in turn.
+	done := 0
+	cur := next
+	for done < waiters {
+		r := waitResult(t, results[cur], "a waiter's Lock")
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		done++
+		if err := ms[cur].Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if done == waiters {
+			break
+		}
+		cluster.Eventually(t, 10*time.Second, "the next holder", func() bool {
+			for i := range ms {
+				if ms[i].Token() != 0 {
+					cur = i
+					return true
+				}
+			}
+			return false
+		})
+	}
+	if n := woken.Load(); n != waiters {
+		t.Fatalf("%d wakeups for %d waiters", n, waiters)
+	}
+}
