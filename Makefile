@@ -60,10 +60,11 @@ proto-check: proto
 cluster: build
 	@bash scripts/cluster.sh $(N)
 
-## bench: Go micro-benchmarks.
+## bench: Go micro-benchmarks, then coordctl bench's sweep against a local
+## 3-node cluster (scripts/bench.sh; BENCH_DURATION, BENCH_SWEEP).
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./tree/ ./session/ ./watch/ ./fsm/
-	$(GO) test -run='^$$' -bench=. -benchtime=3s ./test/cluster/
+	GO=$(GO) BIN=$(BIN) bash scripts/bench.sh
 
 ## fuzz: a short run of every fuzz target.
 fuzz:
@@ -74,3 +75,17 @@ fuzz:
 
 clean:
 	rm -rf $(BIN) .cluster
+
+## chaos: the fault-injection suite against real coordd processes (needs root
+## and iptables for partitions and slow links; skipped with a log line if not).
+## SEED=0 picks a random seed (printed); failures land in test/cluster/chaos/chaos-out/<seed>.
+SEED     ?= 0
+DURATION ?= 5m
+NODES    ?= 3
+.PHONY: chaos chaos-ci
+chaos:
+	$(GO) test ./test/cluster/chaos -run '^TestChaos$$' -timeout 3h -count=1 -v -args -chaos.seed=$(SEED) -chaos.duration=$(DURATION) -chaos.nodes=$(NODES)
+
+## chaos-ci: a fixed-seed pass of about 2.5 minutes (3 nodes), run by .ci/run.
+chaos-ci:
+	$(GO) test ./test/cluster/chaos -run '^TestChaos$$' -timeout 20m -count=1 -v -args -chaos.seed=20260601 -chaos.duration=2m -chaos.nodes=3

@@ -180,6 +180,9 @@ func (c *cli) interruptible(f func(ctx context.Context) error) (terminated bool,
 		case err := <-done:
 			return terminated, err
 		case s := <-c.sig:
+			if c.routeSignal(s) {
+				continue // the verb handles its signals (lock, elect)
+			}
 			if s == syscall.SIGTERM {
 				terminated = true
 			}
@@ -195,6 +198,13 @@ func (c *cli) report(err error) int {
 	}
 	if errors.Is(err, errHelp) {
 		return 0
+	}
+	var xs *exitStatusError
+	if errors.As(err, &xs) {
+		if xs.msg != "" {
+			fmt.Fprintf(c.stderr, "coordctl: %s\n", errText(xs))
+		}
+		return xs.code
 	}
 	var ue *usageError
 	if errors.As(err, &ue) {

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -30,7 +31,8 @@ var verbs []*verb
 func init() {
 	verbs = []*verb{
 		createVerb, getVerb, setVerb, deleteVerb, deleteallVerb, lsVerb, statVerb, syncVerb,
-		watchVerb, statusVerb, sessionsVerb, shellVerb, helpVerb, versionVerb,
+		watchVerb, statusVerb, sessionsVerb, benchVerb, lockVerb, electVerb, locksVerb,
+		shellVerb, helpVerb, versionVerb,
 	}
 }
 
@@ -103,8 +105,9 @@ func (c *cli) execute(ctx context.Context, argv []string) error {
 		return usagef(v.name, "%s: %v", v.name, err)
 	}
 	args := fs.Args()
-	// -o may also end the command line: "get /a -o json".
-	if n := len(args); n >= 3 && (args[n-2] == "-o" || args[n-2] == "--o") && (args[n-1] == "json" || args[n-1] == "text") {
+	// -o may also end the command line: "get /a -o json" (but not a
+	// command run by lock or elect after "--").
+	if n := len(args); n >= 3 && !slices.Contains(args, "--") && (args[n-2] == "-o" || args[n-2] == "--o") && (args[n-1] == "json" || args[n-1] == "text") {
 		format, args = args[n-1], args[:n-2]
 	}
 	if err := checkFormat(v.name, format); err != nil {
@@ -149,7 +152,8 @@ Global flags (before the verb):
   --session-timeout DURATION
                             session timeout to ask for (default 10s)
 
-Exit status: 0 on success, 1 when an operation failed, 2 on a usage error.
+Exit status: 0 on success, 1 when an operation failed, 2 on a usage error;
+lock and elect exit with CMD's status (see 'coordctl help lock').
 Run 'coordctl help VERB' for a verb's flags.
 `)
 }

@@ -1,0 +1,216 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+// benchJSON runs coordctl bench with -o json and decodes its results, one
+// map per line (so that a missing field is noticed).
+func benchJSON(t *testing.T, args ...string) ([]map[string]any, result) {
+	t.Helper()
+	r := ctl(t, append([]string{"-o", "json", "bench"}, args...)...)
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		if line == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("bench output line %q: %v", line, err)
+		}
+		out = append(out, m)
+	}
+	return out, r
+}
+
+func num(t *testing.T, m map[string]any, field string) float64 {
+	t.Helper()
+	v, ok := m[field].(float64)
+	if !ok {
+		t.Fatalf("result %v: field %q missing or not a number", m, field)
+	}
+	return v
+}
+
+func TestBenchWorkloads(t *testing.T) {
+	for _, wl := range []string{"write", "read", "read-sync", "create-eph", "session", "lock", "watch"} {
+		t.Run(wl, func(t *testing.T) {
+			path := "/bench-test-" + wl
+			fresh(t, path)
+			res, r := benchJSON(t, wl, "--clients", "2", "--watchers", "2", "--keys", "20",
+				"--duration", "300ms", "--path", path)
+			if r.code != 0 {
+				t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
+			}
+			if len(res) != 1 {
+				t.Fatalf("%d results, want 1:\n%s", len(res), r.stdout)
+			}
+			m := res[0]
+			if m["workload"] != wl {
+				t.Errorf("workload %v, want %s", m["workload"], wl)
+			}
+			if c := num(t, m, "clients"); c != 2 {
+				t.Errorf("clients %v, want 2", c)
+			}
+			if ops := num(t, m, "ops"); ops <= 0 {
+				t.Errorf("ops %v, want > 0", ops)
+			}
+			if e := num(t, m, "errors"); e != 0 {
+				t.Errorf("errors %v (%v), want 0", e, m["first_error"])
+			}
+			if v := num(t, m, "ops_per_s"); v <= 0 {
+				t.Errorf("ops_per_s %v, want > 0", v)
+			}
+			p50, p95, p99, mx := num(t, m, "p50_ms"), num(t, m, "p95_ms"), num(t, m, "p99_ms"), num(t, m, "max_ms")
+			if !(0 < p50 && p50 <= p95 && p95 <= p99 && p99 <= mx) {
+				t.Errorf("percentiles not ordered: p50 %v p95 %v p99 %v max %v", p50, p95, p99, mx)
+			}
+			servers, ok := m["servers"].([]any)
+			if !ok || len(servers) != 1 {
+				t.Fatalf("servers %v, want the one server's usage", m["servers"])
+			}
+			if rss := num(t, servers[0].(map[string]any), "rss_mb"); rss <= 0 {
+				t.Errorf("rss_mb %v, want > 0", rss)
+			}
+			if _, ok := servers[0].(map[string]any)["cpu_s"]; !ok {
+				t.Errorf("cpu_s missing: %v", servers[0])
+			}
+			if wl == "lock" && num(t, m, "handoffs_per_s") != num(t, m, "ops_per_s") {
+				t.Errorf("handoffs_per_s %v, ops_per_s %v", m["handoffs_per_s"], m["ops_per_s"])
+			}
+			// The benchmark cleans up after itself.
+			if r := ctl(t, "stat", path); r.code == 0 || !strings.Contains(r.stderr, "does not exist") {
+				t.Errorf("%s left behind (exit %d, %s)", path, r.code, r.stderr)
+			}
+		})
+	}
+}
+
+func TestBenchCrossProductAndTable(t *testing.T) {
+	path := "/bench-test-cross"
+	fresh(t, path)
+	res, r := benchJSON(t, "write,read", "--clients", "1,2", "--keys", "4", "--duration", "100ms", "--path", path, "watch:3", "idle")
+	if r.code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	var got []string
+	for _, m := range res {
+		got = append(got, fmt.Sprintf("%v/%v", m["workload"], m["clients"]))
+	}
+	want := []string{"write/1", "write/2", "read/1", "read/2", "watch/3", "idle/0"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("runs %v, want %v", got, want)
+	}
+
+	// Text: one table, a header and a row per run; flags after the workload.
+	r = ctl(t, "bench", "read", "--clients", "1", "--keys", "2", "--duration", "100ms", "--warmup", "0s", "--path", path)
+	if r.code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], "OPS/S") || !strings.Contains(lines[0], "P99 ms") ||
+		!strings.Contains(lines[1], "read") {
+		t.Errorf("table:\n%s", r.stdout)
+	}
+}
+
+func TestBenchUsageAndSetupErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"bench"},
+		{"bench", "nosuch"},
+		{"bench", "write", "--clients", "0"},
+		{"bench", "write:x"},
+		{"bench", "write", "--duration", "0s"},
+		{"bench", "write", "--path", "relative"},
+		{"bench", "write", "-o", "yaml"},
+	} {
+		if r := ctl(t, args...); r.code != 2 {
+			t.Errorf("%q: exit %d, want 2 (stderr %q)", args, r.code, r.stderr)
+		}
+	}
+	// The root's parent does not exist: the run cannot set up, exit 1.
+	r := ctl(t, "bench", "write", "--duration", "100ms", "--path", "/bench-no-parent/x")
+	if r.code != 1 || !strings.Contains(r.stderr, "does not exist") {
+		t.Errorf("exit %d, stderr %q; want 1 and a missing node", r.code, r.stderr)
+	}
+}
+
+func TestBenchPlan(t *testing.T) {
+	o := &benchOptions{watchers: 7}
+	specs, err := o.plan([]string{"write,lock", "read:3,4", "watch", "watch:5", "idle"}, []int{1, 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []benchSpec{{"write", 1}, {"write", 2}, {"lock", 1}, {"lock", 2}, {"read", 3}, {"read", 4}, {"watch", 7}, {"watch", 5}, {"idle", 0}}
+	if !reflect.DeepEqual(specs, want) {
+		t.Errorf("plan %v, want %v", specs, want)
+	}
+	if got := rotate([]string{"a", "b", "c"}, 4); !reflect.DeepEqual(got, []string{"b", "c", "a"}) {
+		t.Errorf("rotate: %v", got)
+	}
+	o = &benchOptions{duration: 5 * time.Second, keys: 1, watchers: 1, root: "/b", autoWarmup: true}
+	if err := o.check(); err != nil || o.warmup != 500*time.Millisecond {
+		t.Errorf("warmup %v (%v), want 500ms", o.warmup, err)
+	}
+}
+
+func TestHistogramBuckets(t *testing.T) {
+	// Every value falls in a bucket whose bounds hold it, and buckets are
+	// contiguous and at most 1/128 of their values wide.
+	prevEnd := int64(0)
+	for i := 0; i < 40*128; i++ {
+		low, width := histBucket(i)
+		if low != prevEnd {
+			t.Fatalf("bucket %d starts at %d, previous ended at %d", i, low, prevEnd)
+		}
+		if low >= 256 && float64(width)/float64(low) > 1.0/128 {
+			t.Fatalf("bucket %d [%d, +%d) too wide", i, low, width)
+		}
+		for _, v := range []int64{low, low + width - 1} {
+			if histIndex(v) != i {
+				t.Fatalf("value %d: index %d, want %d", v, histIndex(v), i)
+			}
+		}
+		prevEnd = low + width
+	}
+}
+
+func TestHistogramQuantiles(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var a, b histogram
+	var exact []int64
+	for i := 0; i < 100000; i++ {
+		// log-normal-ish latencies from ~50µs to ~1s
+		v := int64(math.Exp(10.8 + 1.5*rng.NormFloat64()))
+		exact = append(exact, v)
+		if i%2 == 0 {
+			a.record(time.Duration(v))
+		} else {
+			b.record(time.Duration(v))
+		}
+	}
+	a.merge(&b)
+	sort.Slice(exact, func(i, j int) bool { return exact[i] < exact[j] })
+	if a.n != uint64(len(exact)) || a.max != exact[len(exact)-1] || a.min != exact[0] {
+		t.Fatalf("n %d min %d max %d; want %d %d %d", a.n, a.min, a.max, len(exact), exact[0], exact[len(exact)-1])
+	}
+	for _, q := range []float64{0.01, 0.5, 0.9, 0.95, 0.99, 0.999, 1} {
+		want := exact[int(math.Ceil(q*float64(len(exact))))-1]
+		got := a.quantile(q)
+		if rel := math.Abs(float64(got-want)) / float64(want); rel > 1.0/128 {
+			t.Errorf("q%v: %d, exact %d (%.2f%% off)", q, got, want, 100*rel)
+		}
+	}
+	var empty histogram
+	if empty.quantile(0.5) != 0 || empty.mean() != 0 {
+		t.Error("empty histogram")
+	}
+}

@@ -1,0 +1,51 @@
+// Package chaos is coordd's fault-injection suite ("Jepsen-style"): it runs
+// a 3- or 5-node cluster of real coordd processes on per-node loopback
+// addresses (127.0.S.11, .12, ...), drives concurrent workloads through the
+// Go client, and injects a seeded, bounded schedule of faults: kill -9 of a
+// random node or of the leader (then a restart on the same data dir),
+// SIGSTOP/SIGCONT of the leader for longer than the election timeout,
+// iptables partitions that cut Raft and forwarding traffic (leader isolated,
+// majority/minority split) and slow links between peers.
+//
+// The workloads and their checkers are:
+//
+//   - registers: read / setData / versioned CAS and sync+read on a few
+//     znodes, checked for linearizability with porcupine (indeterminate
+//     writes are recorded without a return, never as failed);
+//   - seqset: sequential creates; every acknowledged create is present
+//     exactly once and sequence numbers are unique;
+//   - lock: lockrecipe.Mutex holders write a fenced log through
+//     GuardedMulti; tokens in the log never go backwards;
+//   - sessions: ephemerals of live clients never vanish, those of SIGKILLed
+//     client processes vanish within session timeout + tick once the
+//     cluster is healthy;
+//   - watches: events arrive before the data they announce, never twice,
+//     never missing, for the change right after the watch was set;
+//   - order: every session's zxids (replies and events, as read off the
+//     gRPC stream) never go backwards, across moves between servers.
+//
+// Everything lives in the test files. Run it with
+//
+//	make chaos                     # 3 nodes, 5 minutes, random seed
+//	make chaos SEED=7 DURATION=2m NODES=5
+//
+// Without flags (as in make test) the package runs one short pass with a
+// fixed seed. Partitions and slow links need root and iptables; without them
+// those faults are skipped and the run says so.
+//
+// # Why slow links use a proxy and not tc netem
+//
+// tc netem works per interface, and every test on this machine shares lo:
+// a netem qdisc on lo (even behind u32 filters) replaces lo's root qdisc for
+// everyone, and two concurrent runs would fight over it. Instead every peer
+// link i->j is routed, from the start of the run, through an in-test TCP
+// proxy: one iptables nat rule per ordered pair (matching only the run's own
+// source and destination addresses and the peer port) redirects node i's
+// connections to node j's peer port to a proxy listener, which dials node j
+// from node i's address (so the partition rules still see the right source)
+// with a socket mark that the nat rule skips. The proxy forwards with zero
+// delay until a slow-link fault sets a latency on that link. Nothing outside
+// the run's addresses is affected, and the rules (tagged with
+// coordd-chaos-<pid>) are deleted at the end, on a signal, and by the next
+// run if this process died.
+package chaos

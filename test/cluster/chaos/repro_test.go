@@ -1,0 +1,135 @@
+package chaos
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coordd/coordd/client"
+)
+
+var flagRepro = flag.Bool("chaos.repro", false, "run the focused reproductions of known bugs (they fail until fixed)")
+
+// bootCluster builds coordd and starts an n-node cluster on a free slot,
+// for focused scenarios; everything is stopped when the test ends.
+func bootCluster(t *testing.T, n int) *env {
+	t.Helper()
+	start := time.Now()
+	logf := func(format string, args ...any) {
+		t.Logf("[%7.2fs] %s", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
+	}
+	slot, lock, err := claimSlot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(lock.release)
+	work := t.TempDir()
+	bin := filepath.Join(work, "coordd")
+	goTool := "go"
+	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
+		goTool = p
+	}
+	if out, err := exec.Command(goTool, "build", "-o", bin, "github.com/coordd/coordd/cmd/coordd").CombinedOutput(); err != nil {
+		t.Fatalf("building coordd: %v\n%s", err, out)
+	}
+	c := newProcCluster(t, bin, work, slot, n, logf)
+	e := &env{c: c, start: time.Now(), tl: &timeline{}, outDir: t.TempDir(), logf: logf}
+	t.Cleanup(c.stopAll)
+	t.Cleanup(e.closeClients) // runs before stopAll
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, n := range c.nodes {
+			b, _ := os.ReadFile(n.logPath)
+			for _, line := range strings.Split(string(b), "\n") {
+				if strings.Contains(line, "session expired") || strings.Contains(line, "leading") || strings.HasPrefix(line, "=== chaos") {
+					t.Logf("node %s: %s", n.id, line)
+				}
+			}
+		}
+	})
+	for i := range c.nodes {
+		if err := c.start(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ok, why := c.waitHealthy(context.Background(), 60*time.Second); !ok {
+		t.Fatalf("cluster never healthy: %s", why)
+	}
+	return e
+}
+
+// TestChaosReproPausedLeaderExpiresLiveSessions reproduces a bug found by
+// TestChaos (seed 5, 3 nodes, 90s: "live client 1: session EXPIRED" during
+// pause-leader): a leader frozen (SIGSTOP) for longer than the session
+// timeout wakes up still believing it leads; its leader duties find every
+// session past its (frozen) deadline and submit CloseSession{expired} for
+// them; the proposer keeps those commands and forwards them to the new
+// leader, which commits them: healthy sessions, whose clients kept pinging
+// the new leader all along, are expired. Run it with
+//
+//	go test ./test/cluster/chaos -run TestChaosReproPausedLeaderExpiresLiveSessions -v -args -chaos.repro
+func TestChaosReproPausedLeaderExpiresLiveSessions(t *testing.T) {
+	if !*flagRepro {
+		t.Skip("focused reproduction of a known bug: run with -args -chaos.repro")
+	}
+	e := bootCluster(t, 3)
+	ctx := context.Background()
+	const clients = 4
+	var mu sync.Mutex
+	expired := map[int]string{}
+	var cls []*client.Client
+	for k := 0; k < clients; k++ {
+		cl, _, err := e.newClient(ctx, fmt.Sprintf("live-%d", k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cl.Create(ctx, fmt.Sprintf("/live-%d", k), nil, client.CreateMode{Kind: client.Ephemeral}); err != nil {
+			t.Fatal(err)
+		}
+		cls = append(cls, cl)
+		go func(k int, cl *client.Client) {
+			for ev := range cl.States() {
+				if ev.State == client.StateExpired {
+					mu.Lock()
+					expired[k] = fmt.Sprintf("session %#x expired at %v: %v", cl.SessionID(), e.since().Round(time.Millisecond), ev.Err)
+					mu.Unlock()
+				}
+			}
+		}(k, cl)
+	}
+	pause := workloadSessionTimeout + time.Second
+	for round := 1; round <= 8; round++ {
+		l := e.c.leader()
+		if l < 0 {
+			t.Fatal("no leader")
+		}
+		e.logf("round %d: SIGSTOP leader node %s for %v (session timeout %v)", round, e.c.nodes[l].id, pause, workloadSessionTimeout)
+		e.c.pause(l)
+		time.Sleep(pause)
+		e.c.resume(l)
+		e.logf("round %d: SIGCONT node %s", round, e.c.nodes[l].id)
+		if ok, why := e.c.waitHealthy(ctx, 30*time.Second); !ok {
+			t.Fatalf("not healthy after the pause: %s", why)
+		}
+		time.Sleep(3 * time.Second)
+		mu.Lock()
+		n := len(expired)
+		for k, why := range expired {
+			t.Errorf("live client %d (connected to %s): %s", k, cls[k].Server(), why)
+		}
+		mu.Unlock()
+		if n > 0 {
+			t.Fatalf("round %d: %d of %d live sessions expired after the old leader woke up (see the servers' \"session expired\" log lines: proposed by the deposed leader)", round, n, clients)
+		}
+	}
+}
