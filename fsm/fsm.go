@@ -171,7 +171,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	f.mu.Lock()
 	for i, l := range logs {
 		if l.Type == raft.LogCommand {
-			if r := f.applyCommand(int64(l.Index), l.Data); r != nil {
+			if r := f.applyCommand(int64(l.Index), l.Term, l.Data); r != nil {
 				out[i] = r
 			}
 		}
@@ -196,7 +196,7 @@ func DecodeCommand(data []byte) (*cmdpb.Command, error) {
 	return cmd, nil
 }
 
-func (f *FSM) applyCommand(index int64, data []byte) *cmdpb.Result {
+func (f *FSM) applyCommand(index int64, term uint64, data []byte) *cmdpb.Result {
 	cmd, err := DecodeCommand(data)
 	if err != nil {
 		// Every server skips the same bad entry the same way.
@@ -220,6 +220,13 @@ func (f *FSM) applyCommand(index int64, data []byte) *cmdpb.Result {
 		}
 	case *cmdpb.Command_CloseSession:
 		a.Session, a.Xid = c.CloseSession.SessionId, c.CloseSession.Xid
+		if c.CloseSession.Expired && c.CloseSession.Term != term {
+			// An expiry decided in one term but logged in another is a
+			// stale leader's decision: the session's deadline was never
+			// checked by the leader of this entry's term.
+			f.log.Warn("ignoring an expiry from another term", "session", c.CloseSession.SessionId, "decided", c.CloseSession.Term, "logged", term)
+			break
+		}
 		a.Result = f.closeSession(a, tx, c.CloseSession.SessionId)
 	case *cmdpb.Command_Reap:
 		for _, p := range c.Reap.Paths {

@@ -273,3 +273,31 @@ func BenchmarkApplySetData(b *testing.B) {
 		}
 	}
 }
+
+// TestExpiryFromAnotherTermIgnored: an expiry decided by a leader of one
+// term but logged in another (a stale leader's decision) closes nothing.
+func TestExpiryFromAnotherTermIgnored(t *testing.T) {
+	f := New(Options{})
+	expire := func(term uint64) *cmdpb.Command {
+		return &cmdpb.Command{TimeMs: 5, Cmd: &cmdpb.Command_CloseSession{CloseSession: &cmdpb.CloseSession{SessionId: 1, Expired: true, Term: term}}}
+	}
+	logs := logOf(t, open(1, "pw"), write(2, 1, 1, create("/e", "", cmdpb.Kind_EPHEMERAL, false)), expire(1), expire(2))
+	logs[2].Term, logs[3].Term = 2, 2 // decided in term 1, logged in term 2
+	for _, l := range logs[:3] {
+		f.Apply(l)
+	}
+	f.Read(func(v View) {
+		if _, ok := v.Sessions.Get(1); !ok {
+			t.Fatal("a stale expiry closed the session")
+		}
+	})
+	f.Apply(logs[3])
+	f.Read(func(v View) {
+		if _, ok := v.Sessions.Get(1); ok {
+			t.Fatal("an expiry of the entry's own term did not close the session")
+		}
+		if _, err := v.Tree.Exists("/e"); !errors.Is(err, tree.ErrNoNode) {
+			t.Fatal("ephemeral survived its expired session")
+		}
+	})
+}

@@ -1,10 +1,12 @@
 package rpc
 
 import (
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/fsm/cmdpb"
@@ -39,6 +41,7 @@ func (l *leaderDuties) run() {
 	tick := l.n.cfg.Tick / 2
 	tk := time.NewTicker(tick)
 	defer tk.Stop()
+	last := time.Now()
 	for {
 		select {
 		case <-l.n.ctx.Done():
@@ -46,19 +49,39 @@ func (l *leaderDuties) run() {
 		case <-l.n.raft.LeaderCh():
 		case <-tk.C:
 		}
+		now := time.Now()
+		gap := now.Sub(last)
+		stalled := gap > 3*tick
+		last = now
 		isLeader := l.n.raft.State() == raft.Leader
+		term := l.n.raft.CurrentTerm()
 		l.mu.Lock()
 		switch {
 		case isLeader && !l.noopSent:
 			l.noopSent = true
-			l.n.prop.submit(&cmdpb.Command{Cmd: &cmdpb.Command_Noop{Noop: &cmdpb.Noop{LeaderId: l.n.cfg.ID}}})
+			f := l.proposeOwn(&cmdpb.Command{Cmd: &cmdpb.Command_Noop{Noop: &cmdpb.Noop{LeaderId: l.n.cfg.ID}}})
+			go func() {
+				if f.Error() != nil {
+					l.mu.Lock()
+					l.noopSent = false // try again at the next tick if still leader
+					l.mu.Unlock()
+				}
+			}()
 		case !isLeader && (l.noopSent || l.active):
 			l.demoteLocked()
+		}
+		if l.active && stalled {
+			// This process did not run for a while (a long GC pause, a
+			// SIGSTOP, an overloaded host): the touches of that time were
+			// not processed, so the deadlines say nothing. Start afresh, as
+			// a new leader does, instead of expiring healthy sessions.
+			l.n.log.Warn("leader stalled; giving every session a fresh timeout", "gap", gap)
+			l.n.fsm.Read(func(v fsm.View) { l.tracker.Promote(v.Sessions.List(), now) })
 		}
 		var expired []int64
 		reap := false
 		if l.active {
-			expired = l.tracker.Expired(time.Now(), 1024)
+			expired = l.tracker.Expired(now, 1024)
 			if time.Since(l.lastReap) >= l.n.cfg.ReapInterval {
 				l.lastReap = time.Now()
 				reap = true
@@ -70,7 +93,9 @@ func (l *leaderDuties) run() {
 		}
 		for _, id := range expired {
 			l.n.log.Info("session expired", "session", id)
-			l.n.prop.submit(&cmdpb.Command{Cmd: &cmdpb.Command_CloseSession{CloseSession: &cmdpb.CloseSession{SessionId: id, Expired: true}}})
+			// If this fails (leadership lost), the next leader decides
+			// afresh; the tracker re-offers the id if this leader goes on.
+			l.proposeOwn(&cmdpb.Command{Cmd: &cmdpb.Command_CloseSession{CloseSession: &cmdpb.CloseSession{SessionId: id, Expired: true, Term: term}}})
 		}
 	}
 }
@@ -88,7 +113,21 @@ func (l *leaderDuties) reapPass() {
 		return
 	}
 	l.n.log.Debug("reaping", "nodes", len(paths))
-	l.n.prop.submit(&cmdpb.Command{Cmd: &cmdpb.Command_Reap{Reap: &cmdpb.Reap{Paths: paths}}})
+	l.proposeOwn(&cmdpb.Command{Cmd: &cmdpb.Command_Reap{Reap: &cmdpb.Reap{Paths: paths}}})
+}
+
+// proposeOwn appends a leader-duty command (term no-op, expiry, reaping)
+// straight to this server's Raft log. It is never forwarded and never
+// retried by the proposer: a decision made by a leader that has lost its
+// term must die with that term. (A leader waking from a pause with stale
+// deadlines would otherwise have its successor commit its expiries.)
+func (l *leaderDuties) proposeOwn(cmd *cmdpb.Command) raft.ApplyFuture {
+	cmd.TimeMs = time.Now().UnixMilli()
+	data, err := proto.Marshal(cmd)
+	if err != nil {
+		panic(fmt.Sprintf("rpc: marshalling a leader command: %v", err)) // a bug, not input
+	}
+	return l.n.raft.Apply(data, l.n.cfg.ElectionTimeout)
 }
 
 func (l *leaderDuties) demoteLocked() {

@@ -49,6 +49,7 @@ type Node struct {
 	leader   *leaderDuties
 	peers    *peerClients
 	barriers *barrierGroup
+	nudger   *commitNudger
 
 	leaderSeen      sync.Mutex
 	leaderlessSince time.Time
@@ -112,6 +113,7 @@ func NewNode(cfg Config) (_ *Node, err error) {
 
 	n.peers = newPeerClients(n)
 	n.barriers = &barrierGroup{n: n}
+	n.nudger = newCommitNudger(n)
 	n.prop = newProposer(n)
 	n.leader = newLeaderDuties(n)
 	n.fsm = fsm.New(fsm.Options{MaxDataSize: cfg.MaxDataSize, Logger: n.log})
@@ -209,7 +211,7 @@ func NewNode(cfg Config) (_ *Node, err error) {
 	n.start(n.leader.run)
 	n.start(n.sessions.runTouches)
 	n.start(n.watchQuorum)
-	n.start((&commitNudger{n: n}).run)
+	n.start(n.nudger.run)
 	n.log.Info("server started", "client", n.clientLn.Addr().String(), "peer", cfg.PeerAddr)
 	return n, nil
 }

@@ -40,6 +40,7 @@ func (s *peerService) Forward(stream peerpb.Peer_ForwardServer) error {
 					errors.Is(err, raft.ErrRaftShutdown) || errors.Is(err, raft.ErrLeadershipTransferInProgress)
 			} else {
 				resp.Index = in.f.Index()
+				n.nudger.request() // the follower waits to learn it is committed
 			}
 			if err := stream.Send(resp); err != nil {
 				done <- err
@@ -104,6 +105,7 @@ func (s *peerService) ReadIndex(ctx context.Context, _ *peerpb.ReadIndexRequest)
 	if err != nil {
 		return nil, err
 	}
+	s.n.nudger.request() // the follower waits for this index
 	return &peerpb.ReadIndexResponse{Index: uint64(idx)}, nil
 }
 

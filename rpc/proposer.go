@@ -124,8 +124,7 @@ func stamp(data []byte) ([]byte, error) {
 	return proto.Marshal(cmd)
 }
 
-// leaderApply proposes commands in order while this server leads; the
-// futures are awaited in order by the returned channel's reader.
+// applied is a proposal handed to Raft, with its future.
 type applied struct {
 	seq uint64
 	f   raft.ApplyFuture
@@ -134,12 +133,11 @@ type applied struct {
 // runLocal proposes straight into Raft while this server is the leader.
 func (p *proposer) runLocal() {
 	futures := make(chan applied, 4096)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
 	failed := make(chan struct{}, 1)
+	// The waiter is not joined: hashicorp/raft abandons futures still
+	// queued when it shuts down, so one may never resolve. The waiter then
+	// stays parked until the process exits instead of blocking shutdown.
 	go func() {
-		defer wg.Done()
 		for a := range futures {
 			if err := a.f.Error(); err != nil {
 				select {
@@ -152,11 +150,7 @@ func (p *proposer) runLocal() {
 		}
 	}()
 	var sent uint64
-	defer func() {
-		close(stop)
-		close(futures)
-		wg.Wait()
-	}()
+	defer close(futures)
 	for {
 		if p.n.raft.State() != raft.Leader || p.n.ctx.Err() != nil {
 			return
@@ -167,7 +161,11 @@ func (p *proposer) runLocal() {
 				p.confirm(q.seq)
 				continue
 			}
-			futures <- applied{seq: q.seq, f: p.n.raft.Apply(data, 0)}
+			select {
+			case futures <- applied{seq: q.seq, f: p.n.raft.Apply(data, 0)}:
+			case <-p.n.ctx.Done():
+				return
+			}
 			sent = q.seq
 		}
 		select {

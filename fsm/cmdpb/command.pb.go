@@ -893,10 +893,13 @@ func (x *OpenSession) GetPassword() []byte {
 // CloseSession closes a session and deletes its ephemerals, on client
 // request (session_id with xid) or on expiry (leader-proposed, xid 0).
 type CloseSession struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SessionId     int64                  `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	Xid           int64                  `protobuf:"varint,2,opt,name=xid,proto3" json:"xid,omitempty"`
-	Expired       bool                   `protobuf:"varint,3,opt,name=expired,proto3" json:"expired,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId int64                  `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Xid       int64                  `protobuf:"varint,2,opt,name=xid,proto3" json:"xid,omitempty"`
+	Expired   bool                   `protobuf:"varint,3,opt,name=expired,proto3" json:"expired,omitempty"`
+	// term is the Raft term of the leader that decided the expiry; the FSM
+	// ignores an expiry whose entry was written in another term.
+	Term          uint64 `protobuf:"varint,4,opt,name=term,proto3" json:"term,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -950,6 +953,13 @@ func (x *CloseSession) GetExpired() bool {
 		return x.Expired
 	}
 	return false
+}
+
+func (x *CloseSession) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
 }
 
 // Noop is proposed by a new leader so the FSM's index reaches the commit
@@ -1394,12 +1404,13 @@ const file_fsm_cmdpb_command_proto_rawDesc = "" +
 	"\vOpenSession\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x01 \x01(\x03R\ttimeoutMs\x12\x1a\n" +
-	"\bpassword\x18\x02 \x01(\fR\bpassword\"Y\n" +
+	"\bpassword\x18\x02 \x01(\fR\bpassword\"m\n" +
 	"\fCloseSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x03R\tsessionId\x12\x10\n" +
 	"\x03xid\x18\x02 \x01(\x03R\x03xid\x12\x18\n" +
-	"\aexpired\x18\x03 \x01(\bR\aexpired\"#\n" +
+	"\aexpired\x18\x03 \x01(\bR\aexpired\x12\x12\n" +
+	"\x04term\x18\x04 \x01(\x04R\x04term\"#\n" +
 	"\x04Noop\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\tR\bleaderId\"\x1c\n" +
 	"\x04Reap\x12\x14\n" +
