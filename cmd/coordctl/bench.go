@@ -488,7 +488,11 @@ func (b *bench) runOne(s benchSpec) (benchResult, error) {
 				return 0, fmt.Errorf("connect: %w", err)
 			}
 			_, cerr := cl.Create(ctx, root+"/s-", b.value, client.CreateMode{Kind: client.Ephemeral, Sequential: true})
-			err = cl.Close(ctx)
+			// Close even when the run ends meanwhile, so that no session
+			// (and no ephemeral) outlives the benchmark.
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), x.timeout)
+			err = cl.Close(cctx)
+			cancel()
 			if cerr != nil {
 				return 0, fmt.Errorf("create: %w", cerr)
 			}
