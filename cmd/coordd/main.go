@@ -12,6 +12,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
+	_ "net/http/pprof" // served only with --pprof-addr
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -47,6 +50,7 @@ func run(args []string, stderr io.Writer) int {
 		election    = fs.Duration("election-timeout", time.Second, "Raft election timeout")
 		ttlNodes    = fs.Bool("ttl-nodes", true, "allow TTL nodes (ZooKeeper's extendedTypesEnabled; on by default in coordd)")
 		reapEvery   = fs.Duration("reap-interval", time.Second, "how often the leader reaps empty containers and expired TTL nodes")
+		pprofAddr   = fs.String("pprof-addr", "", "serve Go's net/http/pprof profiles on this address (e.g. 127.0.0.1:6060); off when empty")
 		logLevel    = fs.String("log-level", "warn", "log level: debug, info, warn or error")
 		showVersion = fs.Bool("version", false, "print the version and exit")
 	)
@@ -89,6 +93,15 @@ func run(args []string, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "coordd: %v\n", err)
 		return 1
+	}
+	if *pprofAddr != "" {
+		ln, err := net.Listen("tcp", *pprofAddr)
+		if err != nil {
+			fmt.Fprintf(stderr, "coordd: --pprof-addr: %v\n", err)
+			node.Close()
+			return 1
+		}
+		go func() { _ = http.Serve(ln, nil) }() // net/http/pprof registers on the default mux
 	}
 	fmt.Fprintf(stderr, "coordd %s: server %s serving clients on %s (peers on %s, data in %s)\n", buildVersion(), *id, node.ClientAddr(), *peerAddr, *dataDir)
 	sig := make(chan os.Signal, 1)
