@@ -44,12 +44,32 @@ func TestContainerReaping(t *testing.T) {
 	if st.Kind != client.Container || st.EphemeralOwner != 0 {
 		t.Fatalf("container stat: %+v", st)
 	}
+	// Reaping a container fires the usual watches, for any session.
+	watcher := connect(t, c.Servers()...)
+	_, _, nestedW, err := watcher.GetW(ctx, "/used/nested")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, usedW, err := watcher.ChildrenW(ctx, "/used")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cl.Delete(ctx, "/used/nested/leaf", -1); err != nil {
 		t.Fatal(err)
 	}
 	c.Eventually(5*time.Second, "the emptied containers to be reaped", func() bool {
 		return !exists(t, cl, "/used/nested") && !exists(t, cl, "/used")
 	})
+	for name, ch := range map[string]<-chan client.Event{"/used/nested": nestedW, "/used": usedW} {
+		select {
+		case ev := <-ch:
+			if ev.Type != client.EventNodeDeleted && ev.Type != client.EventNodeChildrenChanged {
+				t.Fatalf("watch on %s: %v", name, ev)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no watch event for reaped %s", name)
+		}
+	}
 	// Several reaper passes later the unused container is still there.
 	zx := cl.LastZxid()
 	c.Eventually(5*time.Second, "more reaper passes", func() bool {
