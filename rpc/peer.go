@@ -68,15 +68,11 @@ func (s *peerService) Forward(stream peerpb.Peer_ForwardServer) error {
 			return nil
 		}
 		cmd := &cmdpb.Command{}
-		if err := proto.Unmarshal(req.Command, cmd); err != nil || !forwardable(cmd) {
+		if err := proto.Unmarshal(req.Command, cmd); err != nil || !forwardable(cmd) || cmd.TimeMs != 0 {
 			_ = stream.Send(&peerpb.ForwardResponse{Seq: req.Seq, Error: "malformed or forbidden command"})
 			return nil
 		}
-		cmd.TimeMs = time.Now().UnixMilli()
-		data, err := proto.Marshal(cmd)
-		if err != nil {
-			return err
-		}
+		data := stamp(req.Command)
 		select {
 		case futures <- inflight{seq: req.Seq, f: n.raft.Apply(data, 0)}:
 		case err := <-done:

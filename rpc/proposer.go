@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/coordd/coordd/fsm/cmdpb"
@@ -115,14 +116,19 @@ func (p *proposer) waitLeaderChange(d time.Duration) {
 }
 
 // stamp sets the leader's time on a command and marshals it.
-func stamp(data []byte) ([]byte, error) {
-	cmd := &cmdpb.Command{}
-	if err := proto.Unmarshal(data, cmd); err != nil {
-		return nil, err
-	}
-	cmd.TimeMs = time.Now().UnixMilli()
-	return proto.Marshal(cmd)
+//
+// Submitted commands carry no time (time_ms is 0, so absent from the
+// encoding); appending the field to the encoded bytes is the same as setting
+// it, without decoding and re-encoding every command on the leader.
+func stamp(data []byte) []byte {
+	out := make([]byte, 0, len(data)+11)
+	out = append(out, data...)
+	out = protowire.AppendTag(out, timeMsField, protowire.VarintType)
+	return protowire.AppendVarint(out, uint64(time.Now().UnixMilli()))
 }
+
+// timeMsField is cmdpb.Command's time_ms field number.
+const timeMsField = 1
 
 // applied is a proposal handed to Raft, with its future.
 type applied struct {
@@ -156,11 +162,7 @@ func (p *proposer) runLocal() {
 			return
 		}
 		for _, q := range p.snapshotFrom(sent) {
-			data, err := stamp(q.data)
-			if err != nil {
-				p.confirm(q.seq)
-				continue
-			}
+			data := stamp(q.data)
 			select {
 			case futures <- applied{seq: q.seq, f: p.n.raft.Apply(data, 0)}:
 			case <-p.n.ctx.Done():

@@ -259,3 +259,17 @@ func TestServerBehindClientRefuses(t *testing.T) {
 		t.Fatalf("resume at the server's zxid: %v", first)
 	}
 }
+
+// TestStampSetsTime: stamping the encoded command is setting its time.
+func TestStampSetsTime(t *testing.T) {
+	cmd := &cmdpb.Command{Cmd: &cmdpb.Command_Noop{Noop: &cmdpb.Noop{LeaderId: "x"}}}
+	data, _ := proto.Marshal(cmd)
+	before := time.Now().UnixMilli()
+	got := &cmdpb.Command{}
+	if err := proto.Unmarshal(stamp(data), got); err != nil {
+		t.Fatal(err)
+	}
+	if got.TimeMs < before || got.GetNoop().GetLeaderId() != "x" {
+		t.Fatalf("stamped command: %v", got)
+	}
+}
