@@ -239,6 +239,14 @@ func (n *Node) FSM() *fsm.FSM { return n.fsm }
 // IsLeader reports whether this server is the Raft leader.
 func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
 
+// LeaderReady reports whether this server leads and has applied the first
+// entry of its term (its session deadlines are being kept from then on).
+func (n *Node) LeaderReady() bool {
+	n.leader.mu.Lock()
+	defer n.leader.mu.Unlock()
+	return n.leader.active && n.IsLeader()
+}
+
 // Snapshot asks Raft to take a snapshot now.
 func (n *Node) Snapshot() error { return n.raft.Snapshot().Error() }
 

@@ -165,10 +165,7 @@ func TestForwardRejectsForbiddenCommands(t *testing.T) {
 	// Wait for the leader's own term-start entry, so the index is quiet.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		n.leader.mu.Lock()
-		active := n.leader.active
-		n.leader.mu.Unlock()
-		if active {
+		if n.LeaderReady() {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -185,7 +185,7 @@ func (c *Cluster) WaitLeader(d time.Duration) int {
 			return false
 		}
 		n := c.Members[idx].Node()
-		return n != nil && n.FSM().AppliedIndex() >= int64(n.Raft().LastIndex())-1
+		return n != nil && n.LeaderReady()
 	})
 	return idx
 }
