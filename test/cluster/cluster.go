@@ -3,6 +3,7 @@ package cluster
 import (
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"os"
 	"strings"
@@ -50,15 +51,22 @@ func (m *Member) Node() *rpc.Node {
 	return m.node
 }
 
-// FreeAddr returns an unused 127.0.0.1 address.
+// FreeAddr returns an unused 127.0.0.1 address whose port lies below the
+// kernel's ephemeral range (32768 and up on Linux), so that no outgoing
+// connection can be holding it when a stopped server binds it again.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for i := 0; i < 1000; i++ {
+		port := 20000 + rand.IntN(12000)
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		return ln.Addr().String()
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatal("no free port in 20000-31999 on 127.0.0.1")
+	return ""
 }
 
 type testWriter struct{ t testing.TB }
