@@ -55,19 +55,15 @@ func (l *leaderDuties) run() {
 		last = now
 		isLeader := l.n.raft.State() == raft.Leader
 		term := l.n.raft.CurrentTerm()
+
+		// Decide under l.mu; act (Raft, FSM) after releasing it: the FSM
+		// calls applied() with its lock held, and applied() takes l.mu.
 		l.mu.Lock()
-		switch {
-		case isLeader && !l.noopSent:
+		sendNoop := isLeader && !l.noopSent
+		if sendNoop {
 			l.noopSent = true
-			f := l.proposeOwn(&cmdpb.Command{Cmd: &cmdpb.Command_Noop{Noop: &cmdpb.Noop{LeaderId: l.n.cfg.ID}}})
-			go func() {
-				if f.Error() != nil {
-					l.mu.Lock()
-					l.noopSent = false // try again at the next tick if still leader
-					l.mu.Unlock()
-				}
-			}()
-		case !isLeader && (l.noopSent || l.active):
+		}
+		if !isLeader && (l.noopSent || l.active) {
 			l.demoteLocked()
 		}
 		if l.active && stalled {
@@ -76,18 +72,29 @@ func (l *leaderDuties) run() {
 			// not processed, so the deadlines say nothing. Start afresh, as
 			// a new leader does, instead of expiring healthy sessions.
 			l.n.log.Warn("leader stalled; giving every session a fresh timeout", "gap", gap)
-			l.n.fsm.Read(func(v fsm.View) { l.tracker.Promote(v.Sessions.List(), now) })
+			l.tracker.Refresh(now)
 		}
 		var expired []int64
 		reap := false
 		if l.active {
 			expired = l.tracker.Expired(now, 1024)
-			if time.Since(l.lastReap) >= l.n.cfg.ReapInterval {
-				l.lastReap = time.Now()
+			if now.Sub(l.lastReap) >= l.n.cfg.ReapInterval {
+				l.lastReap = now
 				reap = true
 			}
 		}
 		l.mu.Unlock()
+
+		if sendNoop {
+			f := l.proposeOwn(&cmdpb.Command{Cmd: &cmdpb.Command_Noop{Noop: &cmdpb.Noop{LeaderId: l.n.cfg.ID}}})
+			go func() {
+				if f.Error() != nil {
+					l.mu.Lock()
+					l.noopSent = false // try again at the next tick if still leader
+					l.mu.Unlock()
+				}
+			}()
+		}
 		if reap {
 			l.reapPass()
 		}

@@ -2,6 +2,7 @@ package session
 
 import (
 	"container/heap"
+	"slices"
 	"sync"
 	"time"
 )
@@ -123,6 +124,25 @@ func (t *Tracker) Promote(sessions []Info, now time.Time) {
 	t.reset(len(sessions))
 	for _, s := range sessions {
 		t.add(s.ID, time.Duration(s.TimeoutMs)*time.Millisecond, now)
+	}
+}
+
+// Refresh gives every tracked session a fresh full timeout from now, as
+// Promote does, keeping the set of sessions. It is for a leader that could
+// not keep its deadlines for a while (a long pause of its process): the
+// touches of that time were never processed, so the deadlines say nothing.
+func (t *Tracker) Refresh(now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	old := t.byID
+	ids := make([]int64, 0, len(old))
+	for id := range old {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	t.reset(len(old))
+	for _, id := range ids {
+		t.add(id, old[id].timeout, now)
 	}
 }
 

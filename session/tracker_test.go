@@ -231,3 +231,26 @@ func TestNegotiate(t *testing.T) {
 		})
 	}
 }
+
+// TestTrackerRefresh: after a stall, every tracked session gets a fresh full
+// timeout and none is forgotten.
+func TestTrackerRefresh(t *testing.T) {
+	tr := NewTracker()
+	t0 := time.Unix(1000, 0)
+	tr.Add(1, time.Second, t0)
+	tr.Add(2, 3*time.Second, t0)
+	late := t0.Add(10 * time.Second)
+	if got := tr.Expired(late, 0); len(got) != 2 {
+		t.Fatalf("before refresh: %v", got)
+	}
+	tr.Refresh(late)
+	if got := tr.Expired(late.Add(500*time.Millisecond), 0); len(got) != 0 {
+		t.Fatalf("expired right after a refresh: %v", got)
+	}
+	if got := tr.Expired(late.Add(2*time.Second), 0); len(got) != 1 || got[0] != 1 {
+		t.Fatalf("after one timeout: %v, want [1]", got)
+	}
+	if tr.Len() != 2 {
+		t.Fatalf("refresh lost sessions: %d", tr.Len())
+	}
+}
