@@ -99,8 +99,8 @@ func New(t testing.TB, n int, opts Options) *Cluster {
 		}
 		c.Members = append(c.Members, &Member{ID: id, Cfg: rpc.Config{
 			ID: id, DataDir: t.TempDir(), ClientAddr: FreeAddr(t), PeerAddr: peerAddr,
-			Tick: opts.Tick, HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond,
-			LeaderLeaseTimeout: 200 * time.Millisecond, SnapshotThreshold: opts.SnapshotThreshold,
+			Tick: opts.Tick, HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond,
+			LeaderLeaseTimeout: 250 * time.Millisecond, SnapshotThreshold: opts.SnapshotThreshold,
 			TrailingLogs: opts.TrailingLogs, SnapshotInterval: 200 * time.Millisecond,
 			Logger: logger.With("server", id), DialPeer: c.Net.Dialer(id),
 			ReapInterval: opts.ReapInterval, DisableTTL: opts.DisableTTL,

@@ -177,10 +177,11 @@ func TestSnapshotInstall(t *testing.T) {
 	}
 	c.Start(f)
 	c.WaitConverged(20*time.Second, cl.LastZxid())
+	// Raft records the installed snapshot just after the FSM restored it.
 	n := c.Members[f].Node()
-	if got := n.Raft().Stats()["last_snapshot_index"]; got == "0" {
-		t.Fatalf("follower caught up without installing a snapshot")
-	}
+	c.Eventually(5*time.Second, "the follower to record the installed snapshot", func() bool {
+		return n.Raft().Stats()["last_snapshot_index"] != "0"
+	})
 	r := connect(t, c.Members[f].Cfg.ClientAddr)
 	kids, _, err := r.Children(ctx, "/")
 	if err != nil || len(kids) != 300 {
