@@ -69,7 +69,7 @@ func (s *clientService) Session(stream apipb.Coord_SessionServer) error {
 		}
 	}
 
-	c := newConn(n.sessions, info.ID, time.Duration(info.TimeoutMs)*time.Millisecond)
+	c := newConn(n.sessions, info.ID)
 	var old *conn
 	var gone bool
 	n.fsm.Read(func(v fsm.View) {

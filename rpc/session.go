@@ -204,9 +204,8 @@ type entry struct {
 // conn is one session connected to this server: its ordered request queue
 // and its outbound stream.
 type conn struct {
-	t       *sessionTable
-	id      int64
-	timeout time.Duration
+	t  *sessionTable
+	id int64
 
 	mu      sync.Mutex
 	queue   []*entry
@@ -217,8 +216,8 @@ type conn struct {
 	lastXid int64
 }
 
-func newConn(t *sessionTable, id int64, timeout time.Duration) *conn {
-	return &conn{t: t, id: id, timeout: timeout, wake: make(chan struct{}, 1), done: make(chan struct{})}
+func newConn(t *sessionTable, id int64) *conn {
+	return &conn{t: t, id: id, wake: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 // pushLocked queues a message for the client; c.mu is held.
@@ -228,7 +227,7 @@ func (c *conn) pushLocked(m *apipb.ServerMessage) {
 	}
 	if len(c.out) >= maxOutbox {
 		c.t.n.log.Warn("client too slow, dropping its connection", "session", c.id)
-		c.endLocked(nil)
+		c.endLocked()
 		return
 	}
 	c.out = append(c.out, m)
@@ -253,11 +252,11 @@ func (c *conn) end(final *apipb.Response) {
 	if final != nil {
 		c.pushLocked(&apipb.ServerMessage{Kind: &apipb.ServerMessage_Response{Response: final}})
 	}
-	c.endLocked(nil)
+	c.endLocked()
 	c.mu.Unlock()
 }
 
-func (c *conn) endLocked(_ error) {
+func (c *conn) endLocked() {
 	if !c.ended {
 		c.ended = true
 		close(c.done)
