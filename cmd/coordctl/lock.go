@@ -522,12 +522,11 @@ does not exist has no contenders.`,
 				return err
 			}
 			path := args[0]
-			ctx, cancel := x.deadline()
-			defer cancel()
-			cl, err := x.client(ctx)
+			ctx, cancel, cl, err := x.connected()
 			if err != nil {
 				return err
 			}
+			defer cancel()
 			out, err := listContenders(ctx, cl, path)
 			if err != nil {
 				return fmt.Errorf("%s: %w", path, err)

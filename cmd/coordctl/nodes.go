@@ -64,12 +64,11 @@ deletes when it has had no children and no change for ttl_ms milliseconds.
 			if len(args) == 2 {
 				data = []byte(args[1])
 			}
-			ctx, cancel := x.deadline()
-			defer cancel()
-			cl, err := x.client(ctx)
+			ctx, cancel, cl, err := x.connected()
 			if err != nil {
 				return err
 			}
+			defer cancel()
 			name, err := cl.Create(ctx, path, data, mode)
 			if err != nil {
 				return fmt.Errorf("%s: %w", path, err)
@@ -108,12 +107,11 @@ deletion, prints that event and exits.`,
 				return err
 			}
 			path := args[0]
-			ctx, cancel := x.deadline()
-			defer cancel()
-			cl, err := x.client(ctx)
+			ctx, cancel, cl, err := x.connected()
 			if err != nil {
 				return err
 			}
+			defer cancel()
 			var (
 				data []byte
 				stat client.Stat
@@ -165,12 +163,11 @@ and the new stat.`,
 				return err
 			}
 			path := args[0]
-			ctx, cancel := x.deadline()
-			defer cancel()
-			cl, err := x.client(ctx)
+			ctx, cancel, cl, err := x.connected()
 			if err != nil {
 				return err
 			}
+			defer cancel()
 			stat, err := cl.Set(ctx, path, []byte(args[1]), v)
 			if err != nil {
 				return fmt.Errorf("%s: %w", path, err)
@@ -207,12 +204,11 @@ var deleteVerb = &verb{
 				return err
 			}
 			path := args[0]
-			ctx, cancel := x.deadline()
-			defer cancel()
-			cl, err := x.client(ctx)
+			ctx, cancel, cl, err := x.connected()
 			if err != nil {
 				return err
 			}
+			defer cancel()
 			if err := cl.Delete(ctx, path, v); err != nil {
 				return fmt.Errorf("%s: %w", path, err)
 			}
@@ -235,12 +231,11 @@ retries). deleteall / deletes everything but the root.`,
 				return err
 			}
 			path := args[0]
-			ctx, cancel := x.deadline()
-			defer cancel()
-			cl, err := x.client(ctx)
+			ctx, cancel, cl, err := x.connected()
 			if err != nil {
 				return err
 			}
+			defer cancel()
 			if err := deleteAll(ctx, cl, path, true); err != nil {
 				return err
 			}
@@ -307,12 +302,11 @@ deleted (or the node to be deleted), prints that event and exits.`,
 				return x.usage("-R and -w exclude each other")
 			}
 			path := args[0]
-			ctx, cancel := x.deadline()
-			defer cancel()
-			cl, err := x.client(ctx)
+			ctx, cancel, cl, err := x.connected()
 			if err != nil {
 				return err
 			}
+			defer cancel()
 			var (
 				children []string
 				stat     client.Stat
@@ -401,12 +395,11 @@ reports so on stderr and waits for the node's creation (exit status 0).`,
 				return err
 			}
 			path := args[0]
-			ctx, cancel := x.deadline()
-			defer cancel()
-			cl, err := x.client(ctx)
+			ctx, cancel, cl, err := x.connected()
 			if err != nil {
 				return err
 			}
+			defer cancel()
 			var (
 				stat client.Stat
 				ok   bool
@@ -449,12 +442,11 @@ var syncVerb = &verb{
 				return err
 			}
 			path := args[0]
-			ctx, cancel := x.deadline()
-			defer cancel()
-			cl, err := x.client(ctx)
+			ctx, cancel, cl, err := x.connected()
 			if err != nil {
 				return err
 			}
+			defer cancel()
 			if err := cl.Sync(ctx, path); err != nil {
 				return fmt.Errorf("%s: %w", path, err)
 			}

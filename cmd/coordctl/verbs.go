@@ -59,6 +59,18 @@ func (x *cmd) deadline() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(x.ctx, x.timeout)
 }
 
+// connected gives the command's deadline and its session (opened if
+// needed); on error the deadline is already released.
+func (x *cmd) connected() (context.Context, context.CancelFunc, *client.Client, error) {
+	ctx, cancel := x.deadline()
+	cl, err := x.client(ctx)
+	if err != nil {
+		cancel()
+		return nil, nil, nil, err
+	}
+	return ctx, cancel, cl, nil
+}
+
 // client returns the session, opening it if needed.
 func (x *cmd) client(ctx context.Context) (*client.Client, error) {
 	return x.session(ctx)
