@@ -124,7 +124,7 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Client, er
 			}
 			lastErr = err
 			c.log.Debug("client: connect failed", "server", addr, "err", err)
-			if errors.Is(err, ErrAuthFailed) || errors.Is(err, ErrSessionExpired) {
+			if errors.Is(err, ErrAuthFailed) || errors.Is(err, ErrSessionExpired) || errors.Is(err, errPoolClosed) {
 				c.cancel()
 				return nil, err
 			}
@@ -575,6 +575,9 @@ func (c *Client) reconnect(last string) *conn {
 			switch {
 			case errors.Is(err, ErrSessionExpired):
 				c.terminate(err, StateExpired)
+				return nil
+			case errors.Is(err, errPoolClosed):
+				c.terminate(fmt.Errorf("%w: %w", ErrClosed, err), StateClosed)
 				return nil
 			case errors.Is(err, ErrAuthFailed):
 				c.terminate(fmt.Errorf("%w: %w", ErrSessionExpired, err), StateExpired)

@@ -18,13 +18,14 @@ import (
 // one receiver goroutine; the Client's run goroutine waits for both to end
 // before it reconnects, so two streams of a session never send at once.
 type conn struct {
-	c      *Client
-	addr   string
-	cc     *grpc.ClientConn
-	stream grpc.BidiStreamingClient[apipb.ClientMessage, apipb.ServerMessage]
-	ctx    context.Context
-	cancel context.CancelFunc
-	kick   chan struct{}
+	c       *Client
+	addr    string
+	cc      *grpc.ClientConn
+	release func() // gives cc back (closes it unless pooled)
+	stream  grpc.BidiStreamingClient[apipb.ClientMessage, apipb.ServerMessage]
+	ctx     context.Context
+	cancel  context.CancelFunc
+	kick    chan struct{}
 
 	sentXid int64 // highest xid sent on this stream; guarded by Client.mu
 
@@ -45,7 +46,7 @@ type conn struct {
 // by timeout and hctx. The stream itself lives until the Client's context
 // ends or the conn is closed.
 func (c *Client) dial(hctx context.Context, addr string, timeout time.Duration, req *apipb.ConnectRequest) (*conn, *apipb.ConnectResponse, error) {
-	cc, err := grpc.NewClient(addr, c.opts.dialOptions...)
+	cc, release, err := c.connTo(addr)
 	if err != nil {
 		return nil, nil, fmt.Errorf("client: dial %s: %w", addr, err)
 	}
@@ -56,7 +57,7 @@ func (c *Client) dial(hctx context.Context, addr string, timeout time.Duration, 
 	fail := func(err error) (*conn, *apipb.ConnectResponse, error) {
 		stop()
 		cancel()
-		cc.Close()
+		release()
 		if hctx.Err() != nil && c.ctx.Err() == nil {
 			err = fmt.Errorf("client: connect to %s: %w (%v)", addr, hctx.Err(), err)
 		}
@@ -79,7 +80,7 @@ func (c *Client) dial(hctx context.Context, addr string, timeout time.Duration, 
 	}
 	switch k := msg.Kind.(type) {
 	case *apipb.ServerMessage_Connected:
-		cn := &conn{c: c, addr: addr, cc: cc, stream: stream, ctx: ctx, cancel: cancel,
+		cn := &conn{c: c, addr: addr, cc: cc, release: release, stream: stream, ctx: ctx, cancel: cancel,
 			kick: make(chan struct{}, 1), done: make(chan struct{})}
 		return cn, k.Connected, nil
 	case *apipb.ServerMessage_Response:
@@ -91,6 +92,19 @@ func (c *Client) dial(hctx context.Context, addr string, timeout time.Duration, 
 	default:
 		return fail(fmt.Errorf("%w: server %s answered connect with %T", ErrSystemError, addr, msg.Kind))
 	}
+}
+
+// connTo returns a gRPC connection to addr, from the pool when the Client
+// has one, and the function that gives it back.
+func (c *Client) connTo(addr string) (*grpc.ClientConn, func(), error) {
+	if c.opts.pool != nil {
+		return c.opts.pool.get(addr, c.opts.dialOptions)
+	}
+	cc, err := grpc.NewClient(addr, c.opts.dialOptions...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cc, func() { cc.Close() }, nil
 }
 
 func (cn *conn) setTimeout(d time.Duration) {
@@ -128,7 +142,7 @@ func (cn *conn) fail(err error) {
 // wait waits for the conn's goroutines and releases the gRPC connection.
 func (cn *conn) wait() {
 	cn.wg.Wait()
-	cn.cc.Close()
+	cn.release()
 }
 
 // close ends a conn whose goroutines never started (or waits for them).

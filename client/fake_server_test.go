@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -91,6 +92,22 @@ type fakeServer struct {
 	release   chan struct{}
 	active    map[*fstream]struct{}
 	accepted  int // streams ever accepted
+
+	tcpConns atomic.Int32 // TCP connections ever accepted
+}
+
+// countingListener counts the connections it accepts.
+type countingListener struct {
+	net.Listener
+	n *atomic.Int32
+}
+
+func (l countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.n.Add(1)
+	}
+	return c, err
 }
 
 type fstream struct {
@@ -114,7 +131,7 @@ func (cl *fakeCluster) newServer(t *testing.T, name string) *fakeServer {
 	s := &fakeServer{t: t, name: name, cl: cl, addr: lis.Addr().String(), gs: grpc.NewServer(),
 		release: make(chan struct{}), active: map[*fstream]struct{}{}}
 	apipb.RegisterCoordServer(s.gs, s)
-	go s.gs.Serve(lis)
+	go s.gs.Serve(countingListener{lis, &s.tcpConns})
 	t.Cleanup(s.gs.Stop)
 	return s
 }

@@ -16,6 +16,7 @@ type options struct {
 	dialTimeout    time.Duration
 	logger         *slog.Logger
 	dialOptions    []grpc.DialOption
+	pool           *Pool // shared connections, or nil for one of its own
 }
 
 func defaultOptions() options {

@@ -10,6 +10,7 @@ import (
 	"math/bits"
 	"math/rand/v2"
 	"os"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -79,6 +80,8 @@ The exit status is 1 if any operation failed.`,
 		fs.IntVar(&o.watchers, "watchers", 1000, "number of watching sessions of the watch workload")
 		fs.StringVar(&o.root, "path", "/coordctl-bench", "node under which the benchmark works")
 		fs.BoolVar(&o.keep, "keep", false, "leave the benchmark's nodes in place")
+		fs.BoolVar(&o.shareConns, "share-conns", true, "the sessions share one connection per server (client.Pool, as etcd's benchmark shares its --conns); false gives each session a connection of its own")
+		fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this client process to `file` (to see the client's share)")
 		return func(x *cmd, args []string) error {
 			// Flags may follow the workloads: parse what remains after each
 			// positional argument.
@@ -119,6 +122,17 @@ The exit status is 1 if any operation failed.`,
 			if err != nil {
 				return x.usage("%v", err)
 			}
+			if o.cpuProfile != "" {
+				f, err := os.Create(o.cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
 			b := &bench{x: x, o: o}
 			return b.run(specs)
 		}
@@ -133,6 +147,8 @@ type benchOptions struct {
 	watchers         int
 	root             string
 	keep             bool
+	cpuProfile       string
+	shareConns       bool
 	autoWarmup       bool // --warmup not given
 }
 
@@ -254,12 +270,26 @@ type bench struct {
 	admin *client.Client // setup, cleanup and the watch workload's writer
 	value []byte
 	tty   bool
+	pool  *client.Pool // shared connections of the measured sessions, or nil
+}
+
+// sessionOptions are the options of every measured session.
+func (b *bench) sessionOptions() []client.Option {
+	opts := []client.Option{client.WithSessionTimeout(b.x.sessionTimeout)}
+	if b.pool != nil {
+		opts = append(opts, client.WithPool(b.pool))
+	}
+	return opts
 }
 
 func (b *bench) run(specs []benchSpec) error {
 	x := b.x
 	b.tty = isTerminal(x.stderr)
 	b.value = make([]byte, b.o.valueSize)
+	if b.o.shareConns {
+		b.pool = client.NewPool()
+		defer b.pool.Close()
+	}
 	for i := range b.value {
 		b.value[i] = byte('a' + rand.IntN(26))
 	}
@@ -483,7 +513,7 @@ func (b *bench) runOne(s benchSpec) (benchResult, error) {
 	case "session":
 		op = func(ctx context.Context, w *benchWorker) (time.Duration, error) {
 			t := time.Now()
-			cl, err := client.Connect(ctx, w.servers, client.WithSessionTimeout(x.sessionTimeout))
+			cl, err := client.Connect(ctx, w.servers, b.sessionOptions()...)
 			if err != nil {
 				return 0, fmt.Errorf("connect: %w", err)
 			}
@@ -717,7 +747,7 @@ func (b *bench) connectBalanced(n int) ([]*client.Client, map[string]int, error)
 			defer func() { <-sem }()
 			for try := 0; ; try++ {
 				ctx, cancel := context.WithTimeout(x.ctx, x.timeout)
-				cl, err := client.Connect(ctx, rotate(x.servers, i), client.WithSessionTimeout(x.sessionTimeout))
+				cl, err := client.Connect(ctx, rotate(x.servers, i), b.sessionOptions()...)
 				cancel()
 				if err != nil {
 					mu.Lock()

@@ -1,0 +1,99 @@
+package client
+
+import (
+	"errors"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
+)
+
+// Pool shares gRPC connections among the Clients of one process: one
+// connection per server address, carrying the session streams of every
+// Client given WithPool(p) that talks to that server. Sessions stay
+// independent (each has its own stream, timeout, watches and order); only
+// the TCP connection is shared, as etcd's clients share theirs.
+//
+// A process that runs many sessions (a benchmark, a test harness, a proxy
+// for many tenants) saves a socket per session, and under load gRPC writes
+// the messages of many streams with one system call instead of one each.
+// A process with one session gains nothing from it.
+//
+// The dial options of the first Client that reaches an address are the
+// ones its connection uses. A connection is closed when the last Client
+// using it closes or moves away; Close closes those still open.
+type Pool struct {
+	mu     sync.Mutex
+	conns  map[string]*pooled
+	closed bool
+}
+
+type pooled struct {
+	cc   *grpc.ClientConn
+	refs int
+}
+
+// NewPool returns an empty pool.
+func NewPool() *Pool { return &Pool{conns: make(map[string]*pooled)} }
+
+// WithPool makes the Client open its session streams over p's shared
+// connections instead of a connection of its own.
+func WithPool(p *Pool) Option {
+	return func(o *options) { o.pool = p }
+}
+
+var errPoolClosed = errors.New("client: pool closed")
+
+// get returns the shared connection to addr (creating it with opts), and
+// the function that gives it back.
+func (p *Pool) get(addr string, opts []grpc.DialOption) (*grpc.ClientConn, func(), error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, nil, errPoolClosed
+	}
+	pc, ok := p.conns[addr]
+	if !ok {
+		cc, err := grpc.NewClient(addr, opts...)
+		if err != nil {
+			return nil, nil, err
+		}
+		pc = &pooled{cc: cc}
+		p.conns[addr] = pc
+	} else if pc.cc.GetState() == connectivity.TransientFailure {
+		// A Client coming (back) to this server wants to know now whether
+		// it is up, not after gRPC's reconnect backoff runs out.
+		pc.cc.ResetConnectBackoff()
+	}
+	pc.refs++
+	var once sync.Once
+	release := func() { once.Do(func() { p.put(addr, pc) }) }
+	return pc.cc, release, nil
+}
+
+func (p *Pool) put(addr string, pc *pooled) {
+	p.mu.Lock()
+	pc.refs--
+	last := pc.refs == 0 && p.conns[addr] == pc
+	if last {
+		delete(p.conns, addr)
+	}
+	p.mu.Unlock()
+	if last {
+		pc.cc.Close()
+	}
+}
+
+// Close closes every connection of the pool; Clients still using one see
+// their stream fail. Later connects through the pool fail.
+func (p *Pool) Close() error {
+	p.mu.Lock()
+	conns := p.conns
+	p.conns = nil
+	p.closed = true
+	p.mu.Unlock()
+	for _, pc := range conns {
+		pc.cc.Close()
+	}
+	return nil
+}
