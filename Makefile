@@ -13,7 +13,7 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 PROTOS    := rpc/apipb/api.proto rpc/peerpb/peer.proto fsm/cmdpb/command.proto
 GOBIN_DIR := $(shell $(GO) env GOPATH)/bin
 
-.PHONY: all build test unit lint fmt vet deps docs proto proto-check cluster bench fuzz clean
+.PHONY: all build test unit lint fmt vet deps docs proto proto-check cluster bench scale fuzz clean
 
 all: build
 
@@ -65,6 +65,14 @@ cluster: build
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./tree/ ./session/ ./watch/ ./fsm/
 	GO=$(GO) BIN=$(BIN) bash scripts/bench.sh
+
+## scale: 1 000 000 znodes loaded, snapshotted and restored, and a follower
+## catching up 100 000 writes, in a 3-node cluster in one process (a few
+## minutes, ~3 GB of memory); SCALE_ZNODES and SCALE_WRITES change the sizes.
+SCALE_ZNODES ?= 1000000
+SCALE_WRITES ?= 100000
+scale:
+	$(GO) test ./test/cluster/ -run='^$$' -bench='^BenchmarkScale$$' -benchtime=1x -timeout=30m -args -scale.znodes=$(SCALE_ZNODES) -scale.writes=$(SCALE_WRITES)
 
 ## fuzz: a short run of every fuzz target.
 fuzz:

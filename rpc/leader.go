@@ -160,6 +160,9 @@ func (l *leaderDuties) applied(a *fsm.Applied) {
 	if !l.active {
 		return
 	}
+	// Followers learn that this entry committed only with the next
+	// AppendEntries; their clients (its writer, its watchers) wait for it.
+	l.n.nudger.request()
 	if a.Opened != nil {
 		l.tracker.Add(a.Opened.ID, time.Duration(a.Opened.TimeoutMs)*time.Millisecond, time.Now())
 	}

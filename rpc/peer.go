@@ -40,7 +40,6 @@ func (s *peerService) Forward(stream peerpb.Peer_ForwardServer) error {
 					errors.Is(err, raft.ErrRaftShutdown) || errors.Is(err, raft.ErrLeadershipTransferInProgress)
 			} else {
 				resp.Index = in.f.Index()
-				n.nudger.request() // the follower waits to learn it is committed
 			}
 			if err := stream.Send(resp); err != nil {
 				done <- err
