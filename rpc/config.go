@@ -55,7 +55,9 @@ type Config struct {
 	// kept after a snapshot (default 10240).
 	SnapshotThreshold uint64
 	TrailingLogs      uint64
-	// SnapshotInterval is how often Raft checks the threshold (default 30s).
+	// SnapshotInterval is how often Raft checks the threshold (default 5s:
+	// the log on disk, and the pages of it the server maps, grow with the
+	// entries written between checks).
 	SnapshotInterval time.Duration
 
 	// Raft timing (defaults: hashicorp/raft's 1s, 1s, 500ms).
@@ -104,7 +106,7 @@ func (c *Config) setDefaults() error {
 		c.TrailingLogs = 10240
 	}
 	if c.SnapshotInterval <= 0 {
-		c.SnapshotInterval = 30 * time.Second
+		c.SnapshotInterval = 5 * time.Second
 	}
 	if c.HeartbeatTimeout <= 0 {
 		c.HeartbeatTimeout = time.Second
