@@ -21,8 +21,11 @@ type peerService struct {
 	n *Node
 }
 
-// Forward proposes a follower's commands in arrival order and confirms each
-// once committed, in the same order.
+// Forward proposes a follower's commands in arrival order and confirms
+// them once committed, in the same order. A confirmation is cumulative (it
+// covers every earlier command of the stream), so under load one message
+// confirms a whole batch: one is sent whenever no more futures are waiting,
+// and at least every maxAckBatch commands.
 func (s *peerService) Forward(stream peerpb.Peer_ForwardServer) error {
 	n := s.n
 	type inflight struct {
@@ -32,29 +35,60 @@ func (s *peerService) Forward(stream peerpb.Peer_ForwardServer) error {
 	futures := make(chan inflight, 4096)
 	done := make(chan error, 1)
 	go func() {
-		for in := range futures {
-			resp := &peerpb.ForwardResponse{Seq: in.seq}
-			if err := in.f.Error(); err != nil {
-				resp.Error = err.Error()
-				resp.NotLeader = errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
-					errors.Is(err, raft.ErrRaftShutdown) || errors.Is(err, raft.ErrLeadershipTransferInProgress)
-			} else {
-				resp.Index = in.f.Index()
+		var ack *peerpb.ForwardResponse // committed, not yet confirmed
+		unacked := 0
+		flush := func() error {
+			if ack == nil {
+				return nil
 			}
-			if err := stream.Send(resp); err != nil {
-				done <- err
-				for range futures {
-				}
-				return
-			}
-			if resp.Error != "" {
-				done <- nil
-				for range futures {
-				}
-				return
+			err := stream.Send(ack)
+			ack, unacked = nil, 0
+			return err
+		}
+		fail := func(err error) {
+			done <- err
+			for range futures {
 			}
 		}
-		done <- nil
+		for {
+			var in inflight
+			var ok bool
+			select {
+			case in, ok = <-futures:
+			default:
+				if err := flush(); err != nil {
+					fail(err)
+					return
+				}
+				in, ok = <-futures
+			}
+			if !ok {
+				done <- flush()
+				return
+			}
+			if err := in.f.Error(); err != nil {
+				resp := &peerpb.ForwardResponse{Seq: in.seq, Error: err.Error(),
+					NotLeader: errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
+						errors.Is(err, raft.ErrRaftShutdown) || errors.Is(err, raft.ErrLeadershipTransferInProgress)}
+				if err := flush(); err != nil {
+					fail(err)
+					return
+				}
+				if err := stream.Send(resp); err != nil {
+					fail(err)
+					return
+				}
+				fail(nil)
+				return
+			}
+			ack = &peerpb.ForwardResponse{Seq: in.seq, Index: in.f.Index()}
+			if unacked++; unacked >= maxAckBatch {
+				if err := flush(); err != nil {
+					fail(err)
+					return
+				}
+			}
+		}
 	}()
 	defer close(futures)
 	for {
@@ -79,6 +113,11 @@ func (s *peerService) Forward(stream peerpb.Peer_ForwardServer) error {
 		}
 	}
 }
+
+// maxAckBatch bounds how many committed forwarded commands one confirmation
+// may cover, so that a follower's list of unconfirmed commands stays short
+// under sustained load.
+const maxAckBatch = 64
 
 // forwardable reports whether a follower may ask for this command: client
 // writes and session open/close only; the leader makes the rest itself.

@@ -62,22 +62,14 @@ func (p *proposer) poke() {
 	}
 }
 
-// confirm drops a proposal the leader committed.
+// confirm drops the proposals up to seq: the leader committed them
+// (confirmations are cumulative; commands commit in submission order).
 func (p *proposer) confirm(seq uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.pending) > 0 && p.pending[0].seq == seq {
-		// The usual case: confirmations arrive in order.
-		p.pending[0] = nil
-		p.pending = p.pending[1:]
-		return
-	}
-	for i, q := range p.pending {
-		if q.seq == seq {
-			p.pending = append(p.pending[:i:i], p.pending[i+1:]...)
-			return
-		}
-	}
+	i := sort.Search(len(p.pending), func(i int) bool { return p.pending[i].seq > seq })
+	clear(p.pending[:i])
+	p.pending = p.pending[i:]
 }
 
 // snapshotFrom returns the pending proposals with seq > after.
@@ -144,8 +136,16 @@ func (p *proposer) runLocal() {
 	// queued when it shuts down, so one may never resolve. The waiter then
 	// stays parked until the process exits instead of blocking shutdown.
 	go func() {
+		// Confirmations are cumulative, so after a failure nothing later is
+		// confirmed: the failed command must stay pending to be sent again
+		// (what follows it is sent again too; the FSM applies it once).
+		broken := false
 		for a := range futures {
+			if broken {
+				continue
+			}
 			if err := a.f.Error(); err != nil {
+				broken = true
 				select {
 				case failed <- struct{}{}:
 				default:
