@@ -161,8 +161,8 @@ func (l *leaderDuties) applied(a *fsm.Applied) {
 		return
 	}
 	// Followers learn that this entry committed only with the next
-	// AppendEntries; their clients (its writer, its watchers) wait for it.
-	l.n.nudger.request()
+	// AppendEntries; watchers on followers wait for it.
+	l.n.nudger.requestLazy()
 	if a.Opened != nil {
 		l.tracker.Add(a.Opened.ID, time.Duration(a.Opened.TimeoutMs)*time.Millisecond, time.Now())
 	}

@@ -212,6 +212,7 @@ func NewNode(cfg Config) (_ *Node, err error) {
 	n.start(n.sessions.runTouches)
 	n.start(n.watchQuorum)
 	n.start(n.nudger.run)
+	n.start(n.nudger.runLazy)
 	n.log.Info("server started", "client", n.clientLn.Addr().String(), "peer", cfg.PeerAddr)
 	return n, nil
 }

@@ -1,27 +1,41 @@
 package rpc
 
 import (
+	"time"
+
 	"github.com/hashicorp/raft"
 )
 
-// commitNudger makes the leader tell followers about a new commit index at
-// once. hashicorp/raft sends the commit index only with the next
+// commitNudger makes the leader tell followers about a new commit index
+// soon. hashicorp/raft sends the commit index only with the next
 // AppendEntries, which comes with the next log entry or after CommitTimeout;
 // a write a follower took, a sync it serves and a watch event due to its
-// clients all wait for that. When the leader has applied an entry, or handed
-// out a read index, the nudger appends a Raft barrier (an entry the FSM
-// never sees), whose replication carries the new commit index. At most one
-// barrier is outstanding; requests made meanwhile are served by the next
-// one, so no commit is left waiting and none is nudged twice. Under load
-// that is one small entry per replication round; when idle, one per write.
-// (ZooKeeper's leader likewise sends every follower a COMMIT per proposal.)
+// clients all wait for that.
+//
+// When a forwarded write has been applied here, or a read index handed out,
+// a follower is waiting: the nudger appends a Raft barrier (an entry the FSM
+// never sees) at once, whose replication carries the new commit index. At
+// most one barrier is outstanding; requests made meanwhile are served by the
+// next one, so no commit is left waiting and none is nudged twice.
+//
+// A write of the leader's own clients has no follower waiting for its
+// reply, only perhaps watchers on followers. For those the nudge is lazy: a
+// barrier only if no new entry was appended within lazyNudgeDelay (a new
+// entry's AppendEntries carries the commit index anyway). Nudging at once
+// for these too made the leader store a barrier between every two writes of
+// a client and cut single-client writes from 526/s to 311/s.
 type commitNudger struct {
 	n    *Node
 	wake chan struct{}
+	lazy chan struct{}
 }
 
+// lazyNudgeDelay is how long a lazy nudge waits for an entry that would carry
+// the commit index anyway.
+const lazyNudgeDelay = 2 * time.Millisecond
+
 func newCommitNudger(n *Node) *commitNudger {
-	return &commitNudger{n: n, wake: make(chan struct{}, 1)}
+	return &commitNudger{n: n, wake: make(chan struct{}, 1), lazy: make(chan struct{}, 1)}
 }
 
 // request asks for a nudge once what was applied so far is committed.
@@ -29,6 +43,38 @@ func (c *commitNudger) request() {
 	select {
 	case c.wake <- struct{}{}:
 	default:
+	}
+}
+
+// requestLazy asks for a nudge unless a new entry is appended soon.
+func (c *commitNudger) requestLazy() {
+	select {
+	case c.lazy <- struct{}{}:
+	default:
+	}
+}
+
+// runLazy turns lazy requests into nudges when no entry follows. A request
+// made while one waits is kept (the channel holds one) and checked after.
+func (c *commitNudger) runLazy() {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	for {
+		select {
+		case <-c.n.ctx.Done():
+			return
+		case <-c.lazy:
+		}
+		last := c.n.raft.LastIndex()
+		t.Reset(lazyNudgeDelay)
+		select {
+		case <-c.n.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if c.n.raft.LastIndex() == last {
+			c.request()
+		}
 	}
 }
 

@@ -81,6 +81,7 @@ func (s *peerService) Forward(stream peerpb.Peer_ForwardServer) error {
 				fail(nil)
 				return
 			}
+			n.nudger.request() // the follower waits to learn it is committed
 			ack = &peerpb.ForwardResponse{Seq: in.seq, Index: in.f.Index()}
 			if unacked++; unacked >= maxAckBatch {
 				if err := flush(); err != nil {

@@ -46,7 +46,6 @@ func run(args []string, stderr io.Writer) int {
 		snapThresh  = fs.Uint64("snapshot-threshold", 8192, "log entries between snapshots")
 		trailing    = fs.Uint64("trailing-logs", 10240, "log entries kept after a snapshot, for followers catching up")
 		snapEvery   = fs.Duration("snapshot-interval", 5*time.Second, "how often Raft checks whether --snapshot-threshold entries have accumulated (the log on disk, and the memory it maps, grow with the entries between checks)")
-		gcPercent   = fs.Int("gc-percent", 50, "Go GC target: heap growth in percent of the live heap before a collection (Go's GOGC, which overrides it when set); lower uses less memory and more CPU")
 		maxData     = fs.Int("max-data-size", 1<<20, "largest znode data in bytes")
 		heartbeat   = fs.Duration("heartbeat-timeout", time.Second, "Raft heartbeat timeout")
 		election    = fs.Duration("election-timeout", time.Second, "Raft election timeout")
@@ -83,9 +82,6 @@ func run(args []string, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "coordd: %v\n", err)
 		return 2
-	}
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(*gcPercent)
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	node, err := rpc.NewNode(rpc.Config{
