@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -212,5 +214,30 @@ func TestHistogramQuantiles(t *testing.T) {
 	var empty histogram
 	if empty.quantile(0.5) != 0 || empty.mean() != 0 {
 		t.Error("empty histogram")
+	}
+}
+
+// TestWatchdogEndsStuckOp: an op running longer than the timeout is ended
+// with errOpTimeout as the cause; an idle worker is left alone.
+func TestWatchdogEndsStuckOp(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stuck, idle := &benchWorker{}, &benchWorker{}
+	sctx, scancel := context.WithCancelCause(ctx)
+	stuck.setStuck(scancel)
+	ictx, icancel := context.WithCancelCause(ctx)
+	idle.setStuck(icancel)
+	stuck.opStart.Store(time.Now().Add(-time.Minute).UnixNano())
+	go watchdog(ctx, []*benchWorker{stuck, idle}, 40*time.Millisecond)
+	select {
+	case <-sctx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stuck op was not ended")
+	}
+	if !errors.Is(context.Cause(sctx), errOpTimeout) {
+		t.Fatalf("cause %v, want errOpTimeout", context.Cause(sctx))
+	}
+	if ictx.Err() != nil {
+		t.Fatal("the idle worker's op context was ended")
 	}
 }
