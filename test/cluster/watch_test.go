@@ -1181,6 +1181,9 @@ func TestWatchModelProperty(t *testing.T) {
 		all = append(all, sessions[i])
 	}
 	mustCreate(t, ctx, sessions[0].Client, "/w", "", client.CreateMode{})
+	// Reads are local: the other sessions' servers must have /w before the
+	// model may expect them to see it.
+	waitApplied(t, c, sessions[0].LastZxid())
 	nodes := []string{"/w/a", "/w/b", "/w/a/x", "/w/a/y", "/w/b/x"}
 	watchPaths := append([]string{"/w"}, nodes...)
 	exists := map[string]bool{"/w": true}
