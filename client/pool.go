@@ -20,8 +20,8 @@ import (
 // A process with one session gains nothing from it.
 //
 // The dial options of the first Client that reaches an address are the
-// ones its connection uses. A connection is closed when the last Client
-// using it closes or moves away; Close closes those still open.
+// ones its connection uses. Connections stay open, across sessions coming
+// and going (gRPC reconnects them when a server restarts), until Close.
 type Pool struct {
 	mu     sync.Mutex
 	conns  map[string]*pooled
@@ -29,8 +29,7 @@ type Pool struct {
 }
 
 type pooled struct {
-	cc   *grpc.ClientConn
-	refs int
+	cc *grpc.ClientConn
 }
 
 // NewPool returns an empty pool.
@@ -45,7 +44,7 @@ func WithPool(p *Pool) Option {
 var errPoolClosed = errors.New("client: pool closed")
 
 // get returns the shared connection to addr (creating it with opts), and
-// the function that gives it back.
+// the function that gives it back (nothing to do: it stays for others).
 func (p *Pool) get(addr string, opts []grpc.DialOption) (*grpc.ClientConn, func(), error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -65,23 +64,7 @@ func (p *Pool) get(addr string, opts []grpc.DialOption) (*grpc.ClientConn, func(
 		// it is up, not after gRPC's reconnect backoff runs out.
 		pc.cc.ResetConnectBackoff()
 	}
-	pc.refs++
-	var once sync.Once
-	release := func() { once.Do(func() { p.put(addr, pc) }) }
-	return pc.cc, release, nil
-}
-
-func (p *Pool) put(addr string, pc *pooled) {
-	p.mu.Lock()
-	pc.refs--
-	last := pc.refs == 0 && p.conns[addr] == pc
-	if last {
-		delete(p.conns, addr)
-	}
-	p.mu.Unlock()
-	if last {
-		pc.cc.Close()
-	}
+	return pc.cc, func() {}, nil
 }
 
 // Close closes every connection of the pool; Clients still using one see
