@@ -274,6 +274,11 @@ func TestSequentialAcrossLeaderChange(t *testing.T) {
 		}
 		seen[n] = true
 	}
+	// Reads are local: sync first, so that setup's server has applied every
+	// create acknowledged (by any server) before this read.
+	if err := setup.Sync(ctx, "/q"); err != nil {
+		t.Fatal(err)
+	}
 	kids, _, err := setup.Children(ctx, "/q")
 	if err != nil {
 		t.Fatal(err)
