@@ -20,8 +20,7 @@ import (
 type conn struct {
 	c       *Client
 	addr    string
-	cc      *grpc.ClientConn
-	release func() // gives cc back (closes it unless pooled)
+	release func() // gives the gRPC connection back (closes it unless pooled)
 	stream  grpc.BidiStreamingClient[apipb.ClientMessage, apipb.ServerMessage]
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -80,7 +79,7 @@ func (c *Client) dial(hctx context.Context, addr string, timeout time.Duration, 
 	}
 	switch k := msg.Kind.(type) {
 	case *apipb.ServerMessage_Connected:
-		cn := &conn{c: c, addr: addr, cc: cc, release: release, stream: stream, ctx: ctx, cancel: cancel,
+		cn := &conn{c: c, addr: addr, release: release, stream: stream, ctx: ctx, cancel: cancel,
 			kick: make(chan struct{}, 1), done: make(chan struct{})}
 		return cn, k.Connected, nil
 	case *apipb.ServerMessage_Response:

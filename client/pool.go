@@ -24,16 +24,12 @@ import (
 // and going (gRPC reconnects them when a server restarts), until Close.
 type Pool struct {
 	mu     sync.Mutex
-	conns  map[string]*pooled
+	conns  map[string]*grpc.ClientConn
 	closed bool
 }
 
-type pooled struct {
-	cc *grpc.ClientConn
-}
-
 // NewPool returns an empty pool.
-func NewPool() *Pool { return &Pool{conns: make(map[string]*pooled)} }
+func NewPool() *Pool { return &Pool{conns: make(map[string]*grpc.ClientConn)} }
 
 // WithPool makes the Client open its session streams over p's shared
 // connections instead of a connection of its own.
@@ -51,20 +47,19 @@ func (p *Pool) get(addr string, opts []grpc.DialOption) (*grpc.ClientConn, func(
 	if p.closed {
 		return nil, nil, errPoolClosed
 	}
-	pc, ok := p.conns[addr]
+	cc, ok := p.conns[addr]
 	if !ok {
-		cc, err := grpc.NewClient(addr, opts...)
-		if err != nil {
+		var err error
+		if cc, err = grpc.NewClient(addr, opts...); err != nil {
 			return nil, nil, err
 		}
-		pc = &pooled{cc: cc}
-		p.conns[addr] = pc
-	} else if pc.cc.GetState() == connectivity.TransientFailure {
+		p.conns[addr] = cc
+	} else if cc.GetState() == connectivity.TransientFailure {
 		// A Client coming (back) to this server wants to know now whether
 		// it is up, not after gRPC's reconnect backoff runs out.
-		pc.cc.ResetConnectBackoff()
+		cc.ResetConnectBackoff()
 	}
-	return pc.cc, func() {}, nil
+	return cc, func() {}, nil
 }
 
 // Close closes every connection of the pool; Clients still using one see
@@ -75,8 +70,8 @@ func (p *Pool) Close() error {
 	p.conns = nil
 	p.closed = true
 	p.mu.Unlock()
-	for _, pc := range conns {
-		pc.cc.Close()
+	for _, cc := range conns {
+		cc.Close()
 	}
 	return nil
 }
