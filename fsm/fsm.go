@@ -26,6 +26,8 @@ import (
 type Applied struct {
 	// Index is the entry's log index: the zxid of everything it changed.
 	Index int64
+	// Term is the Raft term the entry was written in.
+	Term uint64
 	// Cmd is the decoded command.
 	Cmd *cmdpb.Command
 	// Session and Xid identify the client request this entry answers
@@ -76,6 +78,7 @@ type FSM struct {
 	watches  *watch.Manager
 	now      int64 // max leader time seen, ms
 	applied  atomic.Int64
+	changed  atomic.Int64 // see LastChange
 	observer Observer
 
 	waitMu sync.Mutex
@@ -112,6 +115,13 @@ func (f *FSM) MaxDataSize() int { return f.tree.MaxDataSize() }
 
 // AppliedIndex returns the index of the last entry the FSM applied.
 func (f *FSM) AppliedIndex() int64 { return f.applied.Load() }
+
+// LastChange returns the index of the last applied entry that may have
+// changed the state: every entry but a no-op command. A read sees the same
+// state at any index from LastChange to AppliedIndex, so a read index may
+// be lowered to it (a server that applied this index has applied every
+// change up to AppliedIndex).
+func (f *FSM) LastChange() int64 { return f.changed.Load() }
 
 // View is read access to the state, valid only inside Read's callback.
 type View struct {
@@ -174,6 +184,8 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			if r := f.applyCommand(int64(l.Index), l.Term, l.Data); r != nil {
 				out[i] = r
 			}
+		} else {
+			f.changed.Store(int64(l.Index)) // a configuration: count it, to be safe
 		}
 		if int64(l.Index) > f.applied.Load() {
 			f.applied.Store(int64(l.Index))
@@ -201,14 +213,20 @@ func (f *FSM) applyCommand(index int64, term uint64, data []byte) *cmdpb.Result 
 	if err != nil {
 		// Every server skips the same bad entry the same way.
 		f.log.Error("skipping log entry", "index", index, "err", err)
+		f.changed.Store(index)
 		f.applied.Store(index)
 		return nil
 	}
 	if cmd.TimeMs > f.now {
 		f.now = cmd.TimeMs
 	}
+	// changed before applied: whoever sees applied reach index sees the
+	// change too.
+	if cmd.GetNoop() == nil {
+		f.changed.Store(index)
+	}
 	f.applied.Store(index)
-	a := &Applied{Index: index, Cmd: cmd, Tree: nil}
+	a := &Applied{Index: index, Term: term, Cmd: cmd}
 	tx := &tree.Tx{Zxid: index, Now: f.now}
 	switch c := cmd.Cmd.(type) {
 	case *cmdpb.Command_Write:
@@ -495,6 +513,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	f.mu.Lock()
 	f.tree, f.sessions, f.now = t, reg, now
+	f.changed.Store(applied)
 	f.applied.Store(applied)
 	f.watches.Reset()
 	if f.observer != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand"
 	"testing"
 
@@ -300,4 +301,41 @@ func TestExpiryFromAnotherTermIgnored(t *testing.T) {
 			t.Fatal("ephemeral survived its expired session")
 		}
 	})
+}
+
+// TestLastChangeSkipsNoops: a no-op moves the applied index but not
+// LastChange (a read sees the same state at either, which is what lets the
+// leader hand out a read index below trailing no-ops); every other entry
+// moves both, and a restore sets both to the snapshot's index.
+func TestLastChangeSkipsNoops(t *testing.T) {
+	noop := func(ms int64) *cmdpb.Command {
+		return &cmdpb.Command{TimeMs: ms, Cmd: &cmdpb.Command_Noop{Noop: &cmdpb.Noop{}}}
+	}
+	f := New(Options{})
+	logs := logOf(t, open(1000, "p"), noop(1001), write(1002, 1, 1, create("/a", "x", cmdpb.Kind_PERSISTENT, false)), noop(1003), noop(1004))
+	check := func(applied, changed int64) {
+		t.Helper()
+		if f.AppliedIndex() != applied || f.LastChange() != changed {
+			t.Fatalf("applied %d, last change %d; want %d, %d", f.AppliedIndex(), f.LastChange(), applied, changed)
+		}
+	}
+	f.ApplyBatch(logs[:2])
+	check(2, 1)
+	f.ApplyBatch(logs[2:])
+	check(5, 3)
+	// A configuration entry counts as a change; so does an undecodable one.
+	f.ApplyBatch([]*raft.Log{{Index: 6, Term: 1, Type: raft.LogConfiguration}})
+	check(6, 6)
+	f.ApplyBatch(logOf(t, noop(1005), noop(1006), noop(1007), noop(1008), noop(1009), noop(1010), noop(1011))[6:])
+	check(7, 6)
+	f.ApplyBatch([]*raft.Log{{Index: 8, Term: 1, Type: raft.LogCommand, Data: []byte{0xff, 0xff}}})
+	check(8, 8)
+
+	g := New(Options{})
+	if err := g.Restore(io.NopCloser(bytes.NewReader(snapshotBytes(t, f)))); err != nil {
+		t.Fatal(err)
+	}
+	if g.AppliedIndex() != 8 || g.LastChange() != 8 {
+		t.Fatalf("after restore: applied %d, last change %d; want 8, 8", g.AppliedIndex(), g.LastChange())
+	}
 }

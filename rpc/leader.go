@@ -1,8 +1,10 @@
 package rpc
 
 import (
+	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -27,6 +29,12 @@ type leaderDuties struct {
 
 	reapCursor string    // where the next reaper pass starts
 	lastReap   time.Time // when the last pass ran
+
+	// readable is the term whose no-op of this server's has applied here
+	// while it led (0: none): from then on, within that term, the commit
+	// index covers every write acknowledged anywhere, so reads may be
+	// served at it (leaderReadIndex).
+	readable atomic.Uint64
 }
 
 // reapBatch bounds one reaper pass, so that a million candidates never
@@ -150,7 +158,14 @@ func (l *leaderDuties) applied(a *fsm.Applied) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if noop := a.Cmd.GetNoop(); noop != nil {
-		if noop.LeaderId == l.n.cfg.ID && l.noopSent && !l.active && l.n.raft.State() == raft.Leader {
+		// Only this term's no-op counts: one of an earlier term of this
+		// server's, committed late by a successor, says nothing about what
+		// committed since.
+		if noop.LeaderId != l.n.cfg.ID || a.Term != l.n.raft.CurrentTerm() || l.n.raft.State() != raft.Leader {
+			return
+		}
+		l.readable.Store(a.Term)
+		if l.noopSent && !l.active {
 			l.active = true
 			l.tracker.Promote(a.Sessions.List(), time.Now())
 			l.n.log.Info("leading", "sessions", l.tracker.Len())
@@ -168,6 +183,32 @@ func (l *leaderDuties) applied(a *fsm.Applied) {
 	}
 	for _, id := range a.Closed {
 		l.tracker.Remove(id)
+	}
+}
+
+// readableTerm returns the term in which this server, as leader, may serve
+// reads at its commit index (0: none yet).
+func (l *leaderDuties) readableTerm() uint64 { return l.readable.Load() }
+
+// waitReadable waits until this server, leading, has applied its no-op of
+// the current term (a new leader's first few milliseconds).
+func (l *leaderDuties) waitReadable(ctx context.Context) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		changed := l.n.fsm.Changed()
+		if l.n.raft.State() != raft.Leader {
+			return errNoLeader
+		}
+		if l.readable.Load() == l.n.raft.CurrentTerm() {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-t.C: // leadership may have moved on without an entry applied
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 }
 

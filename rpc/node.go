@@ -48,7 +48,8 @@ type Node struct {
 	prop     *proposer
 	leader   *leaderDuties
 	peers    *peerClients
-	barriers *barrierGroup
+	verified *roundGroup // read-index rounds as the leader
+	asked    *roundGroup // read-index calls to the leader as a follower
 	nudger   *commitNudger
 
 	leaderSeen      sync.Mutex
@@ -112,7 +113,8 @@ func NewNode(cfg Config) (_ *Node, err error) {
 	cleanup = append(cleanup, n.mux.close)
 
 	n.peers = newPeerClients(n)
-	n.barriers = &barrierGroup{n: n}
+	n.verified = newRoundGroup(n.ctx, n.verifyCommitIndex)
+	n.asked = newRoundGroup(n.ctx, n.askLeaderReadIndex)
 	n.nudger = newCommitNudger(n)
 	n.prop = newProposer(n)
 	n.leader = newLeaderDuties(n)

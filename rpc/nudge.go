@@ -1,9 +1,12 @@
 package rpc
 
 import (
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/coordd/coordd/fsm/cmdpb"
 )
 
 // commitNudger makes the leader tell followers about a new commit index
@@ -13,20 +16,26 @@ import (
 // clients all wait for that.
 //
 // When a forwarded write has been applied here, or a read index handed out,
-// a follower is waiting: the nudger appends a Raft barrier (an entry the FSM
-// never sees) at once, whose replication carries the new commit index. At
-// most one barrier is outstanding; requests made meanwhile are served by the
-// next one, so no commit is left waiting and none is nudged twice.
+// a follower is waiting: the nudger appends a no-op command at once, whose
+// replication carries the new commit index. At most one nudge is
+// outstanding; requests made meanwhile are served by the next one, so no
+// commit is left waiting and none is nudged twice. The no-op is a command
+// the FSM applies, not a Raft barrier: every index after a term's first
+// no-op must be one the FSM applies (see verifyCommitIndex).
 //
 // A write of the leader's own clients has no follower waiting for its
 // reply, only perhaps watchers on followers. For those the nudge is lazy: a
-// barrier only if no new entry was appended within lazyNudgeDelay (a new
+// nudge only if no new entry was appended within lazyNudgeDelay (a new
 // entry's AppendEntries carries the commit index anyway). Nudging at once
-// for these too would put a barrier between every two writes of a client.
+// for these too would put a no-op between every two writes of a client.
 type commitNudger struct {
 	n    *Node
 	wake chan struct{}
 	lazy chan struct{}
+
+	mu      sync.Mutex
+	term    uint64 // the term of the last nudge
+	carried int64  // a commit index the last nudge's replication carries
 }
 
 // lazyNudgeDelay is how long a lazy nudge waits for an entry that would carry
@@ -42,6 +51,17 @@ func (c *commitNudger) request() {
 	select {
 	case c.wake <- struct{}{}:
 	default:
+	}
+}
+
+// requestFor asks for a nudge that tells followers index idx (committed)
+// is committed, unless a nudge already sent in this term does.
+func (c *commitNudger) requestFor(idx int64) {
+	c.mu.Lock()
+	covered := c.term == c.n.raft.CurrentTerm() && c.carried >= idx
+	c.mu.Unlock()
+	if !covered {
+		c.request()
 	}
 }
 
@@ -87,7 +107,13 @@ func (c *commitNudger) run() {
 		if c.n.raft.State() != raft.Leader {
 			continue
 		}
-		f := c.n.raft.Barrier(0)
+		// The no-op's AppendEntries leave after it is appended, so they
+		// carry at least the commit index read before proposing it.
+		term, commit := c.n.raft.CurrentTerm(), int64(c.n.raft.CommitIndex())
+		f := c.n.leader.proposeOwn(&cmdpb.Command{Cmd: &cmdpb.Command_Noop{Noop: &cmdpb.Noop{}}})
+		c.mu.Lock()
+		c.term, c.carried = term, commit
+		c.mu.Unlock()
 		done := make(chan struct{})
 		go func() { _ = f.Error(); close(done) }()
 		select {

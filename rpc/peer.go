@@ -81,7 +81,7 @@ func (s *peerService) Forward(stream peerpb.Peer_ForwardServer) error {
 				fail(nil)
 				return
 			}
-			n.nudger.request() // the follower waits to learn it is committed
+			n.nudger.requestFor(int64(in.f.Index())) // the follower waits to learn it is committed
 			ack = &peerpb.ForwardResponse{Seq: in.seq, Index: in.f.Index()}
 			if unacked++; unacked >= maxAckBatch {
 				if err := flush(); err != nil {
@@ -132,15 +132,14 @@ func forwardable(cmd *cmdpb.Command) bool {
 	return false
 }
 
-// ReadIndex confirms leadership with a quorum (through a barrier, which
-// also waits until the leader's FSM applied everything committed before
-// it) and returns the FSM's applied index.
+// ReadIndex returns the leader's read index (see leaderReadIndex) and has
+// the commit index pushed to followers soon, since the caller waits for it.
 func (s *peerService) ReadIndex(ctx context.Context, _ *peerpb.ReadIndexRequest) (*peerpb.ReadIndexResponse, error) {
 	idx, err := s.n.leaderReadIndex(ctx)
 	if err != nil {
 		return nil, err
 	}
-	s.n.nudger.request() // the follower waits for this index
+	s.n.nudger.requestFor(idx) // the follower waits for this index
 	return &peerpb.ReadIndexResponse{Index: uint64(idx)}, nil
 }
 
@@ -217,19 +216,75 @@ func (p *peerClients) touchLeader(ctx context.Context, ids []int64) error {
 	return err
 }
 
-// leaderReadIndex is the read index as the leader computes it.
+// leaderReadIndex is the read index as the leader computes it (Raft's
+// ReadIndex, section 6.4 of Ongaro's thesis): the commit index when the
+// request arrived, once a heartbeat round has confirmed that no other leader
+// existed by then. Every write acknowledged before the request is at or
+// below it: it was committed either in this term (so this leader counted it)
+// or in an earlier one (so this term's no-op, which the leader waits for
+// before serving reads, committed after it). No log entry is written and no
+// disk is touched; concurrent requests share one round.
 func (n *Node) leaderReadIndex(ctx context.Context) (int64, error) {
 	if n.raft.State() != raft.Leader {
 		return 0, errNoLeader
 	}
-	timeout := 5 * time.Second
-	if dl, ok := ctx.Deadline(); ok {
-		timeout = time.Until(dl)
-	}
-	if err := n.barriers.wait(ctx, timeout); err != nil {
+	if err := n.leader.waitReadable(ctx); err != nil {
 		return 0, fmt.Errorf("rpc: read index: %w", err)
 	}
-	return n.fsm.AppliedIndex(), nil
+	idx, err := n.verified.do(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("rpc: read index: %w", err)
+	}
+	return idx, nil
+}
+
+// verifyCommitIndex is one read-index round on the leader: the commit index,
+// then a quorum's confirmation that this server still leads.
+//
+// Every index after this term's no-op is one the FSM applies (coordd
+// appends no barriers, and hashicorp/raft's own no-op comes before ours),
+// so a server that waits for its FSM to reach the index has applied
+// everything up to it.
+func (n *Node) verifyCommitIndex(ctx context.Context) (int64, error) {
+	term := n.leader.readableTerm()
+	if term == 0 || term != n.raft.CurrentTerm() {
+		return 0, errNotReadable
+	}
+	idx := int64(n.raft.CommitIndex())
+	if err := n.raft.VerifyLeader().Error(); err != nil {
+		return 0, err
+	}
+	// Still the term whose no-op applied: the commit index was read in it,
+	// after the no-op, while this server led.
+	if n.raft.CurrentTerm() != term {
+		return 0, errNoLeader
+	}
+	// Lower the index past trailing no-ops (the nudges): the state is the
+	// same, and followers usually know those changes committed already, so
+	// a read-only load needs no new entry per read.
+	if !n.fsm.WaitApplied(ctx.Done(), idx) {
+		return 0, ctx.Err()
+	}
+	return n.fsm.LastChange(), nil
+}
+
+// errNotReadable: this leader's term has not yet applied its no-op.
+var errNotReadable = errors.New("rpc: the leader is not yet ready to serve reads")
+
+// askLeaderReadIndex is one read-index round on a follower: a ReadIndex call
+// to the leader.
+func (n *Node) askLeaderReadIndex(ctx context.Context) (int64, error) {
+	c, err := n.peers.leader()
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := c.ReadIndex(ctx, &peerpb.ReadIndexRequest{})
+	if err != nil {
+		return 0, err
+	}
+	return int64(resp.Index), nil
 }
 
 // readIndex returns an index this server must apply so that its next read
@@ -245,16 +300,15 @@ func (n *Node) readIndex(done <-chan struct{}) (int64, error) {
 		}
 	}()
 	for {
+		var idx int64
+		var err error
 		if n.raft.State() == raft.Leader {
-			return n.leaderReadIndex(ctx)
+			idx, err = n.leaderReadIndex(ctx)
+		} else {
+			idx, err = n.asked.do(ctx)
 		}
-		c, err := n.peers.leader()
 		if err == nil {
-			var resp *peerpb.ReadIndexResponse
-			resp, err = c.ReadIndex(ctx, &peerpb.ReadIndexRequest{})
-			if err == nil {
-				return int64(resp.Index), nil
-			}
+			return idx, nil
 		}
 		select {
 		case <-ctx.Done():
@@ -264,48 +318,62 @@ func (n *Node) readIndex(done <-chan struct{}) (int64, error) {
 	}
 }
 
-// barrierGroup coalesces concurrent read-index requests: every waiter that
-// arrived before a barrier was issued shares that barrier.
-type barrierGroup struct {
-	n       *Node
+// roundGroup shares one round of an index-returning operation among the
+// callers that arrive while it is not yet running: a caller joins the next
+// round to start, never one already under way, so the round's result was
+// computed after the caller asked. At most one round runs at a time. It is
+// how concurrent syncs share a leader's heartbeat round, and a follower's
+// call to the leader.
+type roundGroup struct {
+	ctx   context.Context // ends every round when the node stops
+	round func(ctx context.Context) (int64, error)
+
 	mu      sync.Mutex
 	running bool
-	next    chan struct{} // closed when the barrier after the running one completes
-	nextErr *error
+	next    *roundResult // the round the next callers join, nil if none yet
 }
 
-func (b *barrierGroup) wait(ctx context.Context, timeout time.Duration) error {
-	b.mu.Lock()
-	if b.next == nil {
-		b.next = make(chan struct{})
-		b.nextErr = new(error)
+type roundResult struct {
+	done chan struct{}
+	idx  int64
+	err  error
+}
+
+func newRoundGroup(ctx context.Context, round func(context.Context) (int64, error)) *roundGroup {
+	return &roundGroup{ctx: ctx, round: round}
+}
+
+// do joins the next round and returns its result, or ctx's error.
+func (g *roundGroup) do(ctx context.Context) (int64, error) {
+	g.mu.Lock()
+	if g.next == nil {
+		g.next = &roundResult{done: make(chan struct{})}
 	}
-	ch, errp := b.next, b.nextErr
-	if !b.running {
-		b.startLocked()
+	r := g.next
+	if !g.running {
+		g.startLocked()
 	}
-	b.mu.Unlock()
+	g.mu.Unlock()
 	select {
-	case <-ch:
-		return *errp
+	case <-r.done:
+		return r.idx, r.err
 	case <-ctx.Done():
-		return ctx.Err()
+		return 0, ctx.Err()
 	}
 }
 
-func (b *barrierGroup) startLocked() {
-	b.running = true
-	ch, errp := b.next, b.nextErr
-	b.next, b.nextErr = nil, nil
+func (g *roundGroup) startLocked() {
+	g.running = true
+	r := g.next
+	g.next = nil
 	go func() {
-		err := b.n.raft.Barrier(5 * time.Second).Error()
-		*errp = err
-		close(ch)
-		b.mu.Lock()
-		b.running = false
-		if b.next != nil {
-			b.startLocked()
+		r.idx, r.err = g.round(g.ctx)
+		close(r.done)
+		g.mu.Lock()
+		g.running = false
+		if g.next != nil {
+			g.startLocked()
 		}
-		b.mu.Unlock()
+		g.mu.Unlock()
 	}()
 }

@@ -962,8 +962,10 @@ func (x *CloseSession) GetTerm() uint64 {
 	return 0
 }
 
-// Noop is proposed by a new leader so the FSM's index reaches the commit
-// index of the new term.
+// Noop changes nothing. A new leader proposes one at the start of its term
+// (leader_id set), so the FSM's index reaches the commit index of the new
+// term; the leader also proposes them (leader_id empty) to carry a new
+// commit index to followers.
 type Noop struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// leader_id is the server that proposed it at the start of its term.
