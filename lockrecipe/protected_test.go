@@ -182,13 +182,18 @@ func TestLostCreateReplyAcrossServerStop(t *testing.T) {
 			if !once.CompareAndSwap(false, true) {
 				return nil
 			}
+			// Read the address once: the client fails over as soon as its
+			// server stops, and comparing against its new server would
+			// stop that one too (a majority gone).
+			addr := cl.Server()
 			for i, mb := range c.Members {
-				if mb.Cfg.ClientAddr == cl.Server() {
+				if mb.Cfg.ClientAddr == addr {
 					stopped = i
 					c.Stop(i)
+					break
 				}
 			}
-			return fmt.Errorf("injected after stopping %s: %w", cl.Server(), client.ErrConnectionLoss)
+			return fmt.Errorf("injected after stopping %s: %w", addr, client.ErrConnectionLoss)
 		}))
 	if _, err := m.Lock(ctx); err != nil {
 		t.Fatal(err)
