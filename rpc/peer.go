@@ -143,6 +143,11 @@ func (s *peerService) ReadIndex(ctx context.Context, _ *peerpb.ReadIndexRequest)
 	return &peerpb.ReadIndexResponse{Index: uint64(idx)}, nil
 }
 
+// Term reports this server's current Raft term (see confirmTerm).
+func (s *peerService) Term(context.Context, *peerpb.TermRequest) (*peerpb.TermResponse, error) {
+	return &peerpb.TermResponse{Term: s.n.raft.CurrentTerm()}, nil
+}
+
 // Touch passes keep-alives to the leader's session tracker.
 func (s *peerService) Touch(_ context.Context, req *peerpb.TouchRequest) (*peerpb.TouchResponse, error) {
 	if !s.n.leader.touch(req.Sessions) {
@@ -218,7 +223,7 @@ func (p *peerClients) touchLeader(ctx context.Context, ids []int64) error {
 
 // leaderReadIndex is the read index as the leader computes it (Raft's
 // ReadIndex, section 6.4 of Ongaro's thesis): the commit index when the
-// request arrived, once a heartbeat round has confirmed that no other leader
+// request arrived, once a majority has confirmed that no other leader
 // existed by then. Every write acknowledged before the request is at or
 // below it: it was committed either in this term (so this leader counted it)
 // or in an earlier one (so this term's no-op, which the leader waits for
@@ -239,7 +244,7 @@ func (n *Node) leaderReadIndex(ctx context.Context) (int64, error) {
 }
 
 // verifyCommitIndex is one read-index round on the leader: the commit index,
-// then a quorum's confirmation that this server still leads.
+// then a majority's confirmation that this server's term is still current.
 //
 // Every index after this term's no-op is one the FSM applies (coordd
 // appends no barriers, and hashicorp/raft's own no-op comes before ours),
@@ -251,7 +256,7 @@ func (n *Node) verifyCommitIndex(ctx context.Context) (int64, error) {
 		return 0, errNotReadable
 	}
 	idx := int64(n.raft.CommitIndex())
-	if err := n.raft.VerifyLeader().Error(); err != nil {
+	if err := n.confirmTerm(ctx, term); err != nil {
 		return 0, err
 	}
 	// Still the term whose no-op applied: the commit index was read in it,
@@ -270,6 +275,65 @@ func (n *Node) verifyCommitIndex(ctx context.Context) (int64, error) {
 
 // errNotReadable: this leader's term has not yet applied its no-op.
 var errNotReadable = errors.New("rpc: the leader is not yet ready to serve reads")
+
+// errNoQuorum: too few voters confirmed the leader's term in time.
+var errNoQuorum = errors.New("rpc: a majority did not confirm the leader's term")
+
+// confirmTerm returns nil once a majority of the voters, this server
+// included, reported a current term no later than term, each asked after
+// the call began. A leader of a later term needs a majority that moved to
+// that term, and one of them would be among these: so no later leader
+// existed when the call began, and nothing was committed without this
+// leader. (hashicorp/raft's VerifyLeader would do the same round, but
+// counts any successful response that arrives after the request was
+// registered, including one to an AppendEntries sent before it: a leader
+// paused with such a response in flight could confirm itself on stale
+// evidence. Each of these calls is made after the read began.)
+func (n *Node) confirmTerm(ctx context.Context, term uint64) error {
+	cf := n.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return err
+	}
+	var others []raft.Server
+	voters, have := 0, 0
+	for _, s := range cf.Configuration().Servers {
+		if s.Suffrage != raft.Voter {
+			continue
+		}
+		voters++
+		if string(s.ID) == n.cfg.ID {
+			have++
+		} else {
+			others = append(others, s)
+		}
+	}
+	need := voters/2 + 1
+	if have >= need {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.ElectionTimeout)
+	defer cancel()
+	yes := make(chan bool, len(others))
+	for _, s := range others {
+		go func() {
+			cc, err := n.peers.conn(string(s.Address))
+			if err != nil {
+				yes <- false
+				return
+			}
+			resp, err := peerpb.NewPeerClient(cc).Term(ctx, &peerpb.TermRequest{})
+			yes <- err == nil && resp.Term <= term
+		}()
+	}
+	for range others {
+		if <-yes {
+			if have++; have >= need {
+				return nil
+			}
+		}
+	}
+	return errNoQuorum
+}
 
 // askLeaderReadIndex is one read-index round on a follower: a ReadIndex call
 // to the leader.

@@ -113,3 +113,53 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// threeNodes starts a 3-node cluster and returns its nodes and leader.
+func threeNodes(t *testing.T) ([]*Node, *Node) {
+	t.Helper()
+	cfgs := []Config{testConfig(t, "1"), testConfig(t, "2"), testConfig(t, "3")}
+	var peers []Peer
+	for _, c := range cfgs {
+		peers = append(peers, Peer{ID: c.ID, Addr: c.PeerAddr})
+	}
+	var nodes []*Node
+	for _, c := range cfgs {
+		c.Peers = peers
+		n, err := NewNode(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { n.Close() })
+		nodes = append(nodes, n)
+	}
+	return nodes, waitLeader(t, nodes...)
+}
+
+// TestConfirmTermNeedsAMajorityInTheTerm: the leader's read-index round
+// succeeds only when a majority, asked after the round began, is still in
+// its term: not for an older term (the followers have moved on), and not
+// once the followers are gone, even while Raft still calls it leader.
+func TestConfirmTermNeedsAMajorityInTheTerm(t *testing.T) {
+	nodes, leader := threeNodes(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	waitFor(t, func() bool { return leader.leader.readableTerm() == leader.raft.CurrentTerm() })
+	term := leader.raft.CurrentTerm()
+	if err := leader.confirmTerm(ctx, term); err != nil {
+		t.Fatalf("confirming the current term %d: %v", term, err)
+	}
+	if idx, err := leader.verifyCommitIndex(ctx); err != nil || idx < 1 {
+		t.Fatalf("read-index round: %d, %v", idx, err)
+	}
+	if err := leader.confirmTerm(ctx, term-1); !errors.Is(err, errNoQuorum) {
+		t.Fatalf("confirming the past term %d: %v, want errNoQuorum", term-1, err)
+	}
+	for _, n := range nodes {
+		if n != leader {
+			n.Close()
+		}
+	}
+	if err := leader.confirmTerm(ctx, term); !errors.Is(err, errNoQuorum) {
+		t.Fatalf("confirming with both followers gone: %v, want errNoQuorum", err)
+	}
+}

@@ -465,6 +465,88 @@ func (x *InfoResponse) GetSessions() []int64 {
 	return nil
 }
 
+// TermRequest asks for the server's current term.
+type TermRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TermRequest) Reset() {
+	*x = TermRequest{}
+	mi := &file_rpc_peerpb_peer_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TermRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TermRequest) ProtoMessage() {}
+
+func (x *TermRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_peerpb_peer_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TermRequest.ProtoReflect.Descriptor instead.
+func (*TermRequest) Descriptor() ([]byte, []int) {
+	return file_rpc_peerpb_peer_proto_rawDescGZIP(), []int{8}
+}
+
+// TermResponse is the server's current Raft term when it answered.
+type TermResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Term          uint64                 `protobuf:"varint,1,opt,name=term,proto3" json:"term,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TermResponse) Reset() {
+	*x = TermResponse{}
+	mi := &file_rpc_peerpb_peer_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TermResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TermResponse) ProtoMessage() {}
+
+func (x *TermResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_peerpb_peer_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TermResponse.ProtoReflect.Descriptor instead.
+func (*TermResponse) Descriptor() ([]byte, []int) {
+	return file_rpc_peerpb_peer_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *TermResponse) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
 var File_rpc_peerpb_peer_proto protoreflect.FileDescriptor
 
 const file_rpc_peerpb_peer_proto_rawDesc = "" +
@@ -497,12 +579,16 @@ const file_rpc_peerpb_peer_proto_rawDesc = "" +
 	"\trss_bytes\x18\a \x01(\x03R\brssBytes\x12\x1f\n" +
 	"\vcpu_seconds\x18\b \x01(\x01R\n" +
 	"cpuSeconds\x12\x1a\n" +
-	"\bsessions\x18\t \x03(\x03R\bsessions2\xb1\x02\n" +
+	"\bsessions\x18\t \x03(\x03R\bsessions\"\r\n" +
+	"\vTermRequest\"\"\n" +
+	"\fTermResponse\x12\x12\n" +
+	"\x04term\x18\x01 \x01(\x04R\x04term2\xf4\x02\n" +
 	"\x04Peer\x12N\n" +
 	"\aForward\x12\x1e.coordd.peer.v1.ForwardRequest\x1a\x1f.coordd.peer.v1.ForwardResponse(\x010\x01\x12P\n" +
 	"\tReadIndex\x12 .coordd.peer.v1.ReadIndexRequest\x1a!.coordd.peer.v1.ReadIndexResponse\x12D\n" +
 	"\x05Touch\x12\x1c.coordd.peer.v1.TouchRequest\x1a\x1d.coordd.peer.v1.TouchResponse\x12A\n" +
-	"\x04Info\x12\x1b.coordd.peer.v1.InfoRequest\x1a\x1c.coordd.peer.v1.InfoResponseB%Z#github.com/coordd/coordd/rpc/peerpbb\x06proto3"
+	"\x04Info\x12\x1b.coordd.peer.v1.InfoRequest\x1a\x1c.coordd.peer.v1.InfoResponse\x12A\n" +
+	"\x04Term\x12\x1b.coordd.peer.v1.TermRequest\x1a\x1c.coordd.peer.v1.TermResponseB%Z#github.com/coordd/coordd/rpc/peerpbb\x06proto3"
 
 var (
 	file_rpc_peerpb_peer_proto_rawDescOnce sync.Once
@@ -516,7 +602,7 @@ func file_rpc_peerpb_peer_proto_rawDescGZIP() []byte {
 	return file_rpc_peerpb_peer_proto_rawDescData
 }
 
-var file_rpc_peerpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_rpc_peerpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_rpc_peerpb_peer_proto_goTypes = []any{
 	(*ForwardRequest)(nil),    // 0: coordd.peer.v1.ForwardRequest
 	(*ForwardResponse)(nil),   // 1: coordd.peer.v1.ForwardResponse
@@ -526,18 +612,22 @@ var file_rpc_peerpb_peer_proto_goTypes = []any{
 	(*TouchResponse)(nil),     // 5: coordd.peer.v1.TouchResponse
 	(*InfoRequest)(nil),       // 6: coordd.peer.v1.InfoRequest
 	(*InfoResponse)(nil),      // 7: coordd.peer.v1.InfoResponse
+	(*TermRequest)(nil),       // 8: coordd.peer.v1.TermRequest
+	(*TermResponse)(nil),      // 9: coordd.peer.v1.TermResponse
 }
 var file_rpc_peerpb_peer_proto_depIdxs = []int32{
 	0, // 0: coordd.peer.v1.Peer.Forward:input_type -> coordd.peer.v1.ForwardRequest
 	2, // 1: coordd.peer.v1.Peer.ReadIndex:input_type -> coordd.peer.v1.ReadIndexRequest
 	4, // 2: coordd.peer.v1.Peer.Touch:input_type -> coordd.peer.v1.TouchRequest
 	6, // 3: coordd.peer.v1.Peer.Info:input_type -> coordd.peer.v1.InfoRequest
-	1, // 4: coordd.peer.v1.Peer.Forward:output_type -> coordd.peer.v1.ForwardResponse
-	3, // 5: coordd.peer.v1.Peer.ReadIndex:output_type -> coordd.peer.v1.ReadIndexResponse
-	5, // 6: coordd.peer.v1.Peer.Touch:output_type -> coordd.peer.v1.TouchResponse
-	7, // 7: coordd.peer.v1.Peer.Info:output_type -> coordd.peer.v1.InfoResponse
-	4, // [4:8] is the sub-list for method output_type
-	0, // [0:4] is the sub-list for method input_type
+	8, // 4: coordd.peer.v1.Peer.Term:input_type -> coordd.peer.v1.TermRequest
+	1, // 5: coordd.peer.v1.Peer.Forward:output_type -> coordd.peer.v1.ForwardResponse
+	3, // 6: coordd.peer.v1.Peer.ReadIndex:output_type -> coordd.peer.v1.ReadIndexResponse
+	5, // 7: coordd.peer.v1.Peer.Touch:output_type -> coordd.peer.v1.TouchResponse
+	7, // 8: coordd.peer.v1.Peer.Info:output_type -> coordd.peer.v1.InfoResponse
+	9, // 9: coordd.peer.v1.Peer.Term:output_type -> coordd.peer.v1.TermResponse
+	5, // [5:10] is the sub-list for method output_type
+	0, // [0:5] is the sub-list for method input_type
 	0, // [0:0] is the sub-list for extension type_name
 	0, // [0:0] is the sub-list for extension extendee
 	0, // [0:0] is the sub-list for field type_name
@@ -554,7 +644,7 @@ func file_rpc_peerpb_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rpc_peerpb_peer_proto_rawDesc), len(file_rpc_peerpb_peer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -26,6 +26,7 @@ const (
 	Peer_ReadIndex_FullMethodName = "/coordd.peer.v1.Peer/ReadIndex"
 	Peer_Touch_FullMethodName     = "/coordd.peer.v1.Peer/Touch"
 	Peer_Info_FullMethodName      = "/coordd.peer.v1.Peer/Info"
+	Peer_Term_FullMethodName      = "/coordd.peer.v1.Peer/Term"
 )
 
 // PeerClient is the client API for Peer service.
@@ -45,6 +46,10 @@ type PeerClient interface {
 	Touch(ctx context.Context, in *TouchRequest, opts ...grpc.CallOption) (*TouchResponse, error)
 	// Info reports a server's own view (for status).
 	Info(ctx context.Context, in *InfoRequest, opts ...grpc.CallOption) (*InfoResponse, error)
+	// Term reports the server's current Raft term. A leader computing a read
+	// index counts the servers still in its term, each asked after the read
+	// began (what a heartbeat round confirms in Raft's ReadIndex).
+	Term(ctx context.Context, in *TermRequest, opts ...grpc.CallOption) (*TermResponse, error)
 }
 
 type peerClient struct {
@@ -98,6 +103,16 @@ func (c *peerClient) Info(ctx context.Context, in *InfoRequest, opts ...grpc.Cal
 	return out, nil
 }
 
+func (c *peerClient) Term(ctx context.Context, in *TermRequest, opts ...grpc.CallOption) (*TermResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TermResponse)
+	err := c.cc.Invoke(ctx, Peer_Term_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PeerServer is the server API for Peer service.
 // All implementations must embed UnimplementedPeerServer
 // for forward compatibility.
@@ -115,6 +130,10 @@ type PeerServer interface {
 	Touch(context.Context, *TouchRequest) (*TouchResponse, error)
 	// Info reports a server's own view (for status).
 	Info(context.Context, *InfoRequest) (*InfoResponse, error)
+	// Term reports the server's current Raft term. A leader computing a read
+	// index counts the servers still in its term, each asked after the read
+	// began (what a heartbeat round confirms in Raft's ReadIndex).
+	Term(context.Context, *TermRequest) (*TermResponse, error)
 	mustEmbedUnimplementedPeerServer()
 }
 
@@ -136,6 +155,9 @@ func (UnimplementedPeerServer) Touch(context.Context, *TouchRequest) (*TouchResp
 }
 func (UnimplementedPeerServer) Info(context.Context, *InfoRequest) (*InfoResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Info not implemented")
+}
+func (UnimplementedPeerServer) Term(context.Context, *TermRequest) (*TermResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Term not implemented")
 }
 func (UnimplementedPeerServer) mustEmbedUnimplementedPeerServer() {}
 func (UnimplementedPeerServer) testEmbeddedByValue()              {}
@@ -219,6 +241,24 @@ func _Peer_Info_Handler(srv interface{}, ctx context.Context, dec func(interface
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Peer_Term_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TermRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServer).Term(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Peer_Term_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServer).Term(ctx, req.(*TermRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Peer_ServiceDesc is the grpc.ServiceDesc for Peer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -237,6 +277,10 @@ var Peer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Info",
 			Handler:    _Peer_Info_Handler,
+		},
+		{
+			MethodName: "Term",
+			Handler:    _Peer_Term_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
