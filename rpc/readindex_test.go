@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -10,17 +11,17 @@ import (
 // TestRoundGroupJoinsOnlyRoundsNotYetStarted: a caller that arrives while a
 // round runs never gets that round's result (it was computed, at least in
 // part, before the caller asked, so it could miss a write the caller saw
-// acknowledged); it gets the next round's, which it shares with everyone
-// else who arrived meanwhile.
+// acknowledged); it gets a later round's. While fewer than maxRounds run, a
+// caller starts its own round at once; beyond that, callers share the next.
 func TestRoundGroupJoinsOnlyRoundsNotYetStarted(t *testing.T) {
 	started := make(chan int64, 4)
 	release := make(chan struct{})
-	var rounds int64
+	var rounds atomic.Int64
 	g := newRoundGroup(context.Background(), func(context.Context) (int64, error) {
-		rounds++
-		started <- rounds
+		n := rounds.Add(1)
+		started <- n
 		<-release
-		return rounds * 100, nil
+		return n * 100, nil
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -41,36 +42,39 @@ func TestRoundGroupJoinsOnlyRoundsNotYetStarted(t *testing.T) {
 	if r := <-started; r != 1 {
 		t.Fatalf("first round is %d", r)
 	}
-	// Two callers arrive while round 1 runs: both wait for round 2.
-	second, third := call(), call()
+	// A caller arriving while round 1 runs starts round 2 at once.
+	second := call()
+	if r := <-started; r != 2 {
+		t.Fatalf("second round is %d", r)
+	}
+	// With maxRounds (2) running, two more callers share the next round.
+	third, fourth := call(), call()
 	waitFor(t, func() bool {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		return g.next != nil
 	})
-	release <- struct{}{} // round 1 ends
-	if r := <-first; r.err != nil || r.idx != 100 {
-		t.Fatalf("first caller got %+v, want round 1's 100", r)
-	}
-	if r := <-started; r != 2 {
-		t.Fatalf("second round is %d", r)
-	}
-	// Both callers are still waiting on round 2 (round 1's result is not theirs).
 	select {
-	case r := <-second:
-		t.Fatalf("second caller got %+v before round 2 ended", r)
-	case r := <-third:
-		t.Fatalf("third caller got %+v before round 2 ended", r)
+	case r := <-started:
+		t.Fatalf("round %d started with %d running", r, maxRounds)
 	default:
 	}
+	release <- struct{}{} // one of rounds 1 and 2 ends; round 3 starts
+	if r := <-started; r != 3 {
+		t.Fatalf("third round is %d", r)
+	}
 	release <- struct{}{}
-	for _, ch := range []chan res{second, third} {
-		if r := <-ch; r.err != nil || r.idx != 200 {
-			t.Fatalf("caller got %+v, want round 2's 200", r)
+	release <- struct{}{}
+	// The first two callers had rounds 1 and 2 to themselves; the last two
+	// shared round 3: none got a round that started before it asked.
+	for i, want := range []int64{100, 200, 300, 300} {
+		r := <-[]chan res{first, second, third, fourth}[i]
+		if r.err != nil || r.idx != want {
+			t.Fatalf("caller %d got %+v, want %d", i+1, r, want)
 		}
 	}
-	if rounds != 2 {
-		t.Fatalf("%d rounds for three callers, want 2", rounds)
+	if n := rounds.Load(); n != 3 {
+		t.Fatalf("%d rounds for four callers, want 3", n)
 	}
 }
 
@@ -89,7 +93,7 @@ func TestRoundGroupCallerGivesUp(t *testing.T) {
 	waitFor(t, func() bool {
 		g.mu.Lock()
 		defer g.mu.Unlock()
-		return g.running
+		return g.running > 0
 	})
 	waiting := make(chan error, 1)
 	go func() { _, err := g.do(context.Background()); waiting <- err }()
