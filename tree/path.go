@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // MaxPathLength is the longest path, in bytes, that ValidatePath accepts
@@ -93,13 +94,16 @@ func parentOf(path string) string {
 // bytewise puts a node's direct children in one contiguous run, sorted by
 // name, and every node after its parent.
 func keyOf(path string) string {
+	b := appendKey(make([]byte, 0, len(path)), path)
+	return unsafe.String(unsafe.SliceData(b), len(b))
+}
+
+// appendKey appends the key of a path that starts with '/' (see keyOf).
+func appendKey(b []byte, path string) []byte {
 	i := strings.LastIndexByte(path, '/')
-	var b strings.Builder
-	b.Grow(len(path))
-	b.WriteString(path[:i])
-	b.WriteByte(0)
-	b.WriteString(path[i+1:])
-	return b.String()
+	b = append(b, path[:i]...)
+	b = append(b, 0)
+	return append(b, path[i+1:]...)
 }
 
 // childPrefix returns the key prefix shared by the direct children of the

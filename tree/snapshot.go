@@ -48,7 +48,7 @@ func appendRecordHead(b []byte, it item) []byte {
 	b = binary.AppendUvarint(b, uint64(n.numChildren))
 	b = binary.AppendVarint(b, int64(n.seq))
 	b = binary.AppendVarint(b, n.aux)
-	b = binary.AppendUvarint(b, uint64(len(n.data)))
+	b = binary.AppendUvarint(b, uint64(n.dataLen))
 	return b
 }
 
@@ -72,7 +72,7 @@ func (t *Tree) WriteTo(w io.Writer) (int64, error) {
 	var body uint64
 	t.nodes.Ascend(func(it item) bool {
 		scratch = appendRecordHead(scratch[:0], it)
-		body += uint64(len(scratch) + len(it.n.data))
+		body += uint64(len(scratch)) + uint64(it.n.dataLen)
 		return true
 	})
 
@@ -94,8 +94,8 @@ func (t *Tree) WriteTo(w io.Writer) (int64, error) {
 		if _, err = out.Write(scratch); err != nil {
 			return false
 		}
-		if len(it.n.data) > 0 {
-			_, err = out.Write(it.n.data)
+		if it.n.dataLen > 0 {
+			_, err = out.Write(it.n.data())
 		}
 		return err == nil
 	})
@@ -191,6 +191,12 @@ func (d *decoder) int32(what string) int32 {
 }
 
 func (d *decoder) bytes(what string, max int) []byte {
+	return d.bytesWithRoom(what, max, 0)
+}
+
+// bytesWithRoom reads a length-prefixed byte string of at most max bytes
+// into a new slice with room for extra more bytes (nil when both are 0).
+func (d *decoder) bytesWithRoom(what string, max, extra int) []byte {
 	n := d.uvarint()
 	if d.err != nil {
 		return nil
@@ -203,10 +209,10 @@ func (d *decoder) bytes(what string, max int) []byte {
 		d.ioFail(io.ErrUnexpectedEOF)
 		return nil
 	}
-	if n == 0 {
+	if n == 0 && extra == 0 {
 		return nil
 	}
-	b := make([]byte, n)
+	b := make([]byte, n, int(n)+extra)
 	if _, err := io.ReadFull(d.r, b); err != nil {
 		d.ioFail(err)
 		return nil
@@ -290,7 +296,7 @@ func readBody(d *decoder, opts Options) (*Tree, error) {
 		}
 		pathBytes := d.bytes("path", MaxPathLength)
 		kind := Kind(d.byte())
-		n := &node{kind: kind}
+		n := node{kind: kind}
 		n.czxid = d.varint()
 		n.mzxid = d.varint()
 		n.pzxid = d.varint()
@@ -301,7 +307,9 @@ func readBody(d *decoder, opts Options) (*Tree, error) {
 		nc := d.uvarint()
 		n.seq = d.int32("seq")
 		n.aux = d.varint()
-		n.data = d.bytes("data", t.maxData)
+		// The data, with room for the key after it (a key is as long as
+		// its path): the node's buffer (see newItem).
+		buf := d.bytesWithRoom("data", t.maxData, len(pathBytes))
 		if d.err != nil {
 			break
 		}
@@ -321,7 +329,7 @@ func readBody(d *decoder, opts Options) (*Tree, error) {
 				d.fail("root must be persistent")
 				break
 			}
-			t.nodes.ReplaceOrInsert(item{key: rootKey, n: n})
+			t.nodes.ReplaceOrInsert(packItem(append(buf, rootKey...), len(buf), n))
 			prevKey = rootKey
 			declaredSum += int64(n.numChildren)
 			continue
@@ -367,7 +375,7 @@ func readBody(d *decoder, opts Options) (*Tree, error) {
 			}
 		}
 		runCount++
-		t.nodes.ReplaceOrInsert(item{key: key, n: n})
+		t.nodes.ReplaceOrInsert(packItem(append(buf, key...), len(buf), n))
 		declaredSum += int64(n.numChildren)
 		switch kind {
 		case Ephemeral:

@@ -32,7 +32,7 @@ func mustStat(t testing.TB, tr *Tree, path string) Stat {
 func dump(tr *Tree) string {
 	var b strings.Builder
 	tr.nodes.Ascend(func(it item) bool {
-		fmt.Fprintf(&b, "%q %+v seq=%d data=%q\n", pathOf(it.key), it.n.stat(), it.n.seq, it.n.data)
+		fmt.Fprintf(&b, "%q %+v seq=%d data=%q\n", pathOf(it.key), it.n.stat(), it.n.seq, it.n.data())
 		return true
 	})
 	tr.eph.Ascend(func(e ephItem) bool {

@@ -2,6 +2,7 @@ package tree
 
 import (
 	"fmt"
+	"unsafe"
 )
 
 // Create describes a node to create.
@@ -72,13 +73,6 @@ func checkKind(kind Kind, owner, ttl int64) error {
 	return nil
 }
 
-func cloneData(b []byte) []byte {
-	if len(b) == 0 {
-		return nil
-	}
-	return append(make([]byte, 0, len(b)), b...)
-}
-
 func (t *Tree) create(path string, data []byte, kind Kind, seq bool, owner, ttl int64, tx *Tx) (string, *node, error) {
 	if seq {
 		if err := ValidatePath(path + "1"); err != nil {
@@ -107,13 +101,17 @@ func (t *Tree) create(path string, data []byte, kind Kind, seq bool, owner, ttl 
 			return "", nil, fmt.Errorf("%w: path length %d exceeds limit %d", ErrBadArguments, len(path), MaxPathLength)
 		}
 	}
-	key := keyOf(path)
-	if t.nodes.Has(item{key: key}) {
+	// The new node's buffer holds its data then its key (see newItem):
+	// build the key in place rather than in a string of its own, and copy
+	// the data in once the node is known to be new.
+	buf := appendKey(make([]byte, len(data), len(data)+len(path)), path)
+	if t.nodes.Has(item{key: unsafe.String(&buf[len(data)], len(buf)-len(data))}) {
 		return "", nil, fmt.Errorf("%w: %s", ErrNodeExists, path)
 	}
 	if parent.kind == Ephemeral {
 		return "", nil, fmt.Errorf("%w: %s", ErrNoChildrenForEphemerals, path)
 	}
+	copy(buf, data)
 
 	var aux int64
 	switch kind {
@@ -122,20 +120,19 @@ func (t *Tree) create(path string, data []byte, kind Kind, seq bool, owner, ttl 
 	case TTL:
 		aux = ttl
 	}
-	n := &node{
-		data:  cloneData(data),
+	it := packItem(buf, len(data), node{
 		czxid: tx.Zxid, mzxid: tx.Zxid, pzxid: tx.Zxid,
 		ctime: tx.Now, mtime: tx.Now,
 		aux:  aux,
 		kind: kind,
-	}
+	})
 	p := *parent
 	p.cversion++
 	p.pzxid = tx.Zxid
 	p.numChildren++
 	p.seq++
 	t.nodes.ReplaceOrInsert(item{key: parentKey, n: &p})
-	t.nodes.ReplaceOrInsert(item{key: key, n: n})
+	t.nodes.ReplaceOrInsert(it)
 	switch kind {
 	case Ephemeral:
 		t.eph.ReplaceOrInsert(ephItem{owner: owner, path: path})
@@ -145,7 +142,7 @@ func (t *Tree) create(path string, data []byte, kind Kind, seq bool, owner, ttl 
 	tx.Events = append(tx.Events,
 		Event{Type: EventNodeCreated, Path: path, Zxid: tx.Zxid},
 		Event{Type: EventNodeChildrenChanged, Path: parentPath, Zxid: tx.Zxid})
-	return path, n, nil
+	return path, it.n, nil
 }
 
 // Delete deletes the node at path if its version is version (-1: any). On
@@ -226,13 +223,13 @@ func (t *Tree) setData(path string, data []byte, version int32, tx *Tx) (*node, 
 		return nil, fmt.Errorf("%w: %s has version %d, not %d", ErrBadVersion, path, n.version, version)
 	}
 	m := *n
-	m.data = cloneData(data)
 	m.version++
 	m.mzxid = tx.Zxid
 	m.mtime = tx.Now
-	t.nodes.ReplaceOrInsert(item{key: key, n: &m})
+	it := newItem(key, data, m)
+	t.nodes.ReplaceOrInsert(it)
 	tx.Events = append(tx.Events, Event{Type: EventNodeDataChanged, Path: path, Zxid: tx.Zxid})
-	return &m, nil
+	return it.n, nil
 }
 
 // ReapContainer deletes the node at path iff it is a container that has had
