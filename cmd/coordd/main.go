@@ -51,6 +51,7 @@ func run(args []string, stderr io.Writer) int {
 		election    = fs.Duration("election-timeout", time.Second, "Raft election timeout")
 		ttlNodes    = fs.Bool("ttl-nodes", true, "allow TTL nodes (ZooKeeper's extendedTypesEnabled; on by default in coordd)")
 		reapEvery   = fs.Duration("reap-interval", time.Second, "how often the leader reaps empty containers and expired TTL nodes")
+		idleRelease = fs.Duration("idle-memory-check", 5*time.Second, "how often to check whether the server has gone idle and, if it has, return its free heap memory to the OS (0: never; nor with GOGC=off; without it an idle server keeps up to about twice its live heap)")
 		pprofAddr   = fs.String("pprof-addr", "", "serve Go's net/http/pprof profiles on this address (e.g. 127.0.0.1:6060); off when empty")
 		logLevel    = fs.String("log-level", "warn", "log level: debug, info, warn or error")
 		showVersion = fs.Bool("version", false, "print the version and exit")
@@ -104,6 +105,8 @@ func run(args []string, stderr io.Writer) int {
 		}
 		go func() { _ = http.Serve(ln, nil) }() // net/http/pprof registers on the default mux
 	}
+	stopRelease := startIdleRelease(*idleRelease, os.Getenv("GOGC") == "off")
+	defer stopRelease()
 	fmt.Fprintf(stderr, "coordd %s: server %s serving clients on %s (peers on %s, data in %s)\n", buildVersion(), *id, node.ClientAddr(), *peerAddr, *dataDir)
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)

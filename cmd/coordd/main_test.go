@@ -60,7 +60,7 @@ func TestHelp(t *testing.T) {
 	if code := run([]string{"--help"}, &stderr); code != 0 {
 		t.Fatalf("--help exit %d", code)
 	}
-	for _, flag := range []string{"-id", "-data-dir", "-client-addr", "-peer-addr", "-peers", "-tick", "-ttl-nodes"} {
+	for _, flag := range []string{"-id", "-data-dir", "-client-addr", "-peer-addr", "-peers", "-tick", "-ttl-nodes", "-idle-memory-check"} {
 		if !strings.Contains(stderr.String(), flag) {
 			t.Errorf("--help does not document %s", flag)
 		}
