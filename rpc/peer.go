@@ -134,8 +134,8 @@ func forwardable(cmd *cmdpb.Command) bool {
 
 // ReadIndex returns the leader's read index (see leaderReadIndex) and has
 // the commit index pushed to followers soon, since the caller waits for it.
-func (s *peerService) ReadIndex(ctx context.Context, _ *peerpb.ReadIndexRequest) (*peerpb.ReadIndexResponse, error) {
-	idx, err := s.n.leaderReadIndex(ctx)
+func (s *peerService) ReadIndex(ctx context.Context, req *peerpb.ReadIndexRequest) (*peerpb.ReadIndexResponse, error) {
+	idx, err := s.n.leaderReadIndexFor(ctx, req.ServerId, req.Term)
 	if err != nil {
 		return nil, err
 	}
@@ -243,6 +243,36 @@ func (n *Node) leaderReadIndex(ctx context.Context) (int64, error) {
 	return idx, nil
 }
 
+// leaderReadIndexFor is leaderReadIndex for a follower that reported its
+// term, read after the reads it asks for began. When that term is no later
+// than the leader's, the follower counts towards the majority confirming the
+// leader's term; in a 3-server cluster the two of them are a majority, and
+// the read index needs no round at all.
+func (n *Node) leaderReadIndexFor(ctx context.Context, id string, term uint64) (int64, error) {
+	if n.raft.State() != raft.Leader {
+		return 0, errNoLeader
+	}
+	if err := n.leader.waitReadable(ctx); err != nil {
+		return 0, fmt.Errorf("rpc: read index: %w", err)
+	}
+	own := n.leader.readableTerm()
+	if id == "" || id == n.cfg.ID || term > own {
+		return n.leaderReadIndex(ctx)
+	}
+	voters, isVoter, err := n.voters(id)
+	if err != nil {
+		return 0, fmt.Errorf("rpc: read index: %w", err)
+	}
+	if !isVoter || 2 < len(voters)/2+1 {
+		return n.leaderReadIndex(ctx) // a round with the other voters
+	}
+	idx, err := n.commitIndexIn(ctx, own, func(context.Context, uint64) error { return nil })
+	if err != nil {
+		return 0, fmt.Errorf("rpc: read index: %w", err)
+	}
+	return idx, nil
+}
+
 // verifyCommitIndex is one read-index round on the leader: the commit index,
 // then a majority's confirmation that this server's term is still current.
 //
@@ -251,12 +281,19 @@ func (n *Node) leaderReadIndex(ctx context.Context) (int64, error) {
 // so a server that waits for its FSM to reach the index has applied
 // everything up to it.
 func (n *Node) verifyCommitIndex(ctx context.Context) (int64, error) {
-	term := n.leader.readableTerm()
+	return n.commitIndexIn(ctx, n.leader.readableTerm(), n.confirmTerm)
+}
+
+// commitIndexIn reads the commit index while this server leads in term
+// (whose no-op has applied here), has confirm establish that term is still
+// current, and returns the read index: the commit index lowered past
+// trailing no-ops once this server applied it.
+func (n *Node) commitIndexIn(ctx context.Context, term uint64, confirm func(context.Context, uint64) error) (int64, error) {
 	if term == 0 || term != n.raft.CurrentTerm() {
 		return 0, errNotReadable
 	}
 	idx := int64(n.raft.CommitIndex())
-	if err := n.confirmTerm(ctx, term); err != nil {
+	if err := confirm(ctx, term); err != nil {
 		return 0, err
 	}
 	// Still the term whose no-op applied: the commit index was read in it,
@@ -290,24 +327,21 @@ var errNoQuorum = errors.New("rpc: a majority did not confirm the leader's term"
 // paused with such a response in flight could confirm itself on stale
 // evidence. Each of these calls is made after the read began.)
 func (n *Node) confirmTerm(ctx context.Context, term uint64) error {
-	cf := n.raft.GetConfiguration()
-	if err := cf.Error(); err != nil {
+	voters, self, err := n.voters(n.cfg.ID)
+	if err != nil {
 		return err
 	}
 	var others []raft.Server
-	voters, have := 0, 0
-	for _, s := range cf.Configuration().Servers {
-		if s.Suffrage != raft.Voter {
-			continue
-		}
-		voters++
-		if string(s.ID) == n.cfg.ID {
-			have++
-		} else {
+	have := 0
+	if self {
+		have++
+	}
+	for _, s := range voters {
+		if string(s.ID) != n.cfg.ID {
 			others = append(others, s)
 		}
 	}
-	need := voters/2 + 1
+	need := len(voters)/2 + 1
 	if have >= need {
 		return nil
 	}
@@ -335,6 +369,24 @@ func (n *Node) confirmTerm(ctx context.Context, term uint64) error {
 	return errNoQuorum
 }
 
+// voters returns the voters of the latest configuration and whether id is
+// one of them.
+func (n *Node) voters(id string) ([]raft.Server, bool, error) {
+	cf := n.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return nil, false, err
+	}
+	var voters []raft.Server
+	found := false
+	for _, s := range cf.Configuration().Servers {
+		if s.Suffrage == raft.Voter {
+			voters = append(voters, s)
+			found = found || string(s.ID) == id
+		}
+	}
+	return voters, found, nil
+}
+
 // askLeaderReadIndex is one read-index round on a follower: a ReadIndex call
 // to the leader.
 func (n *Node) askLeaderReadIndex(ctx context.Context) (int64, error) {
@@ -344,7 +396,9 @@ func (n *Node) askLeaderReadIndex(ctx context.Context) (int64, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	resp, err := c.ReadIndex(ctx, &peerpb.ReadIndexRequest{})
+	// The term is read now, after every read this round serves began (see
+	// leaderReadIndexFor).
+	resp, err := c.ReadIndex(ctx, &peerpb.ReadIndexRequest{ServerId: n.cfg.ID, Term: n.raft.CurrentTerm()})
 	if err != nil {
 		return 0, err
 	}

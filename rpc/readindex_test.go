@@ -167,3 +167,32 @@ func TestConfirmTermNeedsAMajorityInTheTerm(t *testing.T) {
 		t.Fatalf("confirming with both followers gone: %v, want errNoQuorum", err)
 	}
 }
+
+// TestReadIndexCountsTheAskingFollower: in a 3-server cluster a follower's
+// ReadIndex call, carrying a term no later than the leader's, is the second
+// confirmation the leader needs, so it is answered without asking anyone
+// else (here the followers are gone by then: only the call's own evidence
+// remains). A later term, or an id that is not a voter, gets no such credit.
+func TestReadIndexCountsTheAskingFollower(t *testing.T) {
+	nodes, leader := threeNodes(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	waitFor(t, func() bool { return leader.leader.readableTerm() == leader.raft.CurrentTerm() })
+	term := leader.raft.CurrentTerm()
+	var follower string
+	for _, n := range nodes {
+		if n != leader {
+			follower = n.ID()
+			n.Close()
+		}
+	}
+	if idx, err := leader.leaderReadIndexFor(ctx, follower, term); err != nil || idx < 1 {
+		t.Fatalf("read index for follower %s in term %d: %d, %v", follower, term, idx, err)
+	}
+	if _, err := leader.leaderReadIndexFor(ctx, follower, term+1); !errors.Is(err, errNoQuorum) && !errors.Is(err, errNoLeader) {
+		t.Fatalf("read index for a follower in a later term: %v, want no quorum", err)
+	}
+	if _, err := leader.leaderReadIndexFor(ctx, "not-a-voter", term); !errors.Is(err, errNoQuorum) && !errors.Is(err, errNoLeader) {
+		t.Fatalf("read index for an unknown server: %v, want no quorum", err)
+	}
+}

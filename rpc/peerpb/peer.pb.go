@@ -149,7 +149,13 @@ func (x *ForwardResponse) GetNotLeader() bool {
 
 // ReadIndexRequest asks the leader for a read index.
 type ReadIndexRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// server_id is the asking server's id.
+	ServerId string `protobuf:"bytes,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	// term is the asking server's current Raft term, read after every read
+	// this request serves had begun: the leader counts the asker towards the
+	// majority that must confirm its term (see rpc/DESIGN.md).
+	Term          uint64 `protobuf:"varint,2,opt,name=term,proto3" json:"term,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -182,6 +188,20 @@ func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use ReadIndexRequest.ProtoReflect.Descriptor instead.
 func (*ReadIndexRequest) Descriptor() ([]byte, []int) {
 	return file_rpc_peerpb_peer_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ReadIndexRequest) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
+func (x *ReadIndexRequest) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
 }
 
 // ReadIndexResponse carries the read index.
@@ -560,8 +580,10 @@ const file_rpc_peerpb_peer_proto_rawDesc = "" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x14\n" +
 	"\x05error\x18\x03 \x01(\tR\x05error\x12\x1d\n" +
 	"\n" +
-	"not_leader\x18\x04 \x01(\bR\tnotLeader\"\x12\n" +
-	"\x10ReadIndexRequest\")\n" +
+	"not_leader\x18\x04 \x01(\bR\tnotLeader\"C\n" +
+	"\x10ReadIndexRequest\x12\x1b\n" +
+	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x12\n" +
+	"\x04term\x18\x02 \x01(\x04R\x04term\")\n" +
 	"\x11ReadIndexResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\"*\n" +
 	"\fTouchRequest\x12\x1a\n" +
