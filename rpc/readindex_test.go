@@ -118,27 +118,6 @@ func waitFor(t *testing.T, cond func() bool) {
 	}
 }
 
-// threeNodes starts a 3-node cluster and returns its nodes and leader.
-func threeNodes(t *testing.T) ([]*Node, *Node) {
-	t.Helper()
-	cfgs := []Config{testConfig(t, "1"), testConfig(t, "2"), testConfig(t, "3")}
-	var peers []Peer
-	for _, c := range cfgs {
-		peers = append(peers, Peer{ID: c.ID, Addr: c.PeerAddr})
-	}
-	var nodes []*Node
-	for _, c := range cfgs {
-		c.Peers = peers
-		n, err := NewNode(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { n.Close() })
-		nodes = append(nodes, n)
-	}
-	return nodes, waitLeader(t, nodes...)
-}
-
 // TestConfirmTermNeedsAMajorityInTheTerm: the leader's read-index round
 // succeeds only when a majority, asked after the round began, is still in
 // its term: not for an older term (the followers have moved on), and not

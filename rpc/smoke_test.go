@@ -129,22 +129,7 @@ func TestSmokeSingleNode(t *testing.T) {
 }
 
 func TestSmokeThreeNodes(t *testing.T) {
-	cfgs := []Config{testConfig(t, "1"), testConfig(t, "2"), testConfig(t, "3")}
-	var peers []Peer
-	for _, c := range cfgs {
-		peers = append(peers, Peer{ID: c.ID, Addr: c.PeerAddr})
-	}
-	var nodes []*Node
-	for _, c := range cfgs {
-		c.Peers = peers
-		n, err := NewNode(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer n.Close()
-		nodes = append(nodes, n)
-	}
-	leader := waitLeader(t, nodes...)
+	nodes, leader := threeNodes(t)
 	var follower *Node
 	for _, n := range nodes {
 		if n != leader {
@@ -181,4 +166,25 @@ func TestSmokeThreeNodes(t *testing.T) {
 			t.Fatalf("status member: %v", m)
 		}
 	}
+}
+
+// threeNodes starts a 3-node cluster and returns its nodes and leader.
+func threeNodes(t *testing.T) ([]*Node, *Node) {
+	t.Helper()
+	cfgs := []Config{testConfig(t, "1"), testConfig(t, "2"), testConfig(t, "3")}
+	var peers []Peer
+	for _, c := range cfgs {
+		peers = append(peers, Peer{ID: c.ID, Addr: c.PeerAddr})
+	}
+	var nodes []*Node
+	for _, c := range cfgs {
+		c.Peers = peers
+		n, err := NewNode(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { n.Close() })
+		nodes = append(nodes, n)
+	}
+	return nodes, waitLeader(t, nodes...)
 }
