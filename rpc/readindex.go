@@ -56,7 +56,7 @@ func (n *Node) leaderReadIndexFor(ctx context.Context, id string, term uint64) (
 	if err != nil {
 		return 0, fmt.Errorf("rpc: read index: %w", err)
 	}
-	if !isVoter || 2 < len(voters)/2+1 {
+	if need := len(voters)/2 + 1; !isVoter || need > 2 {
 		return n.leaderReadIndex(ctx) // a round with the other voters
 	}
 	idx, err := n.commitIndexIn(ctx, own, func(context.Context, uint64) error { return nil })
