@@ -123,11 +123,9 @@ func waitFor(t *testing.T, cond func() bool) {
 // its term: not for an older term (the followers have moved on), and not
 // once the followers are gone, even while Raft still calls it leader.
 func TestConfirmTermNeedsAMajorityInTheTerm(t *testing.T) {
-	nodes, leader := threeNodes(t)
+	nodes, leader, term := readableCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	waitFor(t, func() bool { return leader.leader.readableTerm() == leader.raft.CurrentTerm() })
-	term := leader.raft.CurrentTerm()
 	if err := leader.confirmTerm(ctx, term); err != nil {
 		t.Fatalf("confirming the current term %d: %v", term, err)
 	}
@@ -153,11 +151,9 @@ func TestConfirmTermNeedsAMajorityInTheTerm(t *testing.T) {
 // else (here the followers are gone by then: only the call's own evidence
 // remains). A later term, or an id that is not a voter, gets no such credit.
 func TestReadIndexCountsTheAskingFollower(t *testing.T) {
-	nodes, leader := threeNodes(t)
+	nodes, leader, term := readableCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	waitFor(t, func() bool { return leader.leader.readableTerm() == leader.raft.CurrentTerm() })
-	term := leader.raft.CurrentTerm()
 	var follower string
 	for _, n := range nodes {
 		if n != leader {
@@ -174,4 +170,13 @@ func TestReadIndexCountsTheAskingFollower(t *testing.T) {
 	if _, err := leader.leaderReadIndexFor(ctx, "not-a-voter", term); !errors.Is(err, errNoQuorum) && !errors.Is(err, errNoLeader) {
 		t.Fatalf("read index for an unknown server: %v, want no quorum", err)
 	}
+}
+
+// readableCluster starts a 3-node cluster and waits until its leader may
+// serve read indexes; it returns the nodes, the leader and its term.
+func readableCluster(t *testing.T) ([]*Node, *Node, uint64) {
+	t.Helper()
+	nodes, leader := threeNodes(t)
+	waitFor(t, func() bool { return leader.leader.readableTerm() == leader.raft.CurrentTerm() })
+	return nodes, leader, leader.raft.CurrentTerm()
 }
