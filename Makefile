@@ -13,7 +13,7 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 PROTOS    := rpc/apipb/api.proto rpc/peerpb/peer.proto fsm/cmdpb/command.proto
 GOBIN_DIR := $(shell $(GO) env GOPATH)/bin
 
-.PHONY: all build test unit lint fmt vet deps docs proto proto-check cluster bench scale fuzz clean
+.PHONY: all build test unit lint fmt vet deps docs raftfork proto proto-check cluster bench scale fuzz clean
 
 all: build
 
@@ -27,7 +27,7 @@ test: lint unit
 unit:
 	$(GO) test -race -count=1 -timeout 18m $(PKGS)
 
-lint: fmt vet deps docs
+lint: fmt vet deps docs raftfork
 
 fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -39,6 +39,10 @@ vet:
 ## deps: the import direction of DESIGN.md.
 deps:
 	@bash scripts/check-deps.sh
+
+## raftfork: rpc/raftfork is hashicorp/raft plus exactly rpc/raftfork/coordd.patch.
+raftfork:
+	@bash scripts/check-raft-fork.sh
 
 ## docs: every package and exported name has a doc comment.
 docs:

@@ -72,6 +72,13 @@ type Config struct {
 	// DialPeer, if set, replaces the dialer used for every connection to
 	// another server (Raft and peer RPCs). Tests use it to cut links.
 	DialPeer func(ctx context.Context, addr string) (net.Conn, error)
+
+	// commitTimeout is hashicorp/raft's CommitTimeout (default 50ms): how
+	// long a leader with nothing new to send waits before sending its
+	// commit index anyway. The leader pushes every new commit index at once
+	// (rpc/raftfork), so this is only the fallback; tests raise it to show
+	// the push alone is enough.
+	commitTimeout time.Duration
 }
 
 func (c *Config) setDefaults() error {
@@ -113,6 +120,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.ElectionTimeout <= 0 {
 		c.ElectionTimeout = time.Second
+	}
+	if c.commitTimeout <= 0 {
+		c.commitTimeout = 50 * time.Millisecond
 	}
 	if c.LeaderLeaseTimeout <= 0 {
 		c.LeaderLeaseTimeout = c.HeartbeatTimeout / 2

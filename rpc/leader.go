@@ -175,9 +175,6 @@ func (l *leaderDuties) applied(a *fsm.Applied) {
 	if !l.active {
 		return
 	}
-	// Followers learn that this entry committed only with the next
-	// AppendEntries; watchers on followers wait for it.
-	l.n.nudger.requestLazy()
 	if a.Opened != nil {
 		l.tracker.Add(a.Opened.ID, time.Duration(a.Opened.TimeoutMs)*time.Millisecond, time.Now())
 	}

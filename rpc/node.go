@@ -50,7 +50,6 @@ type Node struct {
 	peers    *peerClients
 	verified *roundGroup // read-index rounds as the leader
 	asked    *roundGroup // read-index calls to the leader as a follower
-	nudger   *commitNudger
 
 	leaderSeen      sync.Mutex
 	leaderlessSince time.Time
@@ -115,7 +114,6 @@ func NewNode(cfg Config) (_ *Node, err error) {
 	n.peers = newPeerClients(n)
 	n.verified = newRoundGroup(n.ctx, n.verifyCommitIndex)
 	n.asked = newRoundGroup(n.ctx, n.askLeaderReadIndex)
-	n.nudger = newCommitNudger(n)
 	n.prop = newProposer(n)
 	n.leader = newLeaderDuties(n)
 	n.fsm = fsm.New(fsm.Options{MaxDataSize: cfg.MaxDataSize, Logger: n.log})
@@ -160,7 +158,7 @@ func NewNode(cfg Config) (_ *Node, err error) {
 	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
 	rc.ElectionTimeout = cfg.ElectionTimeout
 	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
-	rc.CommitTimeout = 50 * time.Millisecond
+	rc.CommitTimeout = cfg.commitTimeout
 	rc.SnapshotThreshold = cfg.SnapshotThreshold
 	rc.TrailingLogs = cfg.TrailingLogs
 	rc.SnapshotInterval = cfg.SnapshotInterval
@@ -213,8 +211,6 @@ func NewNode(cfg Config) (_ *Node, err error) {
 	n.start(n.leader.run)
 	n.start(n.sessions.runTouches)
 	n.start(n.watchQuorum)
-	n.start(n.nudger.run)
-	n.start(n.nudger.runLazy)
 	n.log.Info("server started", "client", n.clientLn.Addr().String(), "peer", cfg.PeerAddr)
 	return n, nil
 }

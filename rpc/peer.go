@@ -79,7 +79,6 @@ func (s *peerService) Forward(stream peerpb.Peer_ForwardServer) error {
 				fail(nil)
 				return
 			}
-			n.nudger.requestFor(int64(in.f.Index())) // the follower waits to learn it is committed
 			ack = &peerpb.ForwardResponse{Seq: in.seq, Index: in.f.Index()}
 			if unacked++; unacked >= maxAckBatch {
 				if err := flush(); err != nil {
@@ -130,14 +129,14 @@ func forwardable(cmd *cmdpb.Command) bool {
 	return false
 }
 
-// ReadIndex returns the leader's read index (see leaderReadIndex) and has
-// the commit index pushed to followers soon, since the caller waits for it.
+// ReadIndex returns the leader's read index (see leaderReadIndex). The
+// index is committed, and the leader's Raft pushed the commit to the
+// followers when it advanced (rpc/raftfork), so the caller learns it soon.
 func (s *peerService) ReadIndex(ctx context.Context, req *peerpb.ReadIndexRequest) (*peerpb.ReadIndexResponse, error) {
 	idx, err := s.n.leaderReadIndexFor(ctx, req.ServerId, req.Term)
 	if err != nil {
 		return nil, err
 	}
-	s.n.nudger.requestFor(idx) // the follower waits for this index
 	return &peerpb.ReadIndexResponse{Index: uint64(idx)}, nil
 }
 

@@ -94,9 +94,9 @@ func (n *Node) commitIndexIn(ctx context.Context, term uint64, confirm func(cont
 	if n.raft.CurrentTerm() != term {
 		return 0, errNoLeader
 	}
-	// Lower the index past trailing no-ops (the nudges): the state is the
-	// same, and followers usually know those changes committed already, so
-	// a read-only load needs no new entry per read.
+	// Lower the index past trailing no-ops (the term's opening no-ops):
+	// the state is the same, and a follower that applied the last change
+	// need not wait for them.
 	if !n.fsm.WaitApplied(ctx.Done(), idx) {
 		return 0, ctx.Err()
 	}

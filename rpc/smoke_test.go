@@ -168,10 +168,16 @@ func TestSmokeThreeNodes(t *testing.T) {
 	}
 }
 
-// threeNodes starts a 3-node cluster and returns its nodes and leader.
-func threeNodes(t *testing.T) ([]*Node, *Node) {
+// threeNodes starts a 3-node cluster and returns its nodes and leader;
+// each edit, if any, changes every server's Config.
+func threeNodes(t *testing.T, edits ...func(*Config)) ([]*Node, *Node) {
 	t.Helper()
 	cfgs := []Config{testConfig(t, "1"), testConfig(t, "2"), testConfig(t, "3")}
+	for i := range cfgs {
+		for _, e := range edits {
+			e(&cfgs[i])
+		}
+	}
 	var peers []Peer
 	for _, c := range cfgs {
 		peers = append(peers, Peer{ID: c.ID, Addr: c.PeerAddr})
@@ -187,4 +193,58 @@ func threeNodes(t *testing.T) ([]*Node, *Node) {
 		nodes = append(nodes, n)
 	}
 	return nodes, waitLeader(t, nodes...)
+}
+
+// TestFollowersLearnCommitsAtOnce: the leader pushes each new commit index
+// to the followers (rpc/raftfork). With Raft's own fallback, CommitTimeout,
+// set to an hour, a write on the leader still reaches both followers' state
+// machines, and a write made through a follower (which answers only once it
+// has applied the write) is still answered, with no later entry to carry the
+// commit index.
+func TestFollowersLearnCommitsAtOnce(t *testing.T) {
+	// Sessions that outlive the test: an expiry would be an entry too.
+	nodes, leader := threeNodes(t, func(c *Config) { c.commitTimeout, c.MaxSessionTimeout = time.Hour, time.Hour })
+	var followers []*Node
+	for _, n := range nodes {
+		if n != leader {
+			followers = append(followers, n)
+		}
+	}
+	onLeader, first := dialRaw(t, leader.ClientAddr(), &apipb.ConnectRequest{TimeoutMs: 3600000})
+	if first.GetConnected() == nil {
+		t.Fatalf("connect: %v", first)
+	}
+	r := onLeader.do(&apipb.Request{Op: &apipb.Request_Create{Create: &apipb.CreateRequest{Path: "/on-leader"}}})
+	if r.Error != apipb.ErrorCode_OK {
+		t.Fatalf("create: %v", r)
+	}
+	waitFor(t, func() bool {
+		return followers[0].fsm.AppliedIndex() >= r.Zxid && followers[1].fsm.AppliedIndex() >= r.Zxid
+	})
+
+	onFollower, first := dialRaw(t, followers[0].ClientAddr(), &apipb.ConnectRequest{TimeoutMs: 3600000})
+	if first.GetConnected() == nil {
+		t.Fatalf("connect: %v", first)
+	}
+	req := &apipb.Request{Xid: 1, Op: &apipb.Request_Create{Create: &apipb.CreateRequest{Path: "/on-follower"}}}
+	if err := onFollower.stream.Send(&apipb.ClientMessage{Kind: &apipb.ClientMessage_Request{Request: req}}); err != nil {
+		t.Fatal(err)
+	}
+	type reply struct {
+		m   *apipb.ServerMessage
+		err error
+	}
+	done := make(chan reply, 1)
+	go func() {
+		m, err := onFollower.stream.Recv()
+		done <- reply{m, err}
+	}()
+	select {
+	case got := <-done:
+		if got.err != nil || got.m.GetResponse().GetError() != apipb.ErrorCode_OK || got.m.GetResponse().GetXid() != 1 {
+			t.Fatalf("create through a follower: %v, %v", got.m, got.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a write through a follower was not answered within 10s")
+	}
 }

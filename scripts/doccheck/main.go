@@ -29,6 +29,13 @@ func main() {
 		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") && p != root || d.Name() == "testdata" || d.Name() == "bin") {
 			return filepath.SkipDir
 		}
+		if d.IsDir() && p != root {
+			// Another module (rpc/raftfork, a copy of hashicorp/raft) is
+			// not ours to document.
+			if _, err := os.Stat(filepath.Join(p, "go.mod")); err == nil {
+				return filepath.SkipDir
+			}
+		}
 		if !d.IsDir() && strings.HasSuffix(p, ".go") && !strings.HasSuffix(p, "_test.go") && !strings.HasSuffix(p, ".pb.go") {
 			dirs[filepath.Dir(p)] = true
 		}

@@ -308,8 +308,8 @@ func TestMinorityPartition(t *testing.T) {
 	if mover.Server() == fAddr {
 		t.Fatalf("write acknowledged by the isolated server")
 	}
-	// It may still apply what committed before the cut (the leader's
-	// commit nudges are entries too), but never the write made after it.
+	// It may still apply what committed before the cut, but never the
+	// write made after it.
 	if got, during := isolated.FSM().AppliedIndex(), mover.LastZxid(); got >= during {
 		t.Fatalf("isolated server applied index %d while cut off, the write made during the cut has zxid %d", got, during)
 	}
