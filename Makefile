@@ -1,7 +1,8 @@
 # coordd — build, test and run.
 #
 #   make test      everything CI checks: formatting, vet, dependency
-#                  direction, doc comments, then the whole suite with -race
+#                  direction, doc comments, the raft fork (rpc/raftfork), then
+#                  the whole suite with -race
 #   make cluster   a local 3-node cluster in the foreground (N=5 for five)
 
 GO        ?= go
