@@ -7,7 +7,8 @@
 #
 # Environment: BIN (default bin), BENCH_DURATION (default 5s),
 # BENCH_FORMAT (text or json, default text), BENCH_SWEEP (the workload
-# arguments of coordctl bench, replacing the default sweep), LOG_LEVEL.
+# arguments of coordctl bench, replacing the default sweep), LOG_LEVEL,
+# GOMAXPROCS (of each server; default cores / 3, at least 1).
 set -euo pipefail
 bin=${BIN:-bin}
 duration=${BENCH_DURATION:-5s}
@@ -25,6 +26,12 @@ for i in 1 2 3; do
   peers+="${peers:+,}$i=127.0.0.1:$((2980 + i))"
   servers+="${servers:+,}127.0.0.1:$((2280 + i))"
 done
+# Servers sharing this machine split its cores: each gets GOMAXPROCS =
+# cores / servers (at least 1) unless GOMAXPROCS is set. With Go's default
+# every server runs as many threads as there are cores, and three servers on
+# two cores spend their time handing the CPU to each other (see README).
+procs=${GOMAXPROCS:-$(( $(getconf _NPROCESSORS_ONLN) / 3 ))}
+[ "$procs" -ge 1 ] || procs=1
 pids=()
 stop() {
   trap - INT TERM EXIT
@@ -39,7 +46,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 for i in 1 2 3; do
   mkdir -p "$dir/$i"
-  "$bin/coordd" --id "$i" --data-dir "$dir/$i" \
+  GOMAXPROCS=$procs "$bin/coordd" --id "$i" --data-dir "$dir/$i" \
     --client-addr "127.0.0.1:$((2280 + i))" --peer-addr "127.0.0.1:$((2980 + i))" \
     --peers "$peers" --log-level "${LOG_LEVEL:-warn}" >"$dir/$i.log" 2>&1 &
   pids+=($!)
@@ -70,6 +77,7 @@ if [ $ready = 0 ]; then
   exit 1
 fi
 ctl status
+echo "servers: GOMAXPROCS=$procs each"
 echo
 
 # shellcheck disable=SC2086 # the sweep is a list of arguments

@@ -13,6 +13,12 @@ for i in $(seq 1 "$n"); do
   peers+="${peers:+,}$i=127.0.0.1:$((2887 + i))"
   servers+="${servers:+,}127.0.0.1:$((2180 + i))"
 done
+# Servers sharing this machine split its cores: each gets GOMAXPROCS =
+# cores / servers (at least 1) unless GOMAXPROCS is set. With Go's default
+# every server runs as many threads as there are cores, and three servers on
+# two cores spend their time handing the CPU to each other (see README).
+procs=${GOMAXPROCS:-$(( $(getconf _NPROCESSORS_ONLN) / n ))}
+[ "$procs" -ge 1 ] || procs=1
 pids=()
 stop() {
   trap - INT TERM EXIT
@@ -24,13 +30,13 @@ stop() {
 trap stop INT TERM EXIT
 for i in $(seq 1 "$n"); do
   mkdir -p ".cluster/$i"
-  "$bin/coordd" --id "$i" --data-dir ".cluster/$i" \
+  GOMAXPROCS=$procs "$bin/coordd" --id "$i" --data-dir ".cluster/$i" \
     --client-addr "127.0.0.1:$((2180 + i))" --peer-addr "127.0.0.1:$((2887 + i))" \
     --peers "$peers" --log-level "${LOG_LEVEL:-warn}" 2>&1 | sed -u "s/^/[$i] /" &
   pids+=($!)
 done
 echo
-echo "coordd: $n servers running. Use:"
+echo "coordd: $n servers running (GOMAXPROCS=$procs each). Use:"
 echo "  export COORD_SERVERS=$servers"
 echo "  $bin/coordctl status"
 echo "Ctrl-C stops them all."
