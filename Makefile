@@ -1,7 +1,7 @@
 # coordd — build, test and run.
 #
 #   make test      everything CI checks: formatting, vet, dependency
-#                  direction, doc comments, the raft fork (rpc/raftfork), then
+#                  direction, doc comments, the raft fork (rpc/third_party/raft), then
 #                  the whole suite with -race
 #   make cluster   a local 3-node cluster in the foreground (N=5 for five)
 
@@ -41,7 +41,7 @@ vet:
 deps:
 	@bash scripts/check-deps.sh
 
-## raftfork: rpc/raftfork is hashicorp/raft plus exactly rpc/raftfork/coordd.patch.
+## raftfork: rpc/third_party/raft is hashicorp/raft plus exactly rpc/third_party/raft/coordd.patch.
 raftfork:
 	@bash scripts/check-raft-fork.sh
 

@@ -30,4 +30,4 @@ require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
 )
 
-replace github.com/hashicorp/raft => ./rpc/raftfork
+replace github.com/hashicorp/raft => ./rpc/third_party/raft

@@ -76,7 +76,7 @@ type Config struct {
 	// commitTimeout is hashicorp/raft's CommitTimeout (default 50ms): how
 	// long a leader with nothing new to send waits before sending its
 	// commit index anyway. The leader pushes every new commit index at once
-	// (rpc/raftfork), so this is only the fallback; tests raise it to show
+	// (rpc/third_party/raft), so this is only the fallback; tests raise it to show
 	// the push alone is enough.
 	commitTimeout time.Duration
 }

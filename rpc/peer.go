@@ -131,7 +131,7 @@ func forwardable(cmd *cmdpb.Command) bool {
 
 // ReadIndex returns the leader's read index (see leaderReadIndex). The
 // index is committed, and the leader's Raft pushed the commit to the
-// followers when it advanced (rpc/raftfork), so the caller learns it soon.
+// followers when it advanced (rpc/third_party/raft), so the caller learns it soon.
 func (s *peerService) ReadIndex(ctx context.Context, req *peerpb.ReadIndexRequest) (*peerpb.ReadIndexResponse, error) {
 	idx, err := s.n.leaderReadIndexFor(ctx, req.ServerId, req.Term)
 	if err != nil {

@@ -196,7 +196,7 @@ func threeNodes(t *testing.T, edits ...func(*Config)) ([]*Node, *Node) {
 }
 
 // TestFollowersLearnCommitsAtOnce: the leader pushes each new commit index
-// to the followers (rpc/raftfork). With Raft's own fallback, CommitTimeout,
+// to the followers (rpc/third_party/raft). With Raft's own fallback, CommitTimeout,
 // set to an hour, a write on the leader still reaches both followers' state
 // machines, and a write made through a follower (which answers only once it
 // has applied the write) is still answered, with no later entry to carry the

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# rpc/raftfork is hashicorp/raft at the version go.mod requires plus one
-# patch, rpc/raftfork/coordd.patch (see rpc/raftfork/FORK.md). This check
+# rpc/third_party/raft is hashicorp/raft at the version go.mod requires plus one
+# patch, rpc/third_party/raft/coordd.patch (see rpc/third_party/raft/FORK.md). This check
 # rebuilds it from the upstream module and the patch, and fails if the
 # committed copy differs in any way.
 set -euo pipefail
 root=$(pwd)
-fork=rpc/raftfork
+fork=rpc/third_party/raft
 ver=$(awk '$1 == "github.com/hashicorp/raft" && $2 ~ /^v/ { print $2; exit }' go.mod)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

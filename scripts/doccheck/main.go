@@ -30,7 +30,7 @@ func main() {
 			return filepath.SkipDir
 		}
 		if d.IsDir() && p != root {
-			// Another module (rpc/raftfork, a copy of hashicorp/raft) is
+			// Another module (rpc/third_party/raft, a copy of hashicorp/raft) is
 			// not ours to document.
 			if _, err := os.Stat(filepath.Join(p, "go.mod")); err == nil {
 				return filepath.SkipDir
