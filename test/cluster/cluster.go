@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -78,6 +80,12 @@ func (w testWriter) Write(p []byte) (int, error) {
 
 // New starts an n-server cluster and waits for a leader. Everything stops
 // when the test ends.
+//
+// Addresses come from FreeAddr, which only finds a port free at the time:
+// another test binary running in parallel may bind it first. If a first
+// start finds its address taken, New starts over with fresh addresses and
+// fresh data dirs (a server that did start has bootstrapped with the old
+// peer addresses).
 func New(t testing.TB, n int, opts Options) *Cluster {
 	t.Helper()
 	if opts.Tick == 0 {
@@ -86,6 +94,30 @@ func New(t testing.TB, n int, opts Options) *Cluster {
 	if opts.ReapInterval == 0 {
 		opts.ReapInterval = 100 * time.Millisecond
 	}
+	for attempt := 1; ; attempt++ {
+		c := newCluster(t, n, opts)
+		var err error
+		for i := range c.Members {
+			if err = c.start(i, 0); err != nil {
+				break
+			}
+		}
+		if err != nil {
+			c.StopAll()
+			if attempt < 5 && errors.Is(err, syscall.EADDRINUSE) {
+				t.Logf("starting a cluster: %v; again with other addresses", err)
+				continue
+			}
+			t.Fatalf("starting a cluster: %v", err)
+		}
+		t.Cleanup(c.StopAll)
+		c.WaitLeader(15 * time.Second)
+		return c
+	}
+}
+
+// newCluster configures n members on fresh addresses and data dirs.
+func newCluster(t testing.TB, n int, opts Options) *Cluster {
 	c := &Cluster{t: t, Net: NewNetwork()}
 	var peers []rpc.Peer
 	for i := 1; i <= n; i++ {
@@ -109,35 +141,37 @@ func New(t testing.TB, n int, opts Options) *Cluster {
 	for _, m := range c.Members {
 		m.Cfg.Peers = peers
 	}
-	for i := range c.Members {
-		c.Start(i)
-	}
-	t.Cleanup(c.StopAll)
-	c.WaitLeader(15 * time.Second)
 	return c
 }
 
 // Start starts (or restarts, with its data) member i.
 func (c *Cluster) Start(i int) {
 	c.t.Helper()
+	// The old listener's port may take a moment to be free again.
+	if err := c.start(i, 5*time.Second); err != nil {
+		c.t.Fatalf("starting server %s: %v", c.Members[i].ID, err)
+	}
+}
+
+// start starts member i unless it runs, trying again for up to wait.
+func (c *Cluster) start(i int, wait time.Duration) error {
 	m := c.Members[i]
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.node != nil {
-		return
+		return nil
 	}
-	var err error
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(wait)
 	for {
-		m.node, err = rpc.NewNode(m.Cfg)
-		if err == nil || time.Now().After(deadline) {
-			break
+		node, err := rpc.NewNode(m.Cfg)
+		if err == nil {
+			m.node = node
+			return nil
 		}
-		// The old listener's port may take a moment to be free again.
+		if !time.Now().Before(deadline) {
+			return fmt.Errorf("server %s: %w", m.ID, err)
+		}
 		time.Sleep(50 * time.Millisecond)
-	}
-	if err != nil {
-		c.t.Fatalf("starting server %s: %v", m.ID, err)
 	}
 }
 

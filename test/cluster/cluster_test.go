@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -352,4 +354,29 @@ func BenchmarkClusterWrites(b *testing.B) {
 			b.ReportMetric(float64(per*writers)/b.Elapsed().Seconds(), "writes/s")
 		})
 	}
+}
+
+// TestTakenAddressIsRecognised: a server whose address another process
+// holds fails to start with an error New recognises (EADDRINUSE), so that
+// New picks other addresses instead of failing the test.
+func TestTakenAddressIsRecognised(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	c := newCluster(t, 1, Options{Tick: 200 * time.Millisecond})
+	c.Members[0].Cfg.ClientAddr = taken.Addr().String()
+	err = c.start(0, 0)
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		t.Fatalf("start on a taken address: %v, want EADDRINUSE", err)
+	}
+	if c.Members[0].Node() != nil {
+		t.Fatal("a member that failed to start has a node")
+	}
+	c.Members[0].Cfg.ClientAddr = FreeAddr(t)
+	if err := c.start(0, 5*time.Second); err != nil {
+		t.Fatalf("start on a free address: %v", err)
+	}
+	c.StopAll()
 }
