@@ -964,8 +964,9 @@ func (x *CloseSession) GetTerm() uint64 {
 
 // Noop changes nothing. A new leader proposes one at the start of its term
 // (leader_id set), so the FSM's index reaches the commit index of the new
-// term; the leader also proposes them (leader_id empty) to carry a new
-// commit index to followers.
+// term. (Earlier versions also proposed them with leader_id empty to carry
+// a new commit index to followers; the leader's Raft now pushes it, but a
+// log may still hold such entries, and they apply as no-ops.)
 type Noop struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// leader_id is the server that proposed it at the start of its term.
