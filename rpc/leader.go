@@ -160,8 +160,11 @@ func (l *leaderDuties) applied(a *fsm.Applied) {
 	if noop := a.Cmd.GetNoop(); noop != nil {
 		// Only this term's no-op counts: one of an earlier term of this
 		// server's, committed late by a successor, says nothing about what
-		// committed since.
-		if noop.LeaderId != l.n.cfg.ID || a.Term != l.n.raft.CurrentTerm() || l.n.raft.State() != raft.Leader {
+		// committed since. Before NewRaft has returned this server cannot
+		// have proposed a no-op (leader duties start after it), and
+		// n.raft is not yet safe to read.
+		if noop.LeaderId != l.n.cfg.ID || !l.n.raftSet.Load() ||
+			a.Term != l.n.raft.CurrentTerm() || l.n.raft.State() != raft.Leader {
 			return
 		}
 		l.readable.Store(a.Term)

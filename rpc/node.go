@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -34,11 +35,15 @@ type Node struct {
 	cfg Config
 	log *slog.Logger
 
-	fsm   *fsm.FSM
-	raft  *raft.Raft
-	trans *raft.NetworkTransport
-	store *raftboltdb.BoltStore
-	mux   *peerMux
+	fsm  *fsm.FSM
+	raft *raft.Raft
+	// raftSet is set once raft is: the FSM starts applying inside
+	// raft.NewRaft, before the field is assigned, so its callbacks check
+	// this before they read raft.
+	raftSet atomic.Bool
+	trans   *raft.NetworkTransport
+	store   *raftboltdb.BoltStore
+	mux     *peerMux
 
 	clientLn   net.Listener
 	clientGRPC *grpc.Server
@@ -188,6 +193,7 @@ func NewNode(cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("rpc: starting raft: %w", err)
 	}
+	n.raftSet.Store(true)
 	cleanup = append(cleanup, func() { _ = n.raft.Shutdown().Error() })
 
 	kp := keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true}
