@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"time"
+
+	"github.com/hashicorp/raft"
 )
 
 // Peer is one initial voter of the cluster.
@@ -79,6 +81,10 @@ type Config struct {
 	// (rpc/third_party/raft), so this is only the fallback; tests raise it to show
 	// the push alone is enough.
 	commitTimeout time.Duration
+
+	// wrapLogStore, if set, wraps the Raft log store (below its cache).
+	// Tests use it to slow down or fail a server's log writes.
+	wrapLogStore func(raft.LogStore) raft.LogStore
 }
 
 func (c *Config) setDefaults() error {

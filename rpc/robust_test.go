@@ -19,11 +19,7 @@ import (
 
 func singleNode(t testing.TB) *Node {
 	t.Helper()
-	n, err := NewNode(testConfig(t, "1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
+	n := newTestNode(t, "1")
 	waitLeader(t, n)
 	return n
 }

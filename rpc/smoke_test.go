@@ -2,7 +2,9 @@ package rpc
 
 import (
 	"context"
+	"errors"
 	"net"
+	"syscall"
 	"testing"
 	"time"
 
@@ -100,11 +102,7 @@ func (s *rawSession) do(req *apipb.Request) *apipb.Response {
 }
 
 func TestSmokeSingleNode(t *testing.T) {
-	n, err := NewNode(testConfig(t, "1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
+	n := newTestNode(t, "1")
 	waitLeader(t, n)
 	s, first := dialRaw(t, n.ClientAddr(), &apipb.ConnectRequest{TimeoutMs: 2000})
 	if first.GetConnected() == nil {
@@ -172,27 +170,62 @@ func TestSmokeThreeNodes(t *testing.T) {
 // each edit, if any, changes every server's Config.
 func threeNodes(t *testing.T, edits ...func(*Config)) ([]*Node, *Node) {
 	t.Helper()
-	cfgs := []Config{testConfig(t, "1"), testConfig(t, "2"), testConfig(t, "3")}
-	for i := range cfgs {
-		for _, e := range edits {
-			e(&cfgs[i])
-		}
-	}
-	var peers []Peer
-	for _, c := range cfgs {
-		peers = append(peers, Peer{ID: c.ID, Addr: c.PeerAddr})
-	}
 	var nodes []*Node
-	for _, c := range cfgs {
-		c.Peers = peers
-		n, err := NewNode(c)
-		if err != nil {
+	startOver(t, func() error {
+		cfgs := []Config{testConfig(t, "1"), testConfig(t, "2"), testConfig(t, "3")}
+		for i := range cfgs {
+			for _, e := range edits {
+				e(&cfgs[i])
+			}
+		}
+		var peers []Peer
+		for _, c := range cfgs {
+			peers = append(peers, Peer{ID: c.ID, Addr: c.PeerAddr})
+		}
+		nodes = nil
+		for _, c := range cfgs {
+			c.Peers = peers
+			n, err := NewNode(c)
+			if err != nil {
+				for _, n := range nodes {
+					n.Close()
+				}
+				return err
+			}
+			t.Cleanup(func() { n.Close() })
+			nodes = append(nodes, n)
+		}
+		return nil
+	})
+	return nodes, waitLeader(t, nodes...)
+}
+
+// newTestNode starts one server on the config testConfig makes.
+func newTestNode(t testing.TB, id string) *Node {
+	t.Helper()
+	var n *Node
+	startOver(t, func() (err error) {
+		n, err = NewNode(testConfig(t, id))
+		return err
+	})
+	t.Cleanup(func() { n.Close() })
+	return n
+}
+
+// startOver runs start, which picks its addresses with freeAddr, again
+// when one of them was taken in between (by another test's connection),
+// up to 5 times in all.
+func startOver(t testing.TB, start func() error) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		err := start()
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) || attempt == 5 {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { n.Close() })
-		nodes = append(nodes, n)
 	}
-	return nodes, waitLeader(t, nodes...)
 }
 
 // TestFollowersLearnCommitsAtOnce: the leader pushes each new commit index

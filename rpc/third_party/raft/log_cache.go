@@ -77,6 +77,33 @@ func (c *LogCache) StoreLogs(logs []*Log) error {
 	return nil
 }
 
+// cachePending puts a leader's new entries in the cache before they are
+// written, so that its replicators can send them meanwhile (coordd). It
+// reports false, and does nothing, if they do not all fit.
+func (c *LogCache) cachePending(logs []*Log) bool {
+	if len(logs) > len(c.cache) {
+		return false
+	}
+	c.l.Lock()
+	for _, l := range logs {
+		c.cache[l.Index%uint64(len(c.cache))] = l
+	}
+	c.l.Unlock()
+	return true
+}
+
+// forget removes entries that cachePending added when writing them failed
+// (coordd).
+func (c *LogCache) forget(logs []*Log) {
+	c.l.Lock()
+	for _, l := range logs {
+		if i := l.Index % uint64(len(c.cache)); c.cache[i] == l {
+			c.cache[i] = nil
+		}
+	}
+	c.l.Unlock()
+}
+
 func (c *LogCache) FirstIndex() (uint64, error) {
 	return c.store.FirstIndex()
 }
@@ -86,9 +113,15 @@ func (c *LogCache) LastIndex() (uint64, error) {
 }
 
 func (c *LogCache) DeleteRange(min, max uint64) error {
-	// Invalidate the cache on deletes
+	// Invalidate the deleted entries. coordd: only those, so that a
+	// compaction cannot drop a leader's entries that cachePending put here
+	// and that are not yet in the store.
 	c.l.Lock()
-	c.cache = make([]*Log, len(c.cache))
+	for i, l := range c.cache {
+		if l != nil && l.Index >= min && l.Index <= max {
+			c.cache[i] = nil
+		}
+	}
 	c.l.Unlock()
 
 	return c.store.DeleteRange(min, max)

@@ -1273,9 +1273,32 @@ func (r *Raft) dispatchLogs(applyLogs []*logFuture) {
 		r.leaderState.inflight.PushBack(applyLog)
 	}
 
+	// coordd: send the entries to the followers while they are written
+	// here, as the Raft thesis (10.2.1) and etcd's raft do, instead of
+	// after. The LogCache serves them to the replicators meanwhile. The
+	// leader counts itself towards the commit only once its own write has
+	// returned, so an entry still commits only on a majority of disks.
+	cache, early := r.logs.(*LogCache)
+	prevIndex, prevTerm := r.getLastLog()
+	if early && cache.cachePending(logs) {
+		r.setLastLog(lastIndex, term)
+		for _, f := range r.leaderState.replState {
+			asyncNotifyCh(f.triggerCh)
+		}
+	} else {
+		early = false
+	}
+
 	// Write the log entry locally
 	if err := r.logs.StoreLogs(logs); err != nil {
 		r.logger.Error("failed to commit logs", "error", err)
+		if early {
+			// coordd: forget the entries, which followers may have
+			// received: like entries of a leader that crashed, a later
+			// leader commits or replaces them.
+			cache.forget(logs)
+			r.setLastLog(prevIndex, prevTerm)
+		}
 		for _, applyLog := range applyLogs {
 			applyLog.respond(err)
 		}
@@ -1283,6 +1306,9 @@ func (r *Raft) dispatchLogs(applyLogs []*logFuture) {
 		return
 	}
 	r.leaderState.commitment.match(r.localID, lastIndex)
+	if early {
+		return
+	}
 
 	// Update the last log since it's on disk now
 	r.setLastLog(lastIndex, term)
