@@ -32,7 +32,22 @@ func (s *peerService) Forward(stream peerpb.Peer_ForwardServer) error {
 	}
 	futures := make(chan inflight, 4096)
 	done := make(chan error, 1)
+	// Only the helper below sends on the stream while it runs (gRPC allows
+	// one sender at a time, and none once the handler has returned). The
+	// handler waits for it to finish, which it does once futures is closed
+	// and every future it holds has resolved, and then sends its last word,
+	// if any, after every confirmation.
+	finished := make(chan struct{})
+	var last *peerpb.ForwardResponse
+	defer func() {
+		close(futures)
+		<-finished
+		if last != nil {
+			_ = stream.Send(last)
+		}
+	}()
 	go func() {
+		defer close(finished)
 		var ack *peerpb.ForwardResponse // committed, not yet confirmed
 		unacked := 0
 		flush := func() error {
@@ -88,19 +103,18 @@ func (s *peerService) Forward(stream peerpb.Peer_ForwardServer) error {
 			}
 		}
 	}()
-	defer close(futures)
 	for {
 		req, err := stream.Recv()
 		if err != nil {
 			return nil
 		}
 		if n.raft.State() != raft.Leader {
-			_ = stream.Send(&peerpb.ForwardResponse{Seq: req.Seq, Error: "not the leader", NotLeader: true})
+			last = &peerpb.ForwardResponse{Seq: req.Seq, Error: "not the leader", NotLeader: true}
 			return nil
 		}
 		cmd := &cmdpb.Command{}
 		if err := proto.Unmarshal(req.Command, cmd); err != nil || !forwardable(cmd) || cmd.TimeMs != 0 {
-			_ = stream.Send(&peerpb.ForwardResponse{Seq: req.Seq, Error: "malformed or forbidden command"})
+			last = &peerpb.ForwardResponse{Seq: req.Seq, Error: "malformed or forbidden command"}
 			return nil
 		}
 		data := stamp(req.Command)

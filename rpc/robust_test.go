@@ -192,6 +192,45 @@ func TestForwardRejectsForbiddenCommands(t *testing.T) {
 	healthy(t, n)
 }
 
+// TestForwardConfirmsBeforeRejecting: when a forward stream ends with a
+// rejected command, the commands before it are confirmed first, and the
+// rejection comes last.
+func TestForwardConfirmsBeforeRejecting(t *testing.T) {
+	n := singleNode(t)
+	cc, err := grpc.NewClient("passthrough:///"+n.cfg.PeerAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			return n.mux.dialTagged(ctx, addr, tagPeer)
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	waitFor(t, n.LeaderReady)
+	// A delete for a session that does not exist: it commits (and the
+	// state machine answers "session expired").
+	ok, _ := proto.Marshal(&cmdpb.Command{Cmd: &cmdpb.Command_Write{Write: &cmdpb.Write{SessionId: 42, Xid: 1,
+		Op: &cmdpb.Write_Delete{Delete: &cmdpb.Delete{Path: "/a", Version: -1}}}}})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream, err := peerpb.NewPeerClient(cc).Forward(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq, payload := range [][]byte{ok, {0xff, 0xff}} {
+		if err := stream.Send(&peerpb.ForwardRequest{Seq: uint64(seq + 1), Command: payload}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, err := stream.Recv()
+	if err != nil || first.Seq != 1 || first.Error != "" || first.Index == 0 {
+		t.Fatalf("first reply %v (%v), want the confirmation of seq 1", first, err)
+	}
+	second, err := stream.Recv()
+	if err != nil || second.Seq != 2 || second.Error == "" {
+		t.Fatalf("second reply %v (%v), want the rejection of seq 2", second, err)
+	}
+}
+
 // FuzzSessionRequest: any decodable request gets a reply or a closed
 // stream, and the server keeps serving.
 func FuzzSessionRequest(f *testing.F) {
