@@ -616,8 +616,13 @@ func (r *Raft) setNewLogs(req *AppendEntriesRequest, nextIndex, lastIndex uint64
 	// consistent value for maxAppendEntries in the lines below in case it ever
 	// becomes reloadable.
 	maxAppendEntries := r.config().MaxAppendEntries
-	req.Entries = make([]*Log, 0, maxAppendEntries)
 	maxIndex := min(nextIndex+uint64(maxAppendEntries)-1, lastIndex)
+	// coordd: size the slice for the entries there are, not for
+	// MaxAppendEntries: most requests carry a few entries or none.
+	req.Entries = nil
+	if maxIndex >= nextIndex {
+		req.Entries = make([]*Log, 0, maxIndex-nextIndex+1)
+	}
 	for i := nextIndex; i <= maxIndex; i++ {
 		oldLog := new(Log)
 		if err := r.logs.GetLog(i, oldLog); err != nil {
