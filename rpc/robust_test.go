@@ -146,10 +146,9 @@ func TestBadSessionMessages(t *testing.T) {
 	healthy(t, n)
 }
 
-// TestForwardRejectsForbiddenCommands: a peer cannot make the leader
-// propose commands only the leader may make, or garbage.
-func TestForwardRejectsForbiddenCommands(t *testing.T) {
-	n := singleNode(t)
+// dialPeerService connects to n's peer API as another server would.
+func dialPeerService(t *testing.T, n *Node) *grpc.ClientConn {
+	t.Helper()
 	cc, err := grpc.NewClient("passthrough:///"+n.cfg.PeerAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
 			return n.mux.dialTagged(ctx, addr, tagPeer)
@@ -157,7 +156,15 @@ func TestForwardRejectsForbiddenCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cc.Close()
+	t.Cleanup(func() { cc.Close() })
+	return cc
+}
+
+// TestForwardRejectsForbiddenCommands: a peer cannot make the leader
+// propose commands only the leader may make, or garbage.
+func TestForwardRejectsForbiddenCommands(t *testing.T) {
+	n := singleNode(t)
+	cc := dialPeerService(t, n)
 	// Wait for the leader's own term-start entry, so the index is quiet.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -197,14 +204,7 @@ func TestForwardRejectsForbiddenCommands(t *testing.T) {
 // rejection comes last.
 func TestForwardConfirmsBeforeRejecting(t *testing.T) {
 	n := singleNode(t)
-	cc, err := grpc.NewClient("passthrough:///"+n.cfg.PeerAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
-			return n.mux.dialTagged(ctx, addr, tagPeer)
-		}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
+	cc := dialPeerService(t, n)
 	waitFor(t, n.LeaderReady)
 	// A delete for a session that does not exist: it commits (and the
 	// state machine answers "session expired").
