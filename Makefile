@@ -41,7 +41,7 @@ vet:
 deps:
 	@bash scripts/check-deps.sh
 
-## raftfork: rpc/third_party/raft is hashicorp/raft plus exactly rpc/third_party/raft/coordd.patch.
+## raftfork: rpc/third_party/raft and rpc/third_party/raft-boltdb are the upstream modules plus exactly their coordd.patch.
 raftfork:
 	@bash scripts/check-raft-fork.sh
 
