@@ -26,12 +26,9 @@ for i in 1 2 3; do
   peers+="${peers:+,}$i=127.0.0.1:$((2980 + i))"
   servers+="${servers:+,}127.0.0.1:$((2280 + i))"
 done
-# Servers sharing this machine split its cores: each gets GOMAXPROCS =
-# cores / servers (at least 1) unless GOMAXPROCS is set. With Go's default
-# every server runs as many threads as there are cores, and three servers on
-# two cores spend their time handing the CPU to each other (see README).
-procs=${GOMAXPROCS:-$(( $(getconf _NPROCESSORS_ONLN) / 3 ))}
-[ "$procs" -ge 1 ] || procs=1
+# Servers sharing this machine split its cores (scripts/procs.sh).
+. "$(dirname "$0")/procs.sh"
+procs=$(server_procs 3)
 pids=()
 stop() {
   trap - INT TERM EXIT

@@ -13,12 +13,9 @@ for i in $(seq 1 "$n"); do
   peers+="${peers:+,}$i=127.0.0.1:$((2887 + i))"
   servers+="${servers:+,}127.0.0.1:$((2180 + i))"
 done
-# Servers sharing this machine split its cores: each gets GOMAXPROCS =
-# cores / servers (at least 1) unless GOMAXPROCS is set. With Go's default
-# every server runs as many threads as there are cores, and three servers on
-# two cores spend their time handing the CPU to each other (see README).
-procs=${GOMAXPROCS:-$(( $(getconf _NPROCESSORS_ONLN) / n ))}
-[ "$procs" -ge 1 ] || procs=1
+# Servers sharing this machine split its cores (scripts/procs.sh).
+. "$(dirname "$0")/procs.sh"
+procs=$(server_procs "$n")
 pids=()
 stop() {
   trap - INT TERM EXIT
