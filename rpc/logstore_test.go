@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -64,15 +65,12 @@ func TestLogStoreWritesUpstreamsFormat(t *testing.T) {
 	err = db.Update(func(tx *bbolt.Tx) error {
 		b := tx.Bucket([]byte("logs"))
 		for _, l := range logs {
-			key := make([]byte, 8)
-			for i := 0; i < 8; i++ {
-				key[i] = byte(l.Index >> (56 - 8*i))
-			}
+			key := binary.BigEndian.AppendUint64(nil, l.Index)
 			if got, want := b.Get(key), upstreamEncode(t, l); !bytes.Equal(got, want) {
 				return fmt.Errorf("entry %d: stored %x, upstream writes %x", l.Index, got, want)
 			}
 		}
-		return b.Put([]byte{0, 0, 0, 0, 0, 0, 0, 21}, upstreamEncode(t, extra))
+		return b.Put(binary.BigEndian.AppendUint64(nil, extra.Index), upstreamEncode(t, extra))
 	})
 	db.Close()
 	if err != nil {

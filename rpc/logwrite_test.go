@@ -16,11 +16,10 @@ import (
 // write (hold) or make it fail (failNext).
 type testStore struct {
 	raft.LogStore
-	mu       sync.Mutex
-	held     chan struct{} // closed to let held writes through
-	fail     bool
-	entered  chan uint64 // the last index of each held or failed write
-	released bool
+	mu      sync.Mutex
+	held    chan struct{} // closed to let held writes through
+	fail    bool
+	entered chan uint64 // the last index of each held or failed write
 }
 
 func newTestStore(s raft.LogStore) *testStore {
