@@ -1307,7 +1307,7 @@ func (r *Raft) dispatchLogs(applyLogs []*logFuture) {
 	}
 	r.leaderState.commitment.match(r.localID, lastIndex)
 	if early {
-		return
+		return // coordd: the last log is set and the replicators woken above
 	}
 
 	// Update the last log since it's on disk now
