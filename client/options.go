@@ -19,12 +19,26 @@ type options struct {
 	pool           *Pool // shared connections, or nil for one of its own
 }
 
+// Flow-control windows of the client's gRPC connections: a stream's holds
+// one largest reply (1 MiB of data plus headroom).
+const (
+	streamWindow = 1 << 20
+	connWindow   = 2 << 20
+)
+
 func defaultOptions() options {
 	return options{
 		sessionTimeout: 10 * time.Second,
 		dialTimeout:    2 * time.Second,
 		logger:         slog.New(slog.DiscardHandler),
-		dialOptions:    []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())},
+		dialOptions: []grpc.DialOption{
+			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			// Static flow-control windows turn off gRPC's bandwidth-delay
+			// probing, which would otherwise send a PING for nearly every
+			// reply received (see rpc's streamWindow for the server side).
+			grpc.WithInitialWindowSize(streamWindow),
+			grpc.WithInitialConnWindowSize(connWindow),
+		},
 	}
 }
 

@@ -1,0 +1,156 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"testing"
+
+	"golang.org/x/net/http2"
+	"google.golang.org/grpc"
+
+	"github.com/coordd/coordd/client"
+)
+
+// recordedConn keeps a copy of every byte a client connection sends and
+// receives, to read its HTTP/2 frames afterwards.
+type recordedConn struct {
+	net.Conn
+	mu        sync.Mutex
+	sent, got bytes.Buffer
+}
+
+func (c *recordedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.mu.Lock()
+	c.got.Write(p[:n])
+	c.mu.Unlock()
+	return n, err
+}
+
+func (c *recordedConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.mu.Lock()
+	c.sent.Write(p[:n])
+	c.mu.Unlock()
+	return n, err
+}
+
+// pings counts the PING frames (not their acknowledgements) in an HTTP/2
+// byte stream, and all its frames.
+func pings(t *testing.T, b []byte) (pings, frames int) {
+	t.Helper()
+	fr := http2.NewFramer(nil, bytes.NewReader(b))
+	fr.SetMaxReadFrameSize(1 << 24)
+	for {
+		f, err := fr.ReadFrame()
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return pings, frames
+		}
+		if err != nil {
+			t.Fatalf("frame %d: %v", frames, err)
+		}
+		frames++
+		if p, ok := f.(*http2.PingFrame); ok && !p.IsAck() {
+			pings++
+		}
+	}
+}
+
+// TestNoPingPerMessage: a session's requests and replies travel without
+// HTTP/2 PINGs of their own. gRPC's bandwidth-delay-product probing, on
+// unless the flow-control windows are set, answers almost every message it
+// receives with a PING (and a window update), which costs each side a frame,
+// a syscall and a wake-up per message; the server (rpc) and the client
+// library both set static windows to turn it off.
+func TestNoPingPerMessage(t *testing.T) {
+	c := New(t, 1, Options{})
+	var (
+		mu    sync.Mutex
+		conns []*recordedConn
+	)
+	dial := grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+		nc, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return nil, err
+		}
+		rc := &recordedConn{Conn: nc}
+		mu.Lock()
+		conns = append(conns, rc)
+		mu.Unlock()
+		return rc, nil
+	})
+	ctx := ctxT(t)
+	cl, err := client.Connect(ctx, c.Servers(), client.WithDialOptions(dial))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close(ctx)
+	if _, err := cl.Create(ctx, "/p", []byte("v"), client.CreateMode{}); err != nil {
+		t.Fatal(err)
+	}
+	const ops = 100
+	for i := 0; i < ops; i++ {
+		if _, _, err := cl.Get(ctx, "/p"); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	if len(conns) == 0 {
+		t.Fatal("the client dialled no connection through the test's dialer")
+	}
+	for i, rc := range conns {
+		rc.mu.Lock()
+		sent := bytes.Clone(rc.sent.Bytes())
+		got := bytes.Clone(rc.got.Bytes())
+		rc.mu.Unlock()
+		// A client connection opens with the 24-byte HTTP/2 preface.
+		if len(sent) >= len(http2.ClientPreface) && string(sent[:len(http2.ClientPreface)]) == http2.ClientPreface {
+			sent = sent[len(http2.ClientPreface):]
+		}
+		clientPings, clientFrames := pings(t, sent)
+		serverPings, serverFrames := pings(t, got)
+		t.Logf("connection %d: client sent %d frames (%d PINGs), server sent %d frames (%d PINGs)", i, clientFrames, clientPings, serverFrames, serverPings)
+		// A few pings are fine (keepalive); one per message is not.
+		if clientPings > ops/10 || serverPings > ops/10 {
+			t.Errorf("connection %d: %d PINGs from the client and %d from the server for %d requests", i, clientPings, serverPings, ops)
+		}
+	}
+}
+
+// TestLargestValueThroughFollower: a value of the largest size allowed (1 MiB
+// by default) is written through a follower, which forwards it to the leader
+// on its peer connection, and read back from every server: the static
+// flow-control windows hold a whole message on both links.
+func TestLargestValueThroughFollower(t *testing.T) {
+	c := New(t, 3, Options{})
+	ctx := ctxT(t)
+	f := c.Follower()
+	cl := connect(t, c.Members[f].Cfg.ClientAddr)
+	value := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
+	if _, err := cl.Create(ctx, "/big", value, client.CreateMode{}); err != nil {
+		t.Fatalf("create with %d bytes through a follower: %v", len(value), err)
+	}
+	if _, err := cl.Set(ctx, "/big", append(value[:len(value)-1:len(value)-1], 'X'), 0); err != nil {
+		t.Fatalf("set with %d bytes through a follower: %v", len(value), err)
+	}
+	want := append(bytes.Clone(value[:len(value)-1]), 'X')
+	for _, addr := range c.Servers() {
+		r := connect(t, addr)
+		if err := r.Sync(ctx, "/big"); err != nil {
+			t.Fatal(err)
+		}
+		got, _, err := r.Get(ctx, "/big")
+		if err != nil {
+			t.Fatalf("get from %s: %v", addr, err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("get from %s: %d bytes, not the %d written", addr, len(got), len(want))
+		}
+	}
+}
