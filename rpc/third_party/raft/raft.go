@@ -8,6 +8,7 @@ import (
 	"container/list"
 	"fmt"
 	"io"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -1285,6 +1286,11 @@ func (r *Raft) dispatchLogs(applyLogs []*logFuture) {
 		for _, f := range r.leaderState.replState {
 			asyncNotifyCh(f.triggerCh)
 		}
+		// coordd: let the replicators send before this goroutine writes.
+		// Woken, they wait for a free processor, and with one (a server
+		// started with GOMAXPROCS=1, or a busy machine) they would get it
+		// only when the write below blocks, or after it.
+		runtime.Gosched()
 	} else {
 		early = false
 	}
