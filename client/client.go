@@ -54,7 +54,8 @@ type Client struct {
 	closeAcked bool  // the server answered the CloseRequest
 	flaps      int   // disconnects since the last good reply (for backoff)
 	states     chan StateEvent
-	statesDone bool // states is closed
+	stateSubs  map[chan StateEvent]struct{} // NotifyStates subscriptions
+	statesDone bool                         // states and every subscription are closed
 }
 
 // call is one request awaiting its reply.
@@ -145,10 +146,42 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Client, er
 }
 
 // States returns the channel on which every state change is reported, in
-// order. It is buffered (64 events); when the consumer falls that far behind,
-// the oldest event is dropped so the client never blocks. It is closed after
-// StateClosed.
+// order, from the first StateConnected on. It is buffered (64 events); when
+// the consumer falls that far behind, the oldest event is dropped so the
+// client never blocks. It is closed after StateClosed. It is one channel: each
+// event goes to one reader. A part of the program that follows the state on
+// its own (as the lockrecipe package does) uses NotifyStates instead.
 func (c *Client) States() <-chan StateEvent { return c.states }
+
+// NotifyStates subscribes to the state changes from now on, independently of
+// States and of every other subscription: each subscription receives every
+// event, in order. It returns the state at the moment of the call (the
+// events then report the changes from it), the subscription's channel,
+// buffered and dropping its oldest event when full as States does, and stop,
+// which ends the subscription and closes the channel. The channel is also
+// closed after StateClosed; stop may be called at any time, more than once.
+func (c *Client) NotifyStates() (current State, events <-chan StateEvent, stop func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sub := make(chan StateEvent, statesBuffer)
+	if c.statesDone {
+		close(sub)
+		return c.state, sub, func() {}
+	}
+	if c.stateSubs == nil {
+		c.stateSubs = make(map[chan StateEvent]struct{})
+	}
+	c.stateSubs[sub] = struct{}{}
+	stop = func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if _, ok := c.stateSubs[sub]; ok {
+			delete(c.stateSubs, sub)
+			close(sub)
+		}
+	}
+	return c.state, sub, stop
+}
 
 // State returns the current state.
 func (c *Client) State() State {
@@ -231,6 +264,10 @@ func (c *Client) Close(ctx context.Context) error {
 	}
 	c.statesDone = true
 	close(c.states)
+	for sub := range c.stateSubs {
+		close(sub)
+	}
+	c.stateSubs = nil
 	c.mu.Unlock()
 	close(c.closeDone)
 	return err
@@ -468,14 +505,23 @@ func (c *Client) setStateLocked(st State, server string, err error) {
 		return
 	}
 	ev := StateEvent{State: st, Server: server, Err: err}
+	offerState(c.states, ev)
+	for sub := range c.stateSubs {
+		offerState(sub, ev)
+	}
+}
+
+// offerState puts ev on ch, dropping the oldest event when ch is full. Only
+// the client sends on ch, under its mutex, so the loop ends.
+func offerState(ch chan StateEvent, ev StateEvent) {
 	for {
 		select {
-		case c.states <- ev:
+		case ch <- ev:
 			return
 		default:
 		}
 		select {
-		case <-c.states:
+		case <-ch:
 		default:
 		}
 	}

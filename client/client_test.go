@@ -940,6 +940,59 @@ func TestStatesNeverBlock(t *testing.T) {
 	}
 }
 
+// TestNotifyStates: every subscription, and States, gets every state change
+// in order; a subscription starts from the state it reports; stop and Close
+// end it.
+func TestNotifyStates(t *testing.T) {
+	cl := newFakeCluster()
+	s := cl.newServer(t, "s1")
+	c := connect(t, []*fakeServer{s})
+	cur1, sub1, stop1 := c.NotifyStates()
+	cur2, sub2, stop2 := c.NotifyStates()
+	if cur1 != StateConnected || cur2 != StateConnected {
+		t.Fatalf("current states %v, %v; want connected", cur1, cur2)
+	}
+	waitFor(t, "the stream", func() bool { return s.activeStreams() == 1 })
+	s.killStreams()
+	nextState(t, c, StateReconnected) // States itself, read here, as before
+	want := []State{StateDisconnected, StateReconnected}
+	for i, sub := range []<-chan StateEvent{sub1, sub2} {
+		for _, w := range want {
+			select {
+			case ev := <-sub:
+				if ev.State != w {
+					t.Fatalf("subscription %d: %v, want %v", i+1, ev.State, w)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("subscription %d: no %v", i+1, w)
+			}
+		}
+	}
+	stop1()
+	stop1() // again: harmless
+	if _, ok := <-sub1; ok {
+		t.Fatal("an event after stop")
+	}
+	if err := c.Close(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	var last State
+	for ev := range sub2 { // closed after StateClosed
+		last = ev.State
+	}
+	if last != StateClosed {
+		t.Fatalf("last event %v, want closed", last)
+	}
+	stop2()
+	if cur, sub, stop := c.NotifyStates(); cur != StateClosed {
+		t.Fatalf("after Close: current %v", cur)
+	} else if _, ok := <-sub; ok {
+		t.Fatal("a subscription after Close is open")
+	} else {
+		stop()
+	}
+}
+
 func TestStatJSON(t *testing.T) {
 	st := Stat{Czxid: 1, Mzxid: 2, Pzxid: 3, Ctime: 4, Mtime: 5, Version: 6, Cversion: 7, Aversion: 8, EphemeralOwner: 9, DataLength: 10, NumChildren: 11}
 	b, err := json.Marshal(st)

@@ -8,11 +8,12 @@ import (
 	"github.com/coordd/coordd/client"
 )
 
-// Session is the recipes' view of one client.Client: it is the only
-// consumer of the client's States channel (which is a single channel per
-// client) and fans the session's health out to every recipe built on it.
-// Create one Session per client and build every recipe of that client on
-// it; do not read c.States() elsewhere.
+// Session is the recipes' view of one client.Client: it follows the
+// client's state through a subscription of its own (client.NotifyStates) and
+// fans the session's health out to every recipe built on it. Create one
+// Session per client and build every recipe of that client on it. The
+// program may read the client's States channel as it likes: the Session does
+// not share it.
 //
 // # When a holder counts as lost
 //
@@ -55,12 +56,13 @@ func WithSuspendGrace(d time.Duration) SessionOption {
 	return func(s *Session) { s.grace = d }
 }
 
-// sessions maps each client to its live Session, so that a second
-// NewSession on one client cannot split its States events.
+// sessions maps each client to its live Session, so that all the recipes of
+// one client share one view of its health (one suspend timer, one
+// generation).
 var sessions sync.Map // *client.Client -> *Session
 
-// NewSession starts consuming c.States() and returns the Session that every
-// recipe of c is built on. Its goroutine ends when the client's session
+// NewSession subscribes to c's state changes and returns the Session that
+// every recipe of c is built on. Its goroutine ends when the client's session
 // expires or the client is closed. Calling NewSession again for the same
 // live client returns the same Session (the new options are ignored).
 func NewSession(c *client.Client, opts ...SessionOption) *Session {
@@ -71,12 +73,16 @@ func NewSession(c *client.Client, opts ...SessionOption) *Session {
 	if prev, loaded := sessions.LoadOrStore(c, s); loaded {
 		return prev.(*Session)
 	}
-	switch c.State() {
+	state, events, stop := c.NotifyStates()
+	switch state {
 	case client.StateExpired, client.StateClosed:
+		stop()
 		s.end()
 		return s
+	case client.StateDisconnected:
+		s.disconnected()
 	}
-	go s.run()
+	go s.run(events, stop)
 	return s
 }
 
@@ -86,8 +92,9 @@ func (s *Session) Client() *client.Client { return s.c }
 // Done is closed when the client's session has ended (expired or closed).
 func (s *Session) Done() <-chan struct{} { return s.done }
 
-func (s *Session) run() {
-	for ev := range s.c.States() {
+func (s *Session) run(events <-chan client.StateEvent, stop func()) {
+	defer stop()
+	for ev := range events {
 		switch ev.State {
 		case client.StateDisconnected:
 			s.disconnected()

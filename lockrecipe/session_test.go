@@ -77,11 +77,55 @@ func TestSessionEnded(t *testing.T) {
 }
 
 // TestSessionOnePerClient: a second NewSession on a client returns the
-// first, so the client's single States channel is never split.
+// first, so all its recipes share one view of the session.
 func TestSessionOnePerClient(t *testing.T) {
 	c := server(t)
 	cl := connect(t, c.Servers()...)
 	if a, b := lockrecipe.NewSession(cl), lockrecipe.NewSession(cl); a != b {
 		t.Fatal("two Sessions for one client")
+	}
+}
+
+// TestSessionWhileProgramReadsStates: a program that reads the client's
+// States channel itself (to log the connection, say) takes nothing from the
+// Session. The Session sees the connection break and come back, so a holder
+// counts as lost and the next Lock works; the program sees both events too.
+func TestSessionWhileProgramReadsStates(t *testing.T) {
+	c := server(t)
+	ctx := ctxT(t)
+	cl := connect(t, c.Servers()...)
+	m := lockrecipe.NewMutex(lockrecipe.NewSession(cl), "/shared-states")
+	if _, err := m.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	seen := make(chan client.State, 64)
+	go func() {
+		for ev := range cl.States() {
+			seen <- ev.State
+		}
+		close(seen)
+	}()
+	c.Stop(0)
+	cluster.Eventually(t, 10*time.Second, "the holder to count as lost", func() bool { return closed(m.Lost()) })
+	c.Start(0)
+	c.WaitLeader(10 * time.Second)
+	for _, want := range []client.State{client.StateDisconnected, client.StateReconnected} {
+	wait:
+		for {
+			select {
+			case st := <-seen:
+				if st == want {
+					break wait
+				}
+			case <-ctx.Done():
+				t.Fatalf("the program's States reader never saw %v", want)
+			}
+		}
+	}
+	if err := m.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock after a resumed session: %v", err)
+	}
+	if _, err := m.Lock(ctx); err != nil || closed(m.Lost()) {
+		t.Fatalf("Lock after the session resumed: %v (lost %v)", err, closed(m.Lost()))
 	}
 }
