@@ -181,3 +181,56 @@ func (c *Client) RemoveWatches(ctx context.Context, path string, kind WatchKind)
 	}
 	return nil
 }
+
+// StopWatch ends one watch: the one whose channel is ch, as GetW, ExistsW or
+// ChildrenW returned it. The client's other watches stay, on the same path
+// too (RemoveWatches removes every watch of a kind on a path; this is
+// ZooKeeper's removeWatches for a single Watcher). The channel receives
+// EventNotWatching (Err nil) and is closed. The server is asked to drop the
+// session's watch on the path only when no other watch of the client needs
+// it. It returns ErrNoWatcher when ch is not a watch still pending in this
+// client (it fired, or was removed, already).
+func (c *Client) StopWatch(ctx context.Context, ch <-chan Event) error {
+	c.mu.Lock()
+	var w *watcher
+	for _, l := range c.watches {
+		for _, x := range l {
+			if (<-chan Event)(x.ch) == ch {
+				w = x
+				break
+			}
+		}
+		if w != nil {
+			break
+		}
+	}
+	if w == nil {
+		c.mu.Unlock()
+		return ErrNoWatcher
+	}
+	// Out of the table first, so that no event can fire it meanwhile.
+	c.removeWatcherLocked(w)
+	server := WatchData
+	if w.kind == kindChild {
+		server = WatchChild
+	}
+	shared := false
+	for _, x := range c.watches[w.path] { // pending ones included: their reads register them
+		if server.selects(x.kind) {
+			shared = true
+			break
+		}
+	}
+	c.mu.Unlock()
+	w.fire(Event{Type: EventNotWatching, Path: w.path})
+	if shared {
+		return nil
+	}
+	req := &apipb.Request{Op: &apipb.Request_RemoveWatches{RemoveWatches: &apipb.RemoveWatchesRequest{Path: w.path, Kind: apipb.WatchKind(server)}}}
+	if _, err := c.do(ctx, req, false, nil); err != nil && !errors.Is(err, ErrNoWatcher) {
+		// The watch is gone here either way; a server watch left behind
+		// fires once, into no channel, when its node changes.
+		return err
+	}
+	return nil
+}

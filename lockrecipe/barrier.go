@@ -62,15 +62,15 @@ func (b *Barrier) Wait(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("lockrecipe: wait barrier %s: %w", b.path, err)
 		}
-		if err := waitEvent(ctx, ch); err != nil {
+		if err := b.s.waitEvent(ctx, ch); err != nil {
 			return fmt.Errorf("lockrecipe: wait barrier %s: %w", b.path, err)
 		}
 	}
 }
 
 // waitEvent waits for a watch event; an end of the session or of ctx is an
-// error.
-func waitEvent(ctx context.Context, ch <-chan client.Event) error {
+// error. A watch given up on when ctx ends is stopped (stopWatch).
+func (s *Session) waitEvent(ctx context.Context, ch <-chan client.Event) error {
 	select {
 	case ev := <-ch:
 		if ev.Type == client.EventNotWatching && ev.Err != nil {
@@ -78,6 +78,7 @@ func waitEvent(ctx context.Context, ch <-chan client.Event) error {
 		}
 		return nil
 	case <-ctx.Done():
+		s.stopWatch(ctx, ch)
 		return ctx.Err()
 	}
 }
@@ -156,7 +157,7 @@ func (d *DoubleBarrier) Enter(ctx context.Context) error {
 			}
 			break
 		}
-		if err := waitEvent(ctx, ch); err != nil {
+		if err := d.s.waitEvent(ctx, ch); err != nil {
 			return fail(err)
 		}
 		if _, ok, ch, err = c.ExistsW(ctx, ready); err != nil {
@@ -213,7 +214,7 @@ func (d *DoubleBarrier) Leave(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("lockrecipe: leave %s: %w", d.path, err)
 		}
-		if err := waitEvent(ctx, ch); err != nil {
+		if err := d.s.waitEvent(ctx, ch); err != nil {
 			return fmt.Errorf("lockrecipe: leave %s: %w", d.path, err)
 		}
 	}

@@ -218,9 +218,7 @@ func (q *queue) acquireNode(ctx context.Context, try bool, data []byte) (*holdin
 				return fail(q.s.lostError(fmt.Sprintf("waiting for %s: %v", watched, ev.Err)))
 			}
 		case <-ctx.Done():
-			// The one-shot watch stays registered until the predecessor
-			// goes; RemoveWatches would also remove other recipes' watches
-			// on that path in this client.
+			q.s.stopWatch(ctx, ch)
 			return fail(fmt.Errorf("lockrecipe: waiting for %s: %w", watched, ctx.Err()))
 		}
 	}

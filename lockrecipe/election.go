@@ -150,6 +150,7 @@ func (e *Election) Observe(ctx context.Context) <-chan string {
 					return
 				}
 			case <-ctx.Done():
+				e.q.s.stopWatch(ctx, ch)
 				return
 			}
 		}

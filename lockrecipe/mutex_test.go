@@ -164,7 +164,8 @@ func TestMutexTryLockRace(t *testing.T) {
 }
 
 // TestMutexLockTimeoutCleansUp: a Lock whose ctx times out (or is
-// cancelled) returns the ctx error and leaves no node behind.
+// cancelled) returns the ctx error and leaves no node behind, and no watch:
+// the waiter's watch on its predecessor is stopped, on the server too.
 func TestMutexLockTimeoutCleansUp(t *testing.T) {
 	c := server(t)
 	ctx := ctxT(t)
@@ -173,7 +174,16 @@ func TestMutexLockTimeoutCleansUp(t *testing.T) {
 	if _, err := a.Lock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	b := lockrecipe.NewMutex(session(t, c.Servers()...), "/to")
+	// noWatchLeft: the waiter's session holds no watch on the server.
+	noWatchLeft := func(waiter *lockrecipe.Session, what string) {
+		t.Helper()
+		data, child := c.Members[0].Node().FSM().Watches().Watches(waiter.Client().SessionID())
+		if len(data)+len(child) != 0 {
+			t.Fatalf("%s: the waiter's session still watches %v (data) %v (child)", what, data, child)
+		}
+	}
+	sb := session(t, c.Servers()...)
+	b := lockrecipe.NewMutex(sb, "/to")
 	tctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	_, err := b.Lock(tctx)
 	cancel()
@@ -183,9 +193,11 @@ func TestMutexLockTimeoutCleansUp(t *testing.T) {
 	if kids := children(t, obs, "/to"); len(kids) != 1 {
 		t.Fatalf("nodes after the timeout: %v", kids)
 	}
+	noWatchLeft(sb, "after the timeout")
 	cctx, cancel := context.WithCancel(ctx)
 	var rec recorder
-	b2 := lockrecipe.NewMutex(session(t, c.Servers()...), "/to", rec.option())
+	sb2 := session(t, c.Servers()...)
+	b2 := lockrecipe.NewMutex(sb2, "/to", rec.option())
 	res := goLock(cctx, b2.Lock)
 	cluster.Eventually(t, 10*time.Second, "b2 waiting", func() bool { return rec.count(lockrecipe.LockWatching) > 0 })
 	cancel()
@@ -195,6 +207,7 @@ func TestMutexLockTimeoutCleansUp(t *testing.T) {
 	if kids := children(t, obs, "/to"); len(kids) != 1 {
 		t.Fatalf("nodes after the cancel: %v", kids)
 	}
+	noWatchLeft(sb2, "after the cancel")
 	// The Mutex can be used again.
 	if err := a.Unlock(ctx); err != nil {
 		t.Fatal(err)

@@ -121,6 +121,19 @@ func detached(ctx context.Context, d time.Duration) (context.Context, context.Ca
 	return context.WithTimeout(context.WithoutCancel(ctx), d)
 }
 
+// stopWatch ends the watch on ch that a waiter gives up on because ctx
+// ended, so that abandoned waits do not pile up watches in the client (or on
+// the server) until their nodes change. Only that watch: another recipe's
+// watch on the same path stays (client.StopWatch).
+func (s *Session) stopWatch(ctx context.Context, ch <-chan client.Event) {
+	if ch == nil {
+		return
+	}
+	dctx, cancel := detached(ctx, cleanupAttempt)
+	defer cancel()
+	_ = s.c.StopWatch(dctx, ch) // best effort: an error leaves one watch to fire unread
+}
+
 // pause waits d or until ctx ends; false if ctx ended.
 func pause(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)

@@ -93,7 +93,7 @@ func (q *Queue) Take(ctx context.Context) ([]byte, error) {
 			watch = true // empty: look again, this time with a watch
 			continue
 		}
-		if err := waitEvent(ctx, ch); err != nil {
+		if err := q.s.waitEvent(ctx, ch); err != nil {
 			return nil, fmt.Errorf("lockrecipe: take from %s: %w", q.path, err)
 		}
 	}

@@ -1658,3 +1658,80 @@ func BenchmarkWatchFanout(b *testing.B) {
 		b.ReportMetric(float64(total.Microseconds())/float64(b.N), "µs/set-to-last-of-1000-events")
 	})
 }
+
+// TestWatchStopWatch: StopWatch ends one watch and leaves the client's
+// others, on the same path too. The session's server registration stays
+// while another watch of the client needs it and goes with the last one;
+// what was stopped never fires; stopping it again is ErrNoWatcher.
+func TestWatchStopWatch(t *testing.T) {
+	c := New(t, 3, Options{})
+	ctx := ctxT(t)
+	leader, f := c.LeaderIndex(), c.Follower()
+	w := wconnect(t, c.Servers(), wopts{pin: addrOf(c, f), keepPin: true})
+	wr := connect(t, addrOf(c, leader))
+	mustCreate(t, ctx, wr, "/sw", "", client.CreateMode{})
+	waitApplied(t, c, wr.LastZxid())
+
+	_, _, d1, err := w.GetW(ctx, "/sw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, d2, err := w.ExistsW(ctx, "/sw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, c1, err := w.ChildrenW(ctx, "/sw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := watchLen(c, f); n != 2 {
+		t.Fatalf("follower holds %d registrations, want 2 (data, child)", n)
+	}
+	stopped := func(ch <-chan client.Event, what string) {
+		t.Helper()
+		select {
+		case ev := <-ch:
+			if ev.Type != client.EventNotWatching || ev.Err != nil {
+				t.Fatalf("%s: got %+v, want EventNotWatching with nil Err", what, ev)
+			}
+		default:
+			t.Fatalf("%s: StopWatch returned before the channel got EventNotWatching", what)
+		}
+		if _, ok := <-ch; ok {
+			t.Fatalf("%s: channel open after EventNotWatching", what)
+		}
+	}
+
+	if err := w.StopWatch(ctx, d1); err != nil {
+		t.Fatal(err)
+	}
+	stopped(d1, "the getData watch")
+	if err := w.StopWatch(ctx, d1); !errors.Is(err, client.ErrNoWatcher) {
+		t.Fatalf("stopping a stopped watch: %v, want ErrNoWatcher", err)
+	}
+	if n := watchLen(c, f); n != 2 {
+		t.Fatalf("follower holds %d registrations, want 2: the exists watch still needs the data one", n)
+	}
+	// The exists watch still fires.
+	st := mustSet(t, ctx, wr, "/sw", "1")
+	expectEvent(t, d2, client.EventNodeDataChanged, "/sw", st.Mzxid, "the exists watch, kept")
+
+	_, _, d2, err = w.ExistsW(ctx, "/sw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.StopWatch(ctx, d2); err != nil {
+		t.Fatal(err)
+	}
+	stopped(d2, "the last data watch")
+	if n := watchLen(c, f); n != 1 {
+		t.Fatalf("follower holds %d registrations after the last data watch stopped, want 1 (child)", n)
+	}
+	mustSet(t, ctx, wr, "/sw", "2")
+	marker(t, ctx, w, wr, "/sw-marker")
+	if evs := w.rec.events("/sw"); len(evs) != 1 || evs[0].Type != apipb.EventType_NODE_DATA_CHANGED {
+		t.Fatalf("/sw: events %v, want only the first NodeDataChanged", evs)
+	}
+	z := mustCreate(t, ctx, wr, "/sw/c", "", client.CreateMode{}).Czxid
+	expectEvent(t, c1, client.EventNodeChildrenChanged, "/sw", z, "the child watch, kept")
+}
