@@ -388,18 +388,7 @@ func TestWatchRemoveWatches(t *testing.T) {
 	mustCreate(t, ctx, wr, "/rw/c0", "", client.CreateMode{})
 	waitApplied(t, c, wr.LastZxid())
 
-	_, _, d1, err := w.GetW(ctx, "/rw")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _, d2, err := w.ExistsW(ctx, "/rw")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _, c1, err := w.ChildrenW(ctx, "/rw")
-	if err != nil {
-		t.Fatal(err)
-	}
+	d1, d2, c1 := watchThreeWays(t, ctx, w, "/rw")
 	_, _, e1, err := w.ExistsW(ctx, "/rw-absent")
 	if err != nil {
 		t.Fatal(err)
@@ -409,14 +398,7 @@ func TestWatchRemoveWatches(t *testing.T) {
 	}
 	notWatching := func(ch <-chan client.Event, what string) {
 		t.Helper()
-		select {
-		case ev := <-ch:
-			if ev.Type != client.EventNotWatching || ev.Err != nil {
-				t.Fatalf("%s: got %+v, want EventNotWatching with nil Err", what, ev)
-			}
-		default:
-			t.Fatalf("%s: RemoveWatches returned before the channel got EventNotWatching", what)
-		}
+		removedNow(t, ch, what)
 	}
 
 	if err := w.RemoveWatches(ctx, "/rw", client.WatchChild); err != nil {
@@ -1672,31 +1654,13 @@ func TestWatchStopWatch(t *testing.T) {
 	mustCreate(t, ctx, wr, "/sw", "", client.CreateMode{})
 	waitApplied(t, c, wr.LastZxid())
 
-	_, _, d1, err := w.GetW(ctx, "/sw")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _, d2, err := w.ExistsW(ctx, "/sw")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _, c1, err := w.ChildrenW(ctx, "/sw")
-	if err != nil {
-		t.Fatal(err)
-	}
+	d1, d2, c1 := watchThreeWays(t, ctx, w, "/sw")
 	if n := watchLen(c, f); n != 2 {
 		t.Fatalf("follower holds %d registrations, want 2 (data, child)", n)
 	}
 	stopped := func(ch <-chan client.Event, what string) {
 		t.Helper()
-		select {
-		case ev := <-ch:
-			if ev.Type != client.EventNotWatching || ev.Err != nil {
-				t.Fatalf("%s: got %+v, want EventNotWatching with nil Err", what, ev)
-			}
-		default:
-			t.Fatalf("%s: StopWatch returned before the channel got EventNotWatching", what)
-		}
+		removedNow(t, ch, what)
 		if _, ok := <-ch; ok {
 			t.Fatalf("%s: channel open after EventNotWatching", what)
 		}
@@ -1716,7 +1680,7 @@ func TestWatchStopWatch(t *testing.T) {
 	st := mustSet(t, ctx, wr, "/sw", "1")
 	expectEvent(t, d2, client.EventNodeDataChanged, "/sw", st.Mzxid, "the exists watch, kept")
 
-	_, _, d2, err = w.ExistsW(ctx, "/sw")
+	_, _, d2, err := w.ExistsW(ctx, "/sw")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1734,4 +1698,37 @@ func TestWatchStopWatch(t *testing.T) {
 	}
 	z := mustCreate(t, ctx, wr, "/sw/c", "", client.CreateMode{}).Czxid
 	expectEvent(t, c1, client.EventNodeChildrenChanged, "/sw", z, "the child watch, kept")
+}
+
+// watchThreeWays sets a getData, an exists and a child watch on p.
+func watchThreeWays(t testing.TB, ctx context.Context, w *wclient, p string) (data, exist, child <-chan client.Event) {
+	t.Helper()
+	_, _, data, err := w.GetW(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, exist, err = w.ExistsW(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, child, err = w.ChildrenW(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data, exist, child
+}
+
+// removedNow fails unless ch already holds EventNotWatching with a nil Err:
+// what a watch removed by RemoveWatches or StopWatch gets before the call
+// returns.
+func removedNow(t testing.TB, ch <-chan client.Event, what string) {
+	t.Helper()
+	select {
+	case ev := <-ch:
+		if ev.Type != client.EventNotWatching || ev.Err != nil {
+			t.Fatalf("%s: got %+v, want EventNotWatching with nil Err", what, ev)
+		}
+	default:
+		t.Fatalf("%s: the call returned before the channel got EventNotWatching", what)
+	}
 }
