@@ -28,7 +28,11 @@
 //     of reporting an acquisition without a node.
 //   - A Lock whose context ends deletes its own node before returning
 //     (retrying until done or the session is gone); TryLock never leaves a
-//     node behind.
+//     node behind. Any wait that ends with its context also stops its watch
+//     (client.StopWatch), so abandoned waits do not pile up watches.
+//   - The Session follows the client's state through a subscription of its
+//     own (client.NotifyStates): the program may read the client's States
+//     channel too.
 //   - Lost closes when the holder can no longer be sure it holds: see Session
 //     for the policy.
 //   - The fencing token of an acquisition is the creation zxid of its node:
