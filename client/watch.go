@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"slices"
 	"sort"
 
 	"github.com/coordd/coordd/rpc/apipb"
@@ -192,18 +193,7 @@ func (c *Client) RemoveWatches(ctx context.Context, path string, kind WatchKind)
 // client (it fired, or was removed, already).
 func (c *Client) StopWatch(ctx context.Context, ch <-chan Event) error {
 	c.mu.Lock()
-	var w *watcher
-	for _, l := range c.watches {
-		for _, x := range l {
-			if (<-chan Event)(x.ch) == ch {
-				w = x
-				break
-			}
-		}
-		if w != nil {
-			break
-		}
-	}
+	w := c.watcherOfLocked(ch)
 	if w == nil {
 		c.mu.Unlock()
 		return ErrNoWatcher
@@ -214,13 +204,8 @@ func (c *Client) StopWatch(ctx context.Context, ch <-chan Event) error {
 	if w.kind == kindChild {
 		server = WatchChild
 	}
-	shared := false
-	for _, x := range c.watches[w.path] { // pending ones included: their reads register them
-		if server.selects(x.kind) {
-			shared = true
-			break
-		}
-	}
+	// Pending watches count too: their reads register them on the server.
+	shared := slices.ContainsFunc(c.watches[w.path], func(x *watcher) bool { return server.selects(x.kind) })
 	c.mu.Unlock()
 	w.fire(Event{Type: EventNotWatching, Path: w.path})
 	if shared {
@@ -231,6 +216,18 @@ func (c *Client) StopWatch(ctx context.Context, ch <-chan Event) error {
 		// The watch is gone here either way; a server watch left behind
 		// fires once, into no channel, when its node changes.
 		return err
+	}
+	return nil
+}
+
+// watcherOfLocked returns the watcher whose channel is ch, or nil.
+func (c *Client) watcherOfLocked(ch <-chan Event) *watcher {
+	for _, l := range c.watches {
+		for _, w := range l {
+			if (<-chan Event)(w.ch) == ch {
+				return w
+			}
+		}
 	}
 	return nil
 }
