@@ -174,13 +174,39 @@ func (s *peerService) Info(context.Context, *peerpb.InfoRequest) (*peerpb.InfoRe
 
 // peerClients keeps one gRPC connection per peer address.
 type peerClients struct {
-	n     *Node
-	mu    sync.Mutex
-	conns map[string]*grpc.ClientConn
+	n      *Node
+	mu     sync.Mutex
+	conns  map[string]*grpc.ClientConn
+	askers map[string]*asker
 }
 
 func newPeerClients(n *Node) *peerClients {
-	return &peerClients{n: n, conns: make(map[string]*grpc.ClientConn)}
+	return &peerClients{n: n, conns: make(map[string]*grpc.ClientConn), askers: make(map[string]*asker)}
+}
+
+// asker returns the question stream to the peer at addr.
+func (p *peerClients) asker(addr string) (*asker, error) {
+	cc, err := p.conn(addr)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	a, ok := p.askers[addr]
+	if !ok {
+		a = newAsker(p.n.ctx, cc)
+		p.askers[addr] = a
+	}
+	return a, nil
+}
+
+// leaderAsker returns the question stream to the current leader.
+func (p *peerClients) leaderAsker() (*asker, error) {
+	addr, id := p.n.raft.LeaderWithID()
+	if id == "" {
+		return nil, errNoLeader
+	}
+	return p.asker(string(addr))
 }
 
 func (p *peerClients) conn(addr string) (*grpc.ClientConn, error) {

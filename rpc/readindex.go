@@ -143,13 +143,13 @@ func (n *Node) confirmTerm(ctx context.Context, term uint64) error {
 	yes := make(chan bool, len(others))
 	for _, s := range others {
 		go func() {
-			cc, err := n.peers.conn(string(s.Address))
+			a, err := n.peers.asker(string(s.Address))
 			if err != nil {
 				yes <- false
 				return
 			}
-			resp, err := peerpb.NewPeerClient(cc).Term(ctx, &peerpb.TermRequest{})
-			yes <- err == nil && resp.Term <= term
+			t, err := a.term(ctx)
+			yes <- err == nil && t <= term
 		}()
 	}
 	for range others {
@@ -183,19 +183,19 @@ func (n *Node) voters(id string) ([]raft.Server, bool, error) {
 // askLeaderReadIndex is one read-index round on a follower: a ReadIndex call
 // to the leader.
 func (n *Node) askLeaderReadIndex(ctx context.Context) (int64, error) {
-	c, err := n.peers.leader()
+	a, err := n.peers.leaderAsker()
 	if err != nil {
 		return 0, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, askTimeout)
 	defer cancel()
 	// The term is read now, after every read this round serves began (see
 	// leaderReadIndexFor).
-	resp, err := c.ReadIndex(ctx, &peerpb.ReadIndexRequest{ServerId: n.cfg.ID, Term: n.raft.CurrentTerm()})
+	idx, err := a.readIndex(ctx, &peerpb.ReadIndexRequest{ServerId: n.cfg.ID, Term: n.raft.CurrentTerm()})
 	if err != nil {
 		return 0, err
 	}
-	return int64(resp.Index), nil
+	return int64(idx), nil
 }
 
 // readIndex returns an index this server must apply so that its next read

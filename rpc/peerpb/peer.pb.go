@@ -567,6 +567,198 @@ func (x *TermResponse) GetTerm() uint64 {
 	return 0
 }
 
+// AskRequest is one question on an Ask stream.
+type AskRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id is chosen by the asker, unique on its stream; the answer carries it.
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Types that are valid to be assigned to Kind:
+	//
+	//	*AskRequest_ReadIndex
+	//	*AskRequest_Term
+	Kind          isAskRequest_Kind `protobuf_oneof:"kind"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AskRequest) Reset() {
+	*x = AskRequest{}
+	mi := &file_rpc_peerpb_peer_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AskRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AskRequest) ProtoMessage() {}
+
+func (x *AskRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_peerpb_peer_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AskRequest.ProtoReflect.Descriptor instead.
+func (*AskRequest) Descriptor() ([]byte, []int) {
+	return file_rpc_peerpb_peer_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *AskRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *AskRequest) GetKind() isAskRequest_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *AskRequest) GetReadIndex() *ReadIndexRequest {
+	if x != nil {
+		if x, ok := x.Kind.(*AskRequest_ReadIndex); ok {
+			return x.ReadIndex
+		}
+	}
+	return nil
+}
+
+func (x *AskRequest) GetTerm() *TermRequest {
+	if x != nil {
+		if x, ok := x.Kind.(*AskRequest_Term); ok {
+			return x.Term
+		}
+	}
+	return nil
+}
+
+type isAskRequest_Kind interface {
+	isAskRequest_Kind()
+}
+
+type AskRequest_ReadIndex struct {
+	ReadIndex *ReadIndexRequest `protobuf:"bytes,2,opt,name=read_index,json=readIndex,proto3,oneof"`
+}
+
+type AskRequest_Term struct {
+	Term *TermRequest `protobuf:"bytes,3,opt,name=term,proto3,oneof"`
+}
+
+func (*AskRequest_ReadIndex) isAskRequest_Kind() {}
+
+func (*AskRequest_Term) isAskRequest_Kind() {}
+
+// AskResponse answers the AskRequest with the same id.
+type AskResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Types that are valid to be assigned to Kind:
+	//
+	//	*AskResponse_ReadIndex
+	//	*AskResponse_Term
+	Kind isAskResponse_Kind `protobuf_oneof:"kind"`
+	// error is set, and kind is not, when the question failed.
+	Error         string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AskResponse) Reset() {
+	*x = AskResponse{}
+	mi := &file_rpc_peerpb_peer_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AskResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AskResponse) ProtoMessage() {}
+
+func (x *AskResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_peerpb_peer_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AskResponse.ProtoReflect.Descriptor instead.
+func (*AskResponse) Descriptor() ([]byte, []int) {
+	return file_rpc_peerpb_peer_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *AskResponse) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *AskResponse) GetKind() isAskResponse_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *AskResponse) GetReadIndex() *ReadIndexResponse {
+	if x != nil {
+		if x, ok := x.Kind.(*AskResponse_ReadIndex); ok {
+			return x.ReadIndex
+		}
+	}
+	return nil
+}
+
+func (x *AskResponse) GetTerm() *TermResponse {
+	if x != nil {
+		if x, ok := x.Kind.(*AskResponse_Term); ok {
+			return x.Term
+		}
+	}
+	return nil
+}
+
+func (x *AskResponse) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+type isAskResponse_Kind interface {
+	isAskResponse_Kind()
+}
+
+type AskResponse_ReadIndex struct {
+	ReadIndex *ReadIndexResponse `protobuf:"bytes,2,opt,name=read_index,json=readIndex,proto3,oneof"`
+}
+
+type AskResponse_Term struct {
+	Term *TermResponse `protobuf:"bytes,3,opt,name=term,proto3,oneof"`
+}
+
+func (*AskResponse_ReadIndex) isAskResponse_Kind() {}
+
+func (*AskResponse_Term) isAskResponse_Kind() {}
+
 var File_rpc_peerpb_peer_proto protoreflect.FileDescriptor
 
 const file_rpc_peerpb_peer_proto_rawDesc = "" +
@@ -604,13 +796,28 @@ const file_rpc_peerpb_peer_proto_rawDesc = "" +
 	"\bsessions\x18\t \x03(\x03R\bsessions\"\r\n" +
 	"\vTermRequest\"\"\n" +
 	"\fTermResponse\x12\x12\n" +
-	"\x04term\x18\x01 \x01(\x04R\x04term2\xf4\x02\n" +
+	"\x04term\x18\x01 \x01(\x04R\x04term\"\x9a\x01\n" +
+	"\n" +
+	"AskRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12A\n" +
+	"\n" +
+	"read_index\x18\x02 \x01(\v2 .coordd.peer.v1.ReadIndexRequestH\x00R\treadIndex\x121\n" +
+	"\x04term\x18\x03 \x01(\v2\x1b.coordd.peer.v1.TermRequestH\x00R\x04termB\x06\n" +
+	"\x04kind\"\xb3\x01\n" +
+	"\vAskResponse\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12B\n" +
+	"\n" +
+	"read_index\x18\x02 \x01(\v2!.coordd.peer.v1.ReadIndexResponseH\x00R\treadIndex\x122\n" +
+	"\x04term\x18\x03 \x01(\v2\x1c.coordd.peer.v1.TermResponseH\x00R\x04term\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05errorB\x06\n" +
+	"\x04kind2\xb8\x03\n" +
 	"\x04Peer\x12N\n" +
 	"\aForward\x12\x1e.coordd.peer.v1.ForwardRequest\x1a\x1f.coordd.peer.v1.ForwardResponse(\x010\x01\x12P\n" +
 	"\tReadIndex\x12 .coordd.peer.v1.ReadIndexRequest\x1a!.coordd.peer.v1.ReadIndexResponse\x12D\n" +
 	"\x05Touch\x12\x1c.coordd.peer.v1.TouchRequest\x1a\x1d.coordd.peer.v1.TouchResponse\x12A\n" +
 	"\x04Info\x12\x1b.coordd.peer.v1.InfoRequest\x1a\x1c.coordd.peer.v1.InfoResponse\x12A\n" +
-	"\x04Term\x12\x1b.coordd.peer.v1.TermRequest\x1a\x1c.coordd.peer.v1.TermResponseB%Z#github.com/coordd/coordd/rpc/peerpbb\x06proto3"
+	"\x04Term\x12\x1b.coordd.peer.v1.TermRequest\x1a\x1c.coordd.peer.v1.TermResponse\x12B\n" +
+	"\x03Ask\x12\x1a.coordd.peer.v1.AskRequest\x1a\x1b.coordd.peer.v1.AskResponse(\x010\x01B%Z#github.com/coordd/coordd/rpc/peerpbb\x06proto3"
 
 var (
 	file_rpc_peerpb_peer_proto_rawDescOnce sync.Once
@@ -624,7 +831,7 @@ func file_rpc_peerpb_peer_proto_rawDescGZIP() []byte {
 	return file_rpc_peerpb_peer_proto_rawDescData
 }
 
-var file_rpc_peerpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_rpc_peerpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_rpc_peerpb_peer_proto_goTypes = []any{
 	(*ForwardRequest)(nil),    // 0: coordd.peer.v1.ForwardRequest
 	(*ForwardResponse)(nil),   // 1: coordd.peer.v1.ForwardResponse
@@ -636,23 +843,31 @@ var file_rpc_peerpb_peer_proto_goTypes = []any{
 	(*InfoResponse)(nil),      // 7: coordd.peer.v1.InfoResponse
 	(*TermRequest)(nil),       // 8: coordd.peer.v1.TermRequest
 	(*TermResponse)(nil),      // 9: coordd.peer.v1.TermResponse
+	(*AskRequest)(nil),        // 10: coordd.peer.v1.AskRequest
+	(*AskResponse)(nil),       // 11: coordd.peer.v1.AskResponse
 }
 var file_rpc_peerpb_peer_proto_depIdxs = []int32{
-	0, // 0: coordd.peer.v1.Peer.Forward:input_type -> coordd.peer.v1.ForwardRequest
-	2, // 1: coordd.peer.v1.Peer.ReadIndex:input_type -> coordd.peer.v1.ReadIndexRequest
-	4, // 2: coordd.peer.v1.Peer.Touch:input_type -> coordd.peer.v1.TouchRequest
-	6, // 3: coordd.peer.v1.Peer.Info:input_type -> coordd.peer.v1.InfoRequest
-	8, // 4: coordd.peer.v1.Peer.Term:input_type -> coordd.peer.v1.TermRequest
-	1, // 5: coordd.peer.v1.Peer.Forward:output_type -> coordd.peer.v1.ForwardResponse
-	3, // 6: coordd.peer.v1.Peer.ReadIndex:output_type -> coordd.peer.v1.ReadIndexResponse
-	5, // 7: coordd.peer.v1.Peer.Touch:output_type -> coordd.peer.v1.TouchResponse
-	7, // 8: coordd.peer.v1.Peer.Info:output_type -> coordd.peer.v1.InfoResponse
-	9, // 9: coordd.peer.v1.Peer.Term:output_type -> coordd.peer.v1.TermResponse
-	5, // [5:10] is the sub-list for method output_type
-	0, // [0:5] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	2,  // 0: coordd.peer.v1.AskRequest.read_index:type_name -> coordd.peer.v1.ReadIndexRequest
+	8,  // 1: coordd.peer.v1.AskRequest.term:type_name -> coordd.peer.v1.TermRequest
+	3,  // 2: coordd.peer.v1.AskResponse.read_index:type_name -> coordd.peer.v1.ReadIndexResponse
+	9,  // 3: coordd.peer.v1.AskResponse.term:type_name -> coordd.peer.v1.TermResponse
+	0,  // 4: coordd.peer.v1.Peer.Forward:input_type -> coordd.peer.v1.ForwardRequest
+	2,  // 5: coordd.peer.v1.Peer.ReadIndex:input_type -> coordd.peer.v1.ReadIndexRequest
+	4,  // 6: coordd.peer.v1.Peer.Touch:input_type -> coordd.peer.v1.TouchRequest
+	6,  // 7: coordd.peer.v1.Peer.Info:input_type -> coordd.peer.v1.InfoRequest
+	8,  // 8: coordd.peer.v1.Peer.Term:input_type -> coordd.peer.v1.TermRequest
+	10, // 9: coordd.peer.v1.Peer.Ask:input_type -> coordd.peer.v1.AskRequest
+	1,  // 10: coordd.peer.v1.Peer.Forward:output_type -> coordd.peer.v1.ForwardResponse
+	3,  // 11: coordd.peer.v1.Peer.ReadIndex:output_type -> coordd.peer.v1.ReadIndexResponse
+	5,  // 12: coordd.peer.v1.Peer.Touch:output_type -> coordd.peer.v1.TouchResponse
+	7,  // 13: coordd.peer.v1.Peer.Info:output_type -> coordd.peer.v1.InfoResponse
+	9,  // 14: coordd.peer.v1.Peer.Term:output_type -> coordd.peer.v1.TermResponse
+	11, // 15: coordd.peer.v1.Peer.Ask:output_type -> coordd.peer.v1.AskResponse
+	10, // [10:16] is the sub-list for method output_type
+	4,  // [4:10] is the sub-list for method input_type
+	4,  // [4:4] is the sub-list for extension type_name
+	4,  // [4:4] is the sub-list for extension extendee
+	0,  // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_rpc_peerpb_peer_proto_init() }
@@ -660,13 +875,21 @@ func file_rpc_peerpb_peer_proto_init() {
 	if File_rpc_peerpb_peer_proto != nil {
 		return
 	}
+	file_rpc_peerpb_peer_proto_msgTypes[10].OneofWrappers = []any{
+		(*AskRequest_ReadIndex)(nil),
+		(*AskRequest_Term)(nil),
+	}
+	file_rpc_peerpb_peer_proto_msgTypes[11].OneofWrappers = []any{
+		(*AskResponse_ReadIndex)(nil),
+		(*AskResponse_Term)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rpc_peerpb_peer_proto_rawDesc), len(file_rpc_peerpb_peer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

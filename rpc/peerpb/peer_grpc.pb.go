@@ -27,6 +27,7 @@ const (
 	Peer_Touch_FullMethodName     = "/coordd.peer.v1.Peer/Touch"
 	Peer_Info_FullMethodName      = "/coordd.peer.v1.Peer/Info"
 	Peer_Term_FullMethodName      = "/coordd.peer.v1.Peer/Term"
+	Peer_Ask_FullMethodName       = "/coordd.peer.v1.Peer/Ask"
 )
 
 // PeerClient is the client API for Peer service.
@@ -50,6 +51,12 @@ type PeerClient interface {
 	// index counts the servers still in its term, each asked after the read
 	// began (what a heartbeat round confirms in Raft's ReadIndex).
 	Term(ctx context.Context, in *TermRequest, opts ...grpc.CallOption) (*TermResponse, error)
+	// Ask carries ReadIndex and Term questions on one long-lived stream per
+	// pair of servers, each answer tagged with its question's id: a sync
+	// round then costs a message each way instead of a new HTTP/2 stream. A
+	// server that does not implement Ask (an older version) is asked with the
+	// unary calls above.
+	Ask(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AskRequest, AskResponse], error)
 }
 
 type peerClient struct {
@@ -113,6 +120,19 @@ func (c *peerClient) Term(ctx context.Context, in *TermRequest, opts ...grpc.Cal
 	return out, nil
 }
 
+func (c *peerClient) Ask(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AskRequest, AskResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Peer_ServiceDesc.Streams[1], Peer_Ask_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[AskRequest, AskResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Peer_AskClient = grpc.BidiStreamingClient[AskRequest, AskResponse]
+
 // PeerServer is the server API for Peer service.
 // All implementations must embed UnimplementedPeerServer
 // for forward compatibility.
@@ -134,6 +154,12 @@ type PeerServer interface {
 	// index counts the servers still in its term, each asked after the read
 	// began (what a heartbeat round confirms in Raft's ReadIndex).
 	Term(context.Context, *TermRequest) (*TermResponse, error)
+	// Ask carries ReadIndex and Term questions on one long-lived stream per
+	// pair of servers, each answer tagged with its question's id: a sync
+	// round then costs a message each way instead of a new HTTP/2 stream. A
+	// server that does not implement Ask (an older version) is asked with the
+	// unary calls above.
+	Ask(grpc.BidiStreamingServer[AskRequest, AskResponse]) error
 	mustEmbedUnimplementedPeerServer()
 }
 
@@ -158,6 +184,9 @@ func (UnimplementedPeerServer) Info(context.Context, *InfoRequest) (*InfoRespons
 }
 func (UnimplementedPeerServer) Term(context.Context, *TermRequest) (*TermResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Term not implemented")
+}
+func (UnimplementedPeerServer) Ask(grpc.BidiStreamingServer[AskRequest, AskResponse]) error {
+	return status.Error(codes.Unimplemented, "method Ask not implemented")
 }
 func (UnimplementedPeerServer) mustEmbedUnimplementedPeerServer() {}
 func (UnimplementedPeerServer) testEmbeddedByValue()              {}
@@ -259,6 +288,13 @@ func _Peer_Term_Handler(srv interface{}, ctx context.Context, dec func(interface
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Peer_Ask_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(PeerServer).Ask(&grpc.GenericServerStream[AskRequest, AskResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Peer_AskServer = grpc.BidiStreamingServer[AskRequest, AskResponse]
+
 // Peer_ServiceDesc is the grpc.ServiceDesc for Peer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -287,6 +323,12 @@ var Peer_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Forward",
 			Handler:       _Peer_Forward_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "Ask",
+			Handler:       _Peer_Ask_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
 		},
