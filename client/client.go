@@ -276,37 +276,56 @@ func (c *Client) Close(ctx context.Context) error {
 // do sends req and waits for its reply. A reply carrying an error returns
 // both the response and the error.
 func (c *Client) do(ctx context.Context, req *apipb.Request, write bool, w *watcher) (*apipb.Response, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
+	r := c.doAll(ctx, &call{req: req, write: write, watch: w})
+	return r[0].resp, r[0].err
+}
+
+// doAll queues calls back to back, so that they leave together without
+// waiting for one another's replies (the session's order still applies them
+// one after the other), and waits for every reply.
+func (c *Client) doAll(ctx context.Context, calls ...*call) []result {
+	out := make([]result, len(calls))
+	fail := func(err error) []result {
+		for i := range out {
+			out[i].err = err
+		}
+		return out
 	}
-	cl := &call{req: req, write: write, watch: w, done: make(chan result, 1)}
+	if err := ctx.Err(); err != nil {
+		return fail(err)
+	}
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
-		return nil, ErrClosed
+		return fail(ErrClosed)
 	}
 	if c.terminal != nil {
 		err := c.terminal
 		c.mu.Unlock()
-		return nil, err
+		return fail(err)
 	}
-	if w != nil {
-		w.pending = true
-		c.watches[w.path] = append(c.watches[w.path], w)
+	for _, cl := range calls {
+		cl.done = make(chan result, 1)
+		if w := cl.watch; w != nil {
+			w.pending = true
+			c.watches[w.path] = append(c.watches[w.path], w)
+		}
+		c.enqueueLocked(cl)
 	}
-	c.enqueueLocked(cl)
 	c.mu.Unlock()
 
-	select {
-	case r := <-cl.done:
-		return r.resp, r.err
-	case <-ctx.Done():
-		if !c.abandon(cl) {
-			r := <-cl.done // the reply (or the session's end) won the race
-			return r.resp, r.err
+	for i, cl := range calls {
+		select {
+		case out[i] = <-cl.done:
+		case <-ctx.Done():
+			if !c.abandon(cl) {
+				out[i] = <-cl.done // the reply (or the session's end) won the race
+			} else {
+				out[i].err = ctx.Err()
+			}
 		}
-		return nil, ctx.Err()
 	}
+	return out
 }
 
 // enqueueLocked gives cl the next xid and queues it for the sender.

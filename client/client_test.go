@@ -288,6 +288,78 @@ func TestServerErrorsReachCallers(t *testing.T) {
 	}
 }
 
+// TestSyncGetSendsBothAtOnce: SyncGet sends its Get without waiting for
+// the Sync's reply (here the server holds the Sync until both requests have
+// left the client), and returns the Get's data once the Sync completes.
+func TestSyncGetSendsBothAtOnce(t *testing.T) {
+	cl := newFakeCluster()
+	s := cl.newServer(t, "s1")
+	c := connect(t, []*fakeServer{s})
+	ctx := ctxT(t)
+	if _, err := c.Create(ctx, "/k", []byte("v1"), CreateMode{}); err != nil {
+		t.Fatal(err)
+	}
+	s.setOnRequest(func(r *apipb.Request) hookResult {
+		if r.GetSync() != nil {
+			return hookResult{act: actHold}
+		}
+		return hookResult{}
+	})
+	type got struct {
+		data []byte
+		err  error
+	}
+	res := make(chan got, 1)
+	go func() {
+		data, _, err := c.SyncGet(ctx, "/k")
+		res <- got{data, err}
+	}()
+	// Both calls are on the stream while the Sync is still unanswered.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c.mu.Lock()
+		sent := 0
+		for _, p := range c.pending {
+			if p.sent && (p.req.GetSync() != nil || p.req.GetGetData() != nil) {
+				sent++
+			}
+		}
+		c.mu.Unlock()
+		if sent == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of SyncGet's 2 requests sent while the Sync is held, want both", sent)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case r := <-res:
+		t.Fatalf("SyncGet returned %q, %v before its Sync was answered", r.data, r.err)
+	default:
+	}
+	s.setOnRequest(nil)
+	s.releaseHeld()
+	if r := <-res; r.err != nil || string(r.data) != "v1" {
+		t.Fatalf("SyncGet: %q, %v; want v1", r.data, r.err)
+	}
+
+	// A failed Sync fails the SyncGet, even though the Get itself succeeds.
+	s.setOnRequest(func(r *apipb.Request) hookResult {
+		if r.GetSync() != nil {
+			return hookResult{act: actReply, code: apipb.ErrorCode_OPERATION_TIMEOUT, msg: "no read index"}
+		}
+		return hookResult{}
+	})
+	if data, _, err := c.SyncGet(ctx, "/k"); !errors.Is(err, ErrOperationTimeout) || data != nil {
+		t.Fatalf("SyncGet with a failed Sync: %q, %v; want ErrOperationTimeout and no data", data, err)
+	}
+	s.setOnRequest(nil)
+	if _, _, err := c.SyncGet(ctx, "/missing"); !errors.Is(err, ErrNoNode) {
+		t.Fatalf("SyncGet of a missing node: %v, want ErrNoNode", err)
+	}
+}
+
 func TestMulti(t *testing.T) {
 	cl := newFakeCluster()
 	s := cl.newServer(t, "s1")

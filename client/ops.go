@@ -130,6 +130,27 @@ func (c *Client) Sync(ctx context.Context, path string) error {
 	return err
 }
 
+// SyncGet is a linearizable Get: a Sync of path and a Get of it, sent
+// together. The session applies its requests in order, so the Get runs once
+// the Sync has completed and sees every write committed before SyncGet was
+// called; it costs one round trip to the server instead of the two of Sync
+// then Get. (ZooKeeper clients do the same by calling the asynchronous sync
+// and reading at once.) If the Sync fails, its error is returned and the
+// Get's outcome is not.
+func (c *Client) SyncGet(ctx context.Context, path string) ([]byte, Stat, error) {
+	r := c.doAll(ctx,
+		&call{req: &apipb.Request{Op: &apipb.Request_Sync{Sync: &apipb.SyncRequest{Path: path}}}},
+		&call{req: &apipb.Request{Op: &apipb.Request_GetData{GetData: &apipb.GetDataRequest{Path: path}}}})
+	if r[0].err != nil {
+		return nil, Stat{}, r[0].err
+	}
+	if r[1].err != nil {
+		return nil, Stat{}, r[1].err
+	}
+	g := r[1].resp.GetGetData()
+	return g.GetData(), statFromPB(g.GetStat()), nil
+}
+
 // Multi applies every op or none, atomically. When the server answered, the
 // results (one per op) are returned even if the multi failed; the error is
 // then the failing op's error (match it with errors.Is).

@@ -48,7 +48,9 @@ evenly over --servers):
   write       setData of a --value-size value; each client cycles over keys
               of its own (at least one per client), created beforehand
   read        getData of a random existing key (a local read)
-  read-sync   sync then getData of a random key, counted as one op
+  read-sync   sync then getData of a random key, sent together (Client.SyncGet,
+              as ZooKeeper clients call the asynchronous sync and read at
+              once), counted as one op
   create-eph  create an ephemeral sequential node, then delete it (one op)
   session     open a session, create one ephemeral, close the session
   lock        the clients contend for one lock (lockrecipe Mutex); one op is
@@ -892,10 +894,9 @@ func (b *bench) kvOp(workload string) benchOp {
 				return 0, fmt.Errorf("set %s: %w", key, err)
 			}
 		case "read-sync":
-			if err := w.cl.Sync(ctx, key); err != nil {
-				return 0, fmt.Errorf("sync %s: %w", key, err)
+			if _, _, err := w.cl.SyncGet(ctx, key); err != nil {
+				return 0, fmt.Errorf("sync+get %s: %w", key, err)
 			}
-			fallthrough
 		default:
 			if _, _, err := w.cl.Get(ctx, key); err != nil {
 				return 0, fmt.Errorf("get %s: %w", key, err)

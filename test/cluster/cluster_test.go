@@ -81,6 +81,29 @@ func TestWritesThroughFollowerReadableEverywhere(t *testing.T) {
 	}
 }
 
+// TestSyncGetSeesEveryAcknowledgedWrite: a SyncGet on a follower returns
+// the value of the write just acknowledged to a session on the leader, every
+// time, though the Sync and the Get travel together.
+func TestSyncGetSeesEveryAcknowledgedWrite(t *testing.T) {
+	c := New(t, 3, Options{})
+	w := connect(t, c.Members[c.LeaderIndex()].Cfg.ClientAddr)
+	r := connect(t, c.Members[c.Follower()].Cfg.ClientAddr)
+	ctx := ctxT(t)
+	if _, err := w.Create(ctx, "/k", []byte("0"), client.CreateMode{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 50; i++ {
+		want := fmt.Sprint(i)
+		if _, err := w.Set(ctx, "/k", []byte(want), -1); err != nil {
+			t.Fatal(err)
+		}
+		data, st, err := r.SyncGet(ctx, "/k")
+		if err != nil || string(data) != want || st.Version != int32(i) {
+			t.Fatalf("SyncGet on the follower after write %d: %q (version %d), %v", i, data, st.Version, err)
+		}
+	}
+}
+
 // TestLeaderKillElectsNewLeader: with the leader gone, a new one is elected
 // and writes go on within a few seconds; nothing acknowledged is lost.
 func TestLeaderKillElectsNewLeader(t *testing.T) {
