@@ -9,9 +9,10 @@
 //
 // The workloads and their checkers are:
 //
-//   - registers: read / setData / versioned CAS and sync+read on a few
-//     znodes, checked for linearizability with porcupine (indeterminate
-//     writes are recorded without a return, never as failed);
+//   - registers: read / setData / versioned CAS and sync+read (half of
+//     them as one SyncGet) on a few znodes, checked for linearizability
+//     with porcupine (indeterminate writes are recorded without a return,
+//     never as failed);
 //   - seqset: sequential creates; every acknowledged create is present
 //     exactly once and sequence numbers are unique;
 //   - lock: lockrecipe.Mutex holders write a fenced log through

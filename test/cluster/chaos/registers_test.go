@@ -246,12 +246,18 @@ func (r *registers) worker(ctx context.Context, w int) {
 				out.BadVersion, err = true, nil
 			}
 		default:
-			if err = cl.Sync(octx, key); err == nil {
-				var data []byte
-				var st client.Stat
+			// Every other linearizable read is a SyncGet (the Sync and the
+			// Get sent together), the others a Sync, then a Get once it
+			// returned. (By n, not the random source, so that a seed's
+			// sequence of operations stays as it was.)
+			var data []byte
+			var st client.Stat
+			if n%2 == 0 {
+				data, st, err = cl.SyncGet(octx, key)
+			} else if err = cl.Sync(octx, key); err == nil {
 				data, st, err = cl.Get(octx, key)
-				out.Value, out.Version = string(data), st.Version
 			}
+			out.Value, out.Version = string(data), st.Version
 		}
 		ret := r.e.since().Nanoseconds()
 		cancel()
