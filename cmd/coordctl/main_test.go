@@ -271,6 +271,15 @@ func TestTextOutput(t *testing.T) {
 	if got := ok(t, "set", "-s", "-v", "1", "/text", "again"); !strings.Contains(got, "dataVersion = 2\n") {
 		t.Errorf("set -s printed %q", got)
 	}
+	if got := ok(t, "get", "-sync", "/text"); got != "again\n" {
+		t.Errorf("get -sync printed %q", got)
+	}
+	if got := ok(t, "get", "-sync", "-s", "/text"); !strings.HasPrefix(got, "again\ncZxid = 0x") || !strings.Contains(got, "dataVersion = 2\n") {
+		t.Errorf("get -sync -s printed %q", got)
+	}
+	if r := ctl(t, "get", "-sync", "/text/missing"); r.code == 0 || !strings.Contains(r.stderr, "/text/missing") {
+		t.Errorf("get -sync of a missing node: exit %d, stderr %q", r.code, r.stderr)
+	}
 	if got := ok(t, "sync", "/text"); got != "" {
 		t.Errorf("sync printed %q", got)
 	}
@@ -382,7 +391,7 @@ func TestErrors(t *testing.T) {
 		{[]string{"create", "relative"}, 1, "coordctl: relative: bad arguments"},
 		{[]string{"create", "-e", "-c", "/errs/x"}, 2, "coordctl: create: -e, -c and -t exclude each other"},
 		{[]string{"nosuchverb"}, 2, "coordctl: unknown verb \"nosuchverb\"\n"},
-		{[]string{"get"}, 2, "coordctl: get: missing argument\nusage: get [-s] [-w] PATH\n"},
+		{[]string{"get"}, 2, "coordctl: get: missing argument\nusage: get [-s] [-w] [-sync] PATH\n"},
 		{[]string{"get", "/a", "/b"}, 2, "coordctl: get: unexpected argument \"/b\"\n"},
 		{[]string{"set", "/errs"}, 2, "coordctl: set: missing argument\n"},
 		{[]string{"get", "-x", "/errs"}, 2, "coordctl: get: flag provided but not defined: -x\nusage: get"},

@@ -92,16 +92,22 @@ deletes when it has had no children and no change for ttl_ms milliseconds.
 
 var getVerb = &verb{
 	name:     "get",
-	synopsis: "get [-s] [-w] PATH",
+	synopsis: "get [-s] [-w] [-sync] PATH",
 	summary:  "print a node's data",
 	detail: `
 Text output is the data followed by a newline; -o json gives the data in
 base64 with the node's stat. -s also prints the stat (text). -w leaves a
 data watch: coordctl prints the data, waits for the node's next change or
-deletion, prints that event and exits.`,
+deletion, prints that event and exits.
+
+The server a command reaches answers from its own copy, which may lag the
+leader by a few milliseconds. -sync makes the read linearizable: it sees
+every write acknowledged, to any client, before the command began (a sync
+and the read, sent together; Client.SyncGet).`,
 	define: func(fs *flag.FlagSet) func(x *cmd, args []string) error {
 		withStat := fs.Bool("s", false, "also print the stat")
 		watch := fs.Bool("w", false, "wait for and print the next change of the node")
+		synced := fs.Bool("sync", false, "sync first, so that the read is linearizable")
 		return func(x *cmd, args []string) error {
 			if err := x.nargs(args, 1, 1); err != nil {
 				return err
@@ -117,9 +123,17 @@ deletion, prints that event and exits.`,
 				stat client.Stat
 				ch   <-chan client.Event
 			)
-			if *watch {
-				data, stat, ch, err = cl.GetW(ctx, path)
-			} else {
+			switch {
+			case *watch:
+				if *synced {
+					err = cl.Sync(ctx, path)
+				}
+				if err == nil {
+					data, stat, ch, err = cl.GetW(ctx, path)
+				}
+			case *synced:
+				data, stat, err = cl.SyncGet(ctx, path)
+			default:
 				data, stat, err = cl.Get(ctx, path)
 			}
 			if err != nil {
@@ -435,7 +449,7 @@ reports so on stderr and waits for the node's creation (exit status 0).`,
 var syncVerb = &verb{
 	name:     "sync",
 	synopsis: "sync PATH",
-	summary:  "bring the server up to the leader (a sync then a read is linearizable)",
+	summary:  "bring the server up to the leader (in a shell, a sync then a read is linearizable; see get -sync)",
 	define: func(fs *flag.FlagSet) func(x *cmd, args []string) error {
 		return func(x *cmd, args []string) error {
 			if err := x.nargs(args, 1, 1); err != nil {
