@@ -110,15 +110,12 @@ func newAsker(ctx context.Context, cc *grpc.ClientConn) *asker {
 
 // term asks for the peer's current Raft term.
 func (a *asker) term(ctx context.Context) (uint64, error) {
-	if a.unary() {
-		resp, err := peerpb.NewPeerClient(a.cc).Term(ctx, &peerpb.TermRequest{})
-		return resp.GetTerm(), err
-	}
-	resp, err := a.ask(ctx, &peerpb.AskRequest{Kind: &peerpb.AskRequest_Term{Term: &peerpb.TermRequest{}}})
+	resp, err := a.question(ctx, &peerpb.AskRequest{Kind: &peerpb.AskRequest_Term{Term: &peerpb.TermRequest{}}},
+		func() (*peerpb.AskResponse, error) {
+			r, err := peerpb.NewPeerClient(a.cc).Term(ctx, &peerpb.TermRequest{})
+			return &peerpb.AskResponse{Kind: &peerpb.AskResponse_Term{Term: r}}, err
+		})
 	if err != nil {
-		if a.fellBack(err) {
-			return a.term(ctx)
-		}
 		return 0, err
 	}
 	t, ok := resp.Kind.(*peerpb.AskResponse_Term)
@@ -131,15 +128,12 @@ func (a *asker) term(ctx context.Context) (uint64, error) {
 // readIndex asks the peer, as leader, for a read index (see
 // leaderReadIndexFor).
 func (a *asker) readIndex(ctx context.Context, req *peerpb.ReadIndexRequest) (uint64, error) {
-	if a.unary() {
-		resp, err := peerpb.NewPeerClient(a.cc).ReadIndex(ctx, req)
-		return resp.GetIndex(), err
-	}
-	resp, err := a.ask(ctx, &peerpb.AskRequest{Kind: &peerpb.AskRequest_ReadIndex{ReadIndex: req}})
+	resp, err := a.question(ctx, &peerpb.AskRequest{Kind: &peerpb.AskRequest_ReadIndex{ReadIndex: req}},
+		func() (*peerpb.AskResponse, error) {
+			r, err := peerpb.NewPeerClient(a.cc).ReadIndex(ctx, req)
+			return &peerpb.AskResponse{Kind: &peerpb.AskResponse_ReadIndex{ReadIndex: r}}, err
+		})
 	if err != nil {
-		if a.fellBack(err) {
-			return a.readIndex(ctx, req)
-		}
 		return 0, err
 	}
 	r, ok := resp.Kind.(*peerpb.AskResponse_ReadIndex)
@@ -147,6 +141,18 @@ func (a *asker) readIndex(ctx context.Context, req *peerpb.ReadIndexRequest) (ui
 		return 0, errors.New("rpc: peer answered a read-index question with something else")
 	}
 	return r.ReadIndex.GetIndex(), nil
+}
+
+// question asks q on the stream, or with unary (the same question as a
+// unary call) while the peer is known to lack Ask, or once it turns out to.
+func (a *asker) question(ctx context.Context, q *peerpb.AskRequest, unary func() (*peerpb.AskResponse, error)) (*peerpb.AskResponse, error) {
+	if !a.unary() {
+		resp, err := a.ask(ctx, q)
+		if !a.fellBack(err) {
+			return resp, err
+		}
+	}
+	return unary()
 }
 
 func (a *asker) unary() bool {
@@ -158,7 +164,7 @@ func (a *asker) unary() bool {
 // fellBack reports whether err says the peer has no Ask method, and if so
 // switches to unary calls for a while.
 func (a *asker) fellBack(err error) bool {
-	if status.Code(err) != codes.Unimplemented {
+	if err == nil || status.Code(err) != codes.Unimplemented {
 		return false
 	}
 	a.mu.Lock()
