@@ -1,0 +1,49 @@
+# Sourced by bench.sh and compare-zookeeper.sh. start_local_cluster DIR
+# starts a 3-node coordd cluster on 127.0.0.1 (clients on 2281-2283, peers
+# on 2981-2983, data and logs in DIR) from $bin, and waits up to 30s for a
+# leader with every member reachable. It sets servers (the client
+# addresses) and appends the servers' pids to pids; stop_local_cluster
+# kills them. Uses LOG_LEVEL and GOMAXPROCS (scripts/procs.sh).
+start_local_cluster() {
+  local dir=$1 peers="" i
+  servers=""
+  for i in 1 2 3; do
+    peers+="${peers:+,}$i=127.0.0.1:$((2980 + i))"
+    servers+="${servers:+,}127.0.0.1:$((2280 + i))"
+  done
+  # Servers sharing this machine split its cores (scripts/procs.sh).
+  . "$(dirname "${BASH_SOURCE[0]}")/procs.sh"
+  procs=$(server_procs 3)
+  for i in 1 2 3; do
+    mkdir -p "$dir/$i"
+    GOMAXPROCS=$procs "$bin/coordd" --id "$i" --data-dir "$dir/$i" \
+      --client-addr "127.0.0.1:$((2280 + i))" --peer-addr "127.0.0.1:$((2980 + i))" \
+      --peers "$peers" --log-level "${LOG_LEVEL:-warn}" >"$dir/$i.log" 2>&1 &
+    pids+=($!)
+  done
+  local pid st
+  for _ in $(seq 1 150); do
+    for pid in "${pids[@]}"; do
+      if ! kill -0 "$pid" 2>/dev/null; then
+        echo "a coordd server exited; its log:" >&2
+        tail -n 20 "$dir"/*.log >&2
+        return 1
+      fi
+    done
+    if st=$("$bin/coordctl" --servers "$servers" --timeout 2s status 2>/dev/null) &&
+       grep -q '^leader: [^n]' <<<"$st" && ! grep -q unreachable <<<"$st"; then
+      return 0
+    fi
+    sleep 0.2
+  done
+  echo "coordd: no leader after 30s" >&2
+  tail -n 20 "$dir"/*.log >&2
+  return 1
+}
+
+stop_local_cluster() {
+  if [ ${#pids[@]} -gt 0 ]; then
+    kill "${pids[@]}" 2>/dev/null || true
+    wait "${pids[@]}" 2>/dev/null || true
+  fi
+}
