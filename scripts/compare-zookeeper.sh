@@ -11,7 +11,9 @@
 # Environment: BIN (default bin), COMPARE_DURATION (default 10s per run),
 # COMPARE_ROUNDS (default 3), COMPARE_SWEEP (zkcompare's workload
 # arguments), ZK_HEAP (default 1000m, the -Xmx of upstream's zkEnv.sh),
-# GOMAXPROCS (of each coordd server; default cores / 3, at least 1).
+# GOMAXPROCS (of each coordd server; default cores / 3, at least 1), TMPDIR
+# (where both keep their data: TMPDIR=/dev/shm takes the disk out of the
+# comparison, to see what the rest costs).
 set -euo pipefail
 bin=${BIN:-bin}
 go=${GO:-go}
