@@ -21,15 +21,7 @@ go=${GO:-go}
 
 dir=$(mktemp -d "${TMPDIR:-/tmp}/coordd-bench.XXXXXX")
 . "$(dirname "$0")/local-cluster.sh"
-pids=()
-stop() {
-  trap - INT TERM EXIT
-  stop_local_cluster
-  rm -rf "$dir"
-}
-trap stop EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+cleanup_on_exit "$dir"
 start_local_cluster "$dir" || { echo "bench: no cluster" >&2; exit 1; }
 
 ctl() { "$bin/coordctl" --servers "$servers" "$@"; }

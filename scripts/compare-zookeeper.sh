@@ -28,19 +28,11 @@ fi
 
 "$go" build -o "$bin/coordd" ./cmd/coordd
 "$go" build -o "$bin/coordctl" ./cmd/coordctl
-(cd test/cluster/zkcompare && "$go" build -o "../../../$bin/zkcompare" .)
+(cd test/cluster/zkcompare && "$go" build -o "$(cd ../../.. && cd "$bin" && pwd)/zkcompare" .)
 
 dir=$(mktemp -d "${TMPDIR:-/tmp}/coordd-compare.XXXXXX")
 . "$(dirname "$0")/local-cluster.sh"
-pids=()
-stop() {
-  trap - INT TERM EXIT
-  stop_local_cluster
-  rm -rf "$dir"
-}
-trap stop EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+cleanup_on_exit "$dir"
 
 # ZooKeeper as its documentation's replicated mode sets it up, with
 # upstream's defaults otherwise (forceSync=yes: an fsync per batch of the

@@ -4,6 +4,8 @@
 # leader with every member reachable. It sets servers (the client
 # addresses) and appends the servers' pids to pids; stop_local_cluster
 # kills them. Uses LOG_LEVEL and GOMAXPROCS (scripts/procs.sh).
+# cleanup_on_exit DIR makes the script, when it exits or is interrupted,
+# kill every process in pids and remove DIR.
 start_local_cluster() {
   local dir=$1 peers="" i
   servers=""
@@ -46,4 +48,12 @@ stop_local_cluster() {
     kill "${pids[@]}" 2>/dev/null || true
     wait "${pids[@]}" 2>/dev/null || true
   fi
+}
+
+cleanup_on_exit() {
+  cleanup_dir=$1
+  pids=()
+  trap 'trap - INT TERM EXIT; stop_local_cluster; rm -rf "$cleanup_dir"' EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
 }
