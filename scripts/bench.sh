@@ -30,5 +30,9 @@ ctl status
 echo "servers: GOMAXPROCS=$procs each"
 echo
 
+# In the background, so that a TERM sent to this script runs its cleanup
+# at once (bash runs traps only between commands), which stops it too.
 # shellcheck disable=SC2086 # the sweep is a list of arguments
-ctl -o "$format" bench $sweep --duration "$duration"
+ctl -o "$format" bench $sweep --duration "$duration" &
+pids+=($!)
+wait $!

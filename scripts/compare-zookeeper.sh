@@ -92,8 +92,13 @@ fi
 
 rss() { ps -o rss= -p "$1" | awk '{printf "%.0f", $1 / 1024}'; }
 echo "ZooKeeper $zkservers (java -Xmx${ZK_HEAP:-1000m}), coordd $servers (GOMAXPROCS=$procs each)"
+# In the background, so that a TERM sent to this script runs its cleanup
+# at once (bash runs traps only between commands), which stops it too.
 # shellcheck disable=SC2086 # the sweep is a list of arguments
 "$bin/zkcompare" --zk "$zkservers" --coordd "$servers" --coordctl "$bin/coordctl" \
-  --duration "$duration" --rounds "$rounds" $sweep
+  --duration "$duration" --rounds "$rounds" $sweep &
+cmp=$!
+pids+=("$cmp")
+wait "$cmp"
 echo
-echo "resident memory after the runs (MB): ZooKeeper $(for p in "${zkpids[@]}"; do rss "$p"; echo -n " "; done)coordd $(for p in "${pids[@]}"; do [[ " ${zkpids[*]} " == *" $p "* ]] || { rss "$p"; echo -n " "; }; done)"
+echo "resident memory after the runs (MB): ZooKeeper $(for p in "${zkpids[@]}"; do rss "$p"; echo -n " "; done)coordd $(for p in "${pids[@]}"; do [[ " ${zkpids[*]} $cmp " == *" $p "* ]] || { rss "$p"; echo -n " "; }; done)"

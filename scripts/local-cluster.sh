@@ -7,7 +7,7 @@
 # cleanup_on_exit DIR makes the script, when it exits or is interrupted,
 # kill every process in pids and remove DIR.
 start_local_cluster() {
-  local dir=$1 peers="" i
+  local dir=$1 peers="" i mine=()
   servers=""
   for i in 1 2 3; do
     peers+="${peers:+,}$i=127.0.0.1:$((2980 + i))"
@@ -22,10 +22,11 @@ start_local_cluster() {
       --client-addr "127.0.0.1:$((2280 + i))" --peer-addr "127.0.0.1:$((2980 + i))" \
       --peers "$peers" --log-level "${LOG_LEVEL:-warn}" >"$dir/$i.log" 2>&1 &
     pids+=($!)
+    mine+=($!)
   done
   local pid st
   for _ in $(seq 1 150); do
-    for pid in "${pids[@]}"; do
+    for pid in "${mine[@]}"; do
       if ! kill -0 "$pid" 2>/dev/null; then
         echo "a coordd server exited; its log:" >&2
         tail -n 20 "$dir"/*.log >&2

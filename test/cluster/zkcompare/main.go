@@ -91,6 +91,9 @@ func main() {
 	log.SetOutput(io.Discard) // go-zookeeper logs every connection
 	c.zkServers = strings.Split(*zkServers, ",")
 	specs, err := parseSpecs(flag.Args())
+	if err == nil && (c.rounds < 1 || c.duration <= 0) {
+		err = errors.New("--rounds and --duration must be positive")
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "zkcompare:", err)
 		os.Exit(2)
