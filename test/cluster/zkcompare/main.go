@@ -147,11 +147,11 @@ func run(c config, specs []spec) error {
 			// Alternate which goes first, so that a drift of the machine's
 			// speed within a round falls on both.
 			order := []bool{r%2 == 1, r%2 == 0} // true: ZooKeeper
-			for _, zkFirst := range order {
+			for _, isZK := range order {
 				var res result
 				var err error
 				name := "coordd"
-				if zkFirst {
+				if isZK {
 					name = "zookeeper"
 					res, err = runZK(c, s)
 				} else {
@@ -172,7 +172,7 @@ func run(c config, specs []spec) error {
 					}{name, r, res})
 					fmt.Println(string(line))
 				}
-				if zkFirst {
+				if isZK {
 					zkRes[s] = append(zkRes[s], res)
 				} else {
 					coRes[s] = append(coRes[s], res)
@@ -287,9 +287,22 @@ func runZK(c config, s spec) (result, error) {
 		if s.workload == "write" {
 			n = max(n, s.clients)
 		}
+		// Earlier runs made most of them: create only what is missing.
+		have, _, err := admin.Children(dir)
+		if err != nil {
+			return result{}, fmt.Errorf("children of %s: %w", dir, err)
+		}
+		exists := make(map[string]bool, len(have))
+		for _, name := range have {
+			exists[name] = true
+		}
 		keys = make([]string, n)
 		for i := range keys {
-			keys[i] = fmt.Sprintf("%s/k%07d", dir, i)
+			name := fmt.Sprintf("k%07d", i)
+			keys[i] = dir + "/" + name
+			if exists[name] {
+				continue
+			}
 			if _, err := admin.Create(keys[i], value, 0, acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
 				return result{}, fmt.Errorf("create %s: %w", keys[i], err)
 			}
