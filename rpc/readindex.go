@@ -251,9 +251,10 @@ type roundGroup struct {
 const maxRounds = 2
 
 type roundResult struct {
-	done chan struct{}
-	idx  int64
-	err  error
+	done    chan struct{}
+	idx     int64
+	err     error
+	callers int // joined so far, under roundGroup.mu
 }
 
 func newRoundGroup(ctx context.Context, round func(context.Context) (int64, error)) *roundGroup {
@@ -267,6 +268,7 @@ func (g *roundGroup) do(ctx context.Context) (int64, error) {
 		g.next = &roundResult{done: make(chan struct{})}
 	}
 	r := g.next
+	r.callers++
 	if g.running < maxRounds {
 		g.startLocked()
 	}

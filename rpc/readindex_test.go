@@ -49,10 +49,12 @@ func TestRoundGroupJoinsOnlyRoundsNotYetStarted(t *testing.T) {
 	}
 	// With maxRounds (2) running, two more callers share the next round.
 	third, fourth := call(), call()
+	// Both must have joined the pending round before a slot frees; the one
+	// arriving after round 3 started would wait for a round 4.
 	waitFor(t, func() bool {
 		g.mu.Lock()
 		defer g.mu.Unlock()
-		return g.next != nil
+		return g.next != nil && g.next.callers == 2
 	})
 	select {
 	case r := <-started:
