@@ -14,7 +14,7 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 PROTOS    := rpc/apipb/api.proto rpc/peerpb/peer.proto fsm/cmdpb/command.proto
 GOBIN_DIR := $(shell $(GO) env GOPATH)/bin
 
-.PHONY: all build test unit lint fmt vet deps docs raftfork proto proto-check cluster bench compare-zookeeper scale fuzz clean
+.PHONY: all build test unit lint fmt vet deps docs raftfork proto proto-check cluster bench compare-zookeeper compare-etcd scale fuzz clean
 
 all: build
 
@@ -36,7 +36,7 @@ fmt:
 
 vet:
 	$(GO) vet $(PKGS)
-	cd test/cluster/zkcompare && $(GO) vet .
+	cd test/cluster/compare && $(GO) vet .
 
 ## deps: the import direction of DESIGN.md.
 deps:
@@ -72,11 +72,15 @@ bench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./tree/ ./session/ ./watch/ ./fsm/
 	GO=$(GO) BIN=$(BIN) bash scripts/bench.sh
 
-## compare-zookeeper: coordd against a local ZooKeeper 3.8 ensemble (Debian's
-## zookeeper package), workload by workload, in alternation
-## (scripts/compare-zookeeper.sh; COMPARE_SWEEP, COMPARE_DURATION, COMPARE_ROUNDS).
+## compare-zookeeper, compare-etcd: coordd against a local 3-node ZooKeeper 3.8
+## or etcd 3.4 cluster (Debian's zookeeper or etcd-server package), workload by
+## workload, in alternation (scripts/compare.sh; COMPARE_SWEEP, COMPARE_DURATION,
+## COMPARE_ROUNDS).
 compare-zookeeper:
-	GO=$(GO) BIN=$(BIN) bash scripts/compare-zookeeper.sh
+	GO=$(GO) BIN=$(BIN) bash scripts/compare.sh zookeeper
+
+compare-etcd:
+	GO=$(GO) BIN=$(BIN) bash scripts/compare.sh etcd
 
 ## scale: 1 000 000 znodes loaded, snapshotted and restored, and a follower
 ## catching up 100 000 writes, in a 3-node cluster in one process (a few

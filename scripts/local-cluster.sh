@@ -1,4 +1,4 @@
-# Sourced by bench.sh and compare-zookeeper.sh. start_local_cluster DIR
+# Sourced by bench.sh and compare.sh. start_local_cluster DIR
 # starts a 3-node coordd cluster on 127.0.0.1 (clients on 2281-2283, peers
 # on 2981-2983, data and logs in DIR) from $bin, and waits up to 30s for a
 # leader with every member reachable. It sets servers (the client

@@ -1,0 +1,341 @@
+// Command compare measures coordd against ZooKeeper or etcd on one machine.
+//
+// It runs coordctl bench's workloads (write, read, read-sync, create-eph,
+// lock, session) against the other system, with that system's Go client in
+// this process, and the same workloads against a coordd cluster through
+// `coordctl bench -o json`, alternating between the two in every round, and
+// prints one table of the medians. The other side mirrors coordctl bench:
+// the same keys, key assignment, value size, warm-up and percentiles; one
+// session (and so one connection) per client, spread over the servers.
+//
+// How each workload maps onto the other system is written beside it, in
+// zk.go (go-zookeeper) and etcd.go (etcd's clientv3 and its concurrency
+// package). scripts/compare.sh (make compare-zookeeper, make compare-etcd)
+// starts both clusters and runs it. It is a separate module so that the
+// coordd module depends on neither client.
+package main
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+)
+
+// result is one run: the fields both sides report.
+type result struct {
+	Workload string  `json:"workload"`
+	Clients  int     `json:"clients"`
+	Ops      int     `json:"ops"`
+	Errors   int64   `json:"errors"`
+	OpsPerS  float64 `json:"ops_per_s"`
+	P50      float64 `json:"p50_ms"`
+	P99      float64 `json:"p99_ms"`
+}
+
+// spec is one workload at one client count.
+type spec struct {
+	workload string
+	clients  int
+}
+
+func (s spec) String() string { return s.workload + ":" + strconv.Itoa(s.clients) }
+
+type config struct {
+	system     string   // "zookeeper" or "etcd"
+	servers    []string // the other system's client addresses
+	coordd     string
+	coordctl   string
+	duration   time.Duration
+	warmup     time.Duration
+	preWarmup  time.Duration
+	rounds     int
+	valueSize  int
+	keys       int
+	root       string
+	jsonOutput bool
+}
+
+// system is the other side of the comparison.
+type system interface {
+	// name is the system's name in the table.
+	name() string
+	// prepare connects s.clients clients and returns the workload's
+	// operation for worker i, and a function that closes what prepare
+	// opened.
+	prepare(c config, s spec, value []byte) (op, func(), error)
+}
+
+// op is one operation of worker i; it returns the latency to record.
+type op func(i int, rng *rand.Rand) (time.Duration, error)
+
+func main() {
+	var c config
+	flag.StringVar(&c.system, "system", "zookeeper", "the system to compare with: zookeeper or etcd")
+	servers := flag.String("servers", "", "the other system's client addresses (default: those scripts/compare.sh starts)")
+	flag.StringVar(&c.coordd, "coordd", "127.0.0.1:2281,127.0.0.1:2282,127.0.0.1:2283", "the coordd servers")
+	flag.StringVar(&c.coordctl, "coordctl", "bin/coordctl", "the coordctl binary")
+	flag.DurationVar(&c.duration, "duration", 10*time.Second, "measured time of each run")
+	flag.DurationVar(&c.warmup, "warmup", time.Second, "warm-up time before each run")
+	flag.DurationVar(&c.preWarmup, "pre-warmup", 5*time.Second, "an unmeasured first pass of every workload on the other system (ZooKeeper's JVM compiles its hot code meanwhile; 0: none)")
+	flag.IntVar(&c.rounds, "rounds", 3, "rounds; each runs every workload on both")
+	flag.IntVar(&c.valueSize, "value-size", 100, "size in bytes of the values written")
+	flag.IntVar(&c.keys, "keys", 1000, "number of keys read (write uses at least one per client)")
+	flag.StringVar(&c.root, "path", "/compare", "node (ZooKeeper) or key prefix (etcd) under which the other system's runs work")
+	flag.BoolVar(&c.jsonOutput, "json", false, "also print every run as a JSON line")
+	flag.Usage = func() {
+		fmt.Fprintln(os.Stderr, "usage: compare [flags] workload:clients[,clients...] ...")
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	log.SetOutput(io.Discard) // go-zookeeper logs every connection
+	var sys system
+	var err error
+	switch c.system {
+	case "zookeeper":
+		sys, c.servers = zookeeper{}, []string{"127.0.0.1:2191", "127.0.0.1:2192", "127.0.0.1:2193"}
+	case "etcd":
+		sys, c.servers = etcd{}, []string{"127.0.0.1:2391", "127.0.0.1:2392", "127.0.0.1:2393"}
+	default:
+		err = fmt.Errorf("unknown --system %q (zookeeper or etcd)", c.system)
+	}
+	if *servers != "" {
+		c.servers = strings.Split(*servers, ",")
+	}
+	var specs []spec
+	if err == nil {
+		specs, err = parseSpecs(flag.Args())
+	}
+	if err == nil && (c.rounds < 1 || c.duration <= 0) {
+		err = errors.New("--rounds and --duration must be positive")
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "compare:", err)
+		os.Exit(2)
+	}
+	if err := run(c, sys, specs); err != nil {
+		fmt.Fprintln(os.Stderr, "compare:", err)
+		os.Exit(1)
+	}
+}
+
+func parseSpecs(args []string) ([]spec, error) {
+	if len(args) == 0 {
+		return nil, errors.New("no workload given")
+	}
+	known := map[string]bool{"write": true, "read": true, "read-sync": true, "create-eph": true, "lock": true, "session": true}
+	var out []spec
+	for _, a := range args {
+		w, counts, ok := strings.Cut(a, ":")
+		if !known[w] {
+			return nil, fmt.Errorf("unknown workload %q", w)
+		}
+		if !ok {
+			counts = "1"
+		}
+		for _, n := range strings.Split(counts, ",") {
+			k, err := strconv.Atoi(n)
+			if err != nil || k < 1 {
+				return nil, fmt.Errorf("%s: bad client count %q", a, n)
+			}
+			out = append(out, spec{w, k})
+		}
+	}
+	return out, nil
+}
+
+func run(c config, sys system, specs []spec) error {
+	other := sys.name()
+	if c.preWarmup > 0 {
+		fmt.Fprintf(os.Stderr, "compare: warming up %s: every workload once for %v, not measured\n", other, c.preWarmup)
+		w := c
+		w.duration, w.warmup = c.preWarmup, 0
+		for _, s := range specs {
+			if _, err := runOther(w, sys, s); err != nil {
+				return fmt.Errorf("%s %s: %w", other, s, err)
+			}
+		}
+	}
+	otherRes := map[spec][]result{}
+	coRes := map[spec][]result{}
+	for r := 1; r <= c.rounds; r++ {
+		for _, s := range specs {
+			// Alternate which goes first, so that a drift of the machine's
+			// speed within a round falls on both.
+			order := []bool{r%2 == 1, r%2 == 0} // true: the other system
+			for _, isOther := range order {
+				var res result
+				var err error
+				name := "coordd"
+				if isOther {
+					name = other
+					res, err = runOther(c, sys, s)
+				} else {
+					res, err = runCoordd(c, s)
+				}
+				if err != nil {
+					return fmt.Errorf("round %d, %s %s: %w", r, name, s, err)
+				}
+				if res.Errors > 0 {
+					return fmt.Errorf("round %d, %s %s: %d operations failed", r, name, s, res.Errors)
+				}
+				fmt.Fprintf(os.Stderr, "round %d  %-10s %-14s %9.0f ops/s  p99 %6.1f ms\n", r, name, s, res.OpsPerS, res.P99)
+				if c.jsonOutput {
+					line, _ := json.Marshal(struct {
+						System string `json:"system"`
+						Round  int    `json:"round"`
+						result
+					}{name, r, res})
+					fmt.Println(string(line))
+				}
+				if isOther {
+					otherRes[s] = append(otherRes[s], res)
+				} else {
+					coRes[s] = append(coRes[s], res)
+				}
+			}
+		}
+	}
+	fmt.Printf("\nmedians of %d rounds of %v each (ops/s; p99 in ms; lock: handoffs/s, p99 of acquire)\n\n", c.rounds, c.duration)
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "workload\tclients\t%s\tp99\tcoordd\tp99\tcoordd/%s\t\n", other, other)
+	for _, s := range specs {
+		o, co := median(otherRes[s]), median(coRes[s])
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.1f\t%.0f\t%.1f\t%.2f\t\n", s.workload, s.clients, o.OpsPerS, o.P99, co.OpsPerS, co.P99, co.OpsPerS/o.OpsPerS)
+	}
+	return tw.Flush()
+}
+
+// median is the run with the median throughput.
+func median(rs []result) result {
+	s := slices.Clone(rs)
+	slices.SortFunc(s, func(a, b result) int { return cmp.Compare(a.OpsPerS, b.OpsPerS) })
+	return s[len(s)/2]
+}
+
+func runCoordd(c config, s spec) (result, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.duration+c.warmup+5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, c.coordctl, "--servers", c.coordd, "bench", s.workload,
+		"--clients", strconv.Itoa(s.clients), "--duration", c.duration.String(), "--warmup", c.warmup.String(),
+		"--value-size", strconv.Itoa(c.valueSize), "--keys", strconv.Itoa(c.keys), "-o", "json")
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Run(); err != nil {
+		return result{}, fmt.Errorf("%v: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	var r result
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
+		return result{}, fmt.Errorf("coordctl's output: %w", err)
+	}
+	return r, nil
+}
+
+// keyCount is how many keys a workload reads or writes: --keys, and for
+// write at least one per client (worker i writes keys i, i+clients, ...).
+func keyCount(c config, s spec) int {
+	if s.workload == "write" {
+		return max(c.keys, s.clients)
+	}
+	return c.keys
+}
+
+// usesKeys says whether the workload works on the shared existing keys.
+func usesKeys(s spec) bool {
+	return s.workload == "write" || s.workload == "read" || s.workload == "read-sync"
+}
+
+// keyName is the name of key k under a workload's directory.
+func keyName(k int) string { return fmt.Sprintf("k%07d", k) }
+
+// writeKey returns worker i's next key for the write workload: keys i,
+// i+clients, i+2*clients, ... in turn, as coordctl bench assigns them. next
+// is the worker's own counter.
+func writeKey(i, clients, nkeys int, next *int) int {
+	k := i + *next*clients
+	if k >= nkeys {
+		*next, k = 0, i
+	}
+	*next++
+	return k
+}
+
+// timed runs f and returns how long it took.
+func timed(f func() error) (time.Duration, error) {
+	t := time.Now()
+	err := f()
+	return time.Since(t), err
+}
+
+// runOther runs one workload against the other system, as coordctl bench
+// runs it against coordd.
+func runOther(c config, sys system, s spec) (result, error) {
+	value := make([]byte, c.valueSize)
+	for i := range value {
+		value[i] = 'a' + byte(i%26)
+	}
+	op, closeAll, err := sys.prepare(c, s, value)
+	if err != nil {
+		return result{}, err
+	}
+	defer closeAll()
+	start := time.Now()
+	warmEnd := start.Add(c.warmup)
+	end := warmEnd.Add(c.duration)
+	var failed atomic.Int64
+	var firstErr atomic.Value
+	lats := make([][]time.Duration, s.clients)
+	var wg sync.WaitGroup
+	for i := range s.clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(i), uint64(time.Now().UnixNano())))
+			for time.Now().Before(end) {
+				t := time.Now()
+				lat, err := op(i, rng)
+				if err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+					continue
+				}
+				if done := time.Now(); t.After(warmEnd) && done.Before(end) {
+					lats[i] = append(lats[i], lat)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	var all []time.Duration
+	for _, l := range lats {
+		all = append(all, l...)
+	}
+	slices.Sort(all)
+	pct := func(p float64) float64 {
+		if len(all) == 0 {
+			return 0
+		}
+		return float64(all[min(len(all)-1, int(p*float64(len(all))))].Microseconds()) / 1000
+	}
+	if e := firstErr.Load(); e != nil {
+		return result{}, fmt.Errorf("%d operations failed, the first with: %w", failed.Load(), e.(error))
+	}
+	return result{Workload: s.workload, Clients: s.clients, Ops: len(all),
+		OpsPerS: float64(len(all)) / c.duration.Seconds(), P50: pct(0.5), P99: pct(0.99)}, nil
+}
