@@ -18,7 +18,9 @@
 # GOMAXPROCS (of each coordd server; default cores / 3, at least 1; the
 # other system keeps its own default), TMPDIR (where all keep their data:
 # TMPDIR=/dev/shm takes the disk out of the comparison, to see what the rest
-# costs).
+# costs), COMPARE_SHARE_CONNS=1 (etcd only: coordd's sessions and etcd's
+# clients share one connection per server; by default every session has a
+# connection of its own, as ZooKeeper's must).
 set -euo pipefail
 system=${1:-}
 bin=${BIN:-bin}
@@ -27,6 +29,12 @@ duration=${COMPARE_DURATION:-10s}
 rounds=${COMPARE_ROUNDS:-3}
 sweep=${COMPARE_SWEEP:-"write:1,64,256 read:16,64 read-sync:16,64 create-eph:64 lock:16,64 session:64"}
 zkjar=/usr/share/java/zookeeper.jar
+share=false
+case "${COMPARE_SHARE_CONNS:-0}" in 0 | false | "") ;; *) share=true ;; esac
+if [ "$share" = true ] && [ "$system" = zookeeper ]; then
+  echo "compare: COMPARE_SHARE_CONNS is for etcd only: a ZooKeeper session has a connection of its own" >&2
+  exit 2
+fi
 case "$system" in
 zookeeper)
   if ! command -v java >/dev/null || [ ! -f "$zkjar" ]; then
@@ -160,11 +168,12 @@ case "$system" in
 zookeeper) echo "ZooKeeper $other (java -Xmx${ZK_HEAP:-1000m}), coordd $servers (GOMAXPROCS=$procs each)" ;;
 etcd) echo "etcd $(etcd --version | head -1 | awk '{print $3}') $other, coordd $servers (GOMAXPROCS=$procs each)" ;;
 esac
+if [ "$share" = true ]; then echo "sessions share one connection per server"; else echo "every session has a connection of its own"; fi
 # In the background, so that a TERM sent to this script runs its cleanup
 # at once (bash runs traps only between commands), which stops it too.
 # shellcheck disable=SC2086 # the sweep is a list of arguments
 "$bin/compare" --system "$system" --servers "$other" --coordd "$servers" --coordctl "$bin/coordctl" \
-  --duration "$duration" --rounds "$rounds" $sweep &
+  --duration "$duration" --rounds "$rounds" --share-conns="$share" $sweep &
 cmp=$!
 pids+=("$cmp")
 wait "$cmp"

@@ -78,15 +78,17 @@ func (etcd) prepare(c config, s spec, value []byte) (op, func(), error) {
 				se.Close()
 			}
 		}
-		for _, cl := range clients {
-			if cl != nil {
+		for i, cl := range clients {
+			if cl != nil && (!c.shareConns || i < len(c.servers)) {
 				cl.Close()
 			}
 		}
 	}
 	for i := range clients {
 		var err error
-		if clients[i], err = etcdConnect(c.servers[i%len(c.servers)]); err != nil {
+		if c.shareConns && i >= len(c.servers) {
+			clients[i] = clients[i%len(c.servers)] // one connection per server
+		} else if clients[i], err = etcdConnect(c.servers[i%len(c.servers)]); err != nil {
 			closeAll()
 			return nil, nil, err
 		}

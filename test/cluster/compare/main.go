@@ -6,7 +6,9 @@
 // `coordctl bench -o json`, alternating between the two in every round, and
 // prints one table of the medians. The other side mirrors coordctl bench:
 // the same keys, key assignment, value size, warm-up and percentiles; one
-// session (and so one connection) per client, spread over the servers.
+// session per client, spread over the servers. Every session has a
+// connection of its own on both sides (coordctl bench --share-conns=false),
+// as a ZooKeeper session must, unless --share-conns.
 //
 // How each workload maps onto the other system is written beside it, in
 // zk.go (go-zookeeper) and etcd.go (etcd's clientv3 and its concurrency
@@ -69,6 +71,11 @@ type config struct {
 	keys       int
 	root       string
 	jsonOutput bool
+	// shareConns makes coordd's sessions share one connection per server
+	// (coordctl bench --share-conns), and etcd's clients too. Off, every
+	// session has a connection of its own on both sides, as ZooKeeper's
+	// sessions always do.
+	shareConns bool
 }
 
 // system is the other side of the comparison.
@@ -98,6 +105,7 @@ func main() {
 	flag.IntVar(&c.keys, "keys", 1000, "number of keys read (write uses at least one per client)")
 	flag.StringVar(&c.root, "path", "/compare", "node (ZooKeeper) or key prefix (etcd) under which the other system's runs work")
 	flag.BoolVar(&c.jsonOutput, "json", false, "also print every run as a JSON line")
+	flag.BoolVar(&c.shareConns, "share-conns", false, "coordd's sessions (and etcd's clients) share one connection per server; ZooKeeper's cannot, so only with --system etcd")
 	flag.Usage = func() {
 		fmt.Fprintln(os.Stderr, "usage: compare [flags] workload:clients[,clients...] ...")
 		flag.PrintDefaults()
@@ -120,6 +128,9 @@ func main() {
 	var specs []spec
 	if err == nil {
 		specs, err = parseSpecs(flag.Args())
+	}
+	if err == nil && c.shareConns && c.system == "zookeeper" {
+		err = errors.New("--share-conns: a ZooKeeper session has a connection of its own, so the comparison would not be like for like")
 	}
 	if err == nil && (c.rounds < 1 || c.duration <= 0) {
 		err = errors.New("--rounds and --duration must be positive")
@@ -233,7 +244,8 @@ func runCoordd(c config, s spec) (result, error) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, c.coordctl, "--servers", c.coordd, "bench", s.workload,
 		"--clients", strconv.Itoa(s.clients), "--duration", c.duration.String(), "--warmup", c.warmup.String(),
-		"--value-size", strconv.Itoa(c.valueSize), "--keys", strconv.Itoa(c.keys), "-o", "json")
+		"--value-size", strconv.Itoa(c.valueSize), "--keys", strconv.Itoa(c.keys),
+		"--share-conns="+strconv.FormatBool(c.shareConns), "-o", "json")
 	var out, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &stderr
 	if err := cmd.Run(); err != nil {
