@@ -379,6 +379,40 @@ func BenchmarkClusterWrites(b *testing.B) {
 	}
 }
 
+// BenchmarkSessionReads measures getData through one server with 64
+// concurrent readers, each its own session on a connection of its own, as
+// 64 client processes would be: the cost of a round trip on a session's
+// stream, client and server (both in this process), without Raft or disk.
+func BenchmarkSessionReads(b *testing.B) {
+	const readers = 64
+	c := New(b, 1, Options{})
+	ctx := context.Background()
+	clients := make([]*client.Client, readers)
+	for i := range clients {
+		clients[i] = connect(b, c.Servers()...)
+	}
+	if _, err := clients[0].Create(ctx, "/r", []byte(strings.Repeat("x", 100)), client.CreateMode{}); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	per := b.N/readers + 1
+	for i := range clients {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			for j := 0; j < per; j++ {
+				if _, _, err := clients[i].Get(ctx, "/r"); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}(i)
+	}
+	wg.Wait()
+	b.ReportMetric(float64(per*readers)/b.Elapsed().Seconds(), "reads/s")
+}
+
 // TestTakenAddressIsRecognised: a server whose address another process
 // holds fails to start with an error New recognises (EADDRINUSE), so that
 // New picks other addresses instead of failing the test.
