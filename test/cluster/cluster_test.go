@@ -358,23 +358,10 @@ func BenchmarkClusterWrites(b *testing.B) {
 				}
 			}
 			val := []byte(strings.Repeat("x", 100))
-			b.ResetTimer()
-			var wg sync.WaitGroup
-			per := b.N/writers + 1
-			for i := range clients {
-				wg.Add(1)
-				go func(i int) {
-					defer wg.Done()
-					for j := 0; j < per; j++ {
-						if _, err := clients[i].Set(ctx, fmt.Sprintf("/k%d", i), val, -1); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-				}(i)
-			}
-			wg.Wait()
-			b.ReportMetric(float64(per*writers)/b.Elapsed().Seconds(), "writes/s")
+			runClients(b, clients, "writes/s", func(i int, cl *client.Client) error {
+				_, err := cl.Set(ctx, fmt.Sprintf("/k%d", i), val, -1)
+				return err
+			})
 		})
 	}
 }
@@ -394,23 +381,33 @@ func BenchmarkSessionReads(b *testing.B) {
 	if _, err := clients[0].Create(ctx, "/r", []byte(strings.Repeat("x", 100)), client.CreateMode{}); err != nil {
 		b.Fatal(err)
 	}
+	runClients(b, clients, "reads/s", func(_ int, cl *client.Client) error {
+		_, _, err := cl.Get(ctx, "/r")
+		return err
+	})
+}
+
+// runClients runs b.N ops, shared out over the clients (each in a goroutine
+// of its own, calling op with its index), and reports ops per second as
+// unit.
+func runClients(b *testing.B, clients []*client.Client, unit string, op func(i int, cl *client.Client) error) {
 	b.ResetTimer()
 	var wg sync.WaitGroup
-	per := b.N/readers + 1
-	for i := range clients {
+	per := b.N/len(clients) + 1
+	for i, cl := range clients {
 		wg.Add(1)
-		go func(i int) {
+		go func() {
 			defer wg.Done()
-			for j := 0; j < per; j++ {
-				if _, _, err := clients[i].Get(ctx, "/r"); err != nil {
+			for range per {
+				if err := op(i, cl); err != nil {
 					b.Error(err)
 					return
 				}
 			}
-		}(i)
+		}()
 	}
 	wg.Wait()
-	b.ReportMetric(float64(per*readers)/b.Elapsed().Seconds(), "reads/s")
+	b.ReportMetric(float64(per*len(clients))/b.Elapsed().Seconds(), unit)
 }
 
 // TestTakenAddressIsRecognised: a server whose address another process
