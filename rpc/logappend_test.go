@@ -16,10 +16,11 @@ import (
 
 // BenchmarkLogAppend times one log append of a 150-byte entry, made durable,
 // in the Raft log store (raft-boltdb on bbolt, opened as the server opens
-// it) and, for comparison, as a write-ahead log appends: a pwrite at the end
-// of a preallocated file, then fdatasync (Linux). "x3" runs three appenders at once,
-// each on its own file, as three servers on one machine share its disk. The
-// metric is the latency of one append (µs/append); rpc/DESIGN.md ("Where a
+// it) and, for comparison, as a write-ahead log appends: a pwrite after the
+// last record of a preallocated file, then fdatasync. "x3" runs three
+// appenders at once, each on its own file, as three servers on one machine
+// share its disk. The metric is the latency of one append (µs/append; ns/op
+// is the wall time over all appenders' appends); rpc/DESIGN.md ("Where a
 // write's time goes") has the figures of issue #8.
 func BenchmarkLogAppend(b *testing.B) {
 	for _, store := range []string{"raftboltdb", "wal-append"} {

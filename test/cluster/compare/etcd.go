@@ -54,9 +54,24 @@ func (etcd) prepare(c config, s spec, value []byte) (op, func(), error) {
 		if err != nil {
 			return nil, nil, err
 		}
+		// Earlier runs made most of them: put only what is missing.
+		cx, cancel := ctx()
+		have, err := admin.Get(cx, dir+"/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+		cancel()
+		if err != nil {
+			admin.Close()
+			return nil, nil, fmt.Errorf("keys under %s: %w", dir, err)
+		}
+		exists := make(map[string]bool, len(have.Kvs))
+		for _, kv := range have.Kvs {
+			exists[string(kv.Key)] = true
+		}
 		keys = make([]string, keyCount(c, s))
 		for i := range keys {
 			keys[i] = dir + "/" + keyName(i)
+			if exists[keys[i]] {
+				continue
+			}
 			cx, cancel := ctx()
 			_, err := admin.Put(cx, keys[i], string(value))
 			cancel()
