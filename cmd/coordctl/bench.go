@@ -82,7 +82,7 @@ The exit status is 1 if any operation failed.`,
 		fs.IntVar(&o.watchers, "watchers", 1000, "number of watching sessions of the watch workload")
 		fs.StringVar(&o.root, "path", "/coordctl-bench", "node under which the benchmark works")
 		fs.BoolVar(&o.keep, "keep", false, "leave the benchmark's nodes in place")
-		fs.BoolVar(&o.shareConns, "share-conns", true, "the sessions share one connection per server (client.Pool, as etcd's benchmark shares its --conns); false gives each session a connection of its own")
+		fs.BoolVar(&o.shareConns, "share-conns", true, "the sessions share one connection per server (client.Pool, as etcd's benchmark shares its --conns); false gives each session a connection of its own, as separate client processes have and as every ZooKeeper session has (use it to compare with ZooKeeper)")
 		fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this client process to `file` (to see the client's share)")
 		return func(x *cmd, args []string) error {
 			// Flags may follow the workloads: parse what remains after each
@@ -250,6 +250,10 @@ type benchResult struct {
 	MaxMs     float64 `json:"max_ms"`
 	ValueSize int     `json:"value_size"`
 	Keys      int     `json:"keys,omitempty"`
+	// SharedConns says whether the sessions shared one connection per
+	// server (--share-conns); a comparison with a system whose sessions
+	// each have a connection of their own (ZooKeeper) needs it false.
+	SharedConns bool `json:"shared_conns"`
 	// SessionsPerServer is where the run's long-lived sessions were.
 	SessionsPerServer map[string]int `json:"sessions_per_server,omitempty"`
 	Servers           []serverUsage  `json:"servers,omitempty"`
@@ -476,7 +480,7 @@ func (s *runState) fail(err error) {
 
 func (b *bench) runOne(s benchSpec) (benchResult, error) {
 	x := b.x
-	r := benchResult{Workload: s.workload, Clients: s.clients, ValueSize: b.o.valueSize, Latency: "op"}
+	r := benchResult{Workload: s.workload, Clients: s.clients, ValueSize: b.o.valueSize, Latency: "op", SharedConns: b.o.shareConns}
 	switch s.workload {
 	case "idle":
 		return b.runIdle(r)

@@ -42,6 +42,28 @@ func num(t *testing.T, m map[string]any, field string) float64 {
 	return v
 }
 
+// TestBenchOwnConnections: with --share-conns=false every session dials a
+// connection of its own, the runs still succeed, and the result says which
+// connection model it measured.
+func TestBenchOwnConnections(t *testing.T) {
+	for _, wl := range []string{"read", "session"} {
+		path := "/bench-test-own-" + wl
+		fresh(t, path)
+		res, r := benchJSON(t, wl, "--clients", "3", "--keys", "10", "--duration", "200ms",
+			"--share-conns=false", "--path", path)
+		if r.code != 0 || len(res) != 1 {
+			t.Fatalf("%s: exit %d, %d results, stderr:\n%s", wl, r.code, len(res), r.stderr)
+		}
+		m := res[0]
+		if ops, e := num(t, m, "ops"), num(t, m, "errors"); ops <= 0 || e != 0 {
+			t.Errorf("%s: ops %v errors %v (%v), want ops and no errors", wl, ops, e, m["first_error"])
+		}
+		if m["shared_conns"] != false {
+			t.Errorf("%s: shared_conns %v, want false", wl, m["shared_conns"])
+		}
+	}
+}
+
 func TestBenchWorkloads(t *testing.T) {
 	for _, wl := range []string{"write", "read", "read-sync", "create-eph", "session", "lock", "watch"} {
 		t.Run(wl, func(t *testing.T) {
@@ -70,6 +92,9 @@ func TestBenchWorkloads(t *testing.T) {
 			}
 			if v := num(t, m, "ops_per_s"); v <= 0 {
 				t.Errorf("ops_per_s %v, want > 0", v)
+			}
+			if m["shared_conns"] != true {
+				t.Errorf("shared_conns %v, want true (the default)", m["shared_conns"])
 			}
 			p50, p95, p99, mx := num(t, m, "p50_ms"), num(t, m, "p95_ms"), num(t, m, "p99_ms"), num(t, m, "max_ms")
 			if !(0 < p50 && p50 <= p95 && p95 <= p99 && p99 <= mx) {
