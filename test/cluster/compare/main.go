@@ -35,6 +35,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"text/tabwriter"
 	"time"
 )
@@ -48,6 +49,21 @@ type result struct {
 	OpsPerS  float64 `json:"ops_per_s"`
 	P50      float64 `json:"p50_ms"`
 	P99      float64 `json:"p99_ms"`
+	// ClientCores is the CPU the client process used over the run (user
+	// and system time over wall time, warm-up included): the client shares
+	// the machine's cores with the servers, so a costlier client leaves
+	// them less.
+	ClientCores float64 `json:"client_cores"`
+}
+
+// cpuTime is the user plus system time of this process (who is
+// syscall.RUSAGE_SELF) or of its waited-for children (RUSAGE_CHILDREN).
+func cpuTime(who int) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(who, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // spec is one workload at one client count.
@@ -222,12 +238,12 @@ func run(c config, sys system, specs []spec) error {
 			}
 		}
 	}
-	fmt.Printf("\nmedians of %d rounds of %v each (ops/s; p99 in ms; lock: handoffs/s, p99 of acquire)\n\n", c.rounds, c.duration)
+	fmt.Printf("\nmedians of %d rounds of %v each (ops/s; p99 in ms; lock: handoffs/s, p99 of acquire;\nclient cores: the CPU the benchmark's client process used, user and system, over the run)\n\n", c.rounds, c.duration)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "workload\tclients\t%s\tp99\tcoordd\tp99\tcoordd/%s\t\n", other, other)
+	fmt.Fprintf(tw, "workload\tclients\t%s\tp99\tcoordd\tp99\tcoordd/%s\tclient cores (%s/coordd)\t\n", other, other, other)
 	for _, s := range specs {
 		o, co := median(otherRes[s]), median(coRes[s])
-		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.1f\t%.0f\t%.1f\t%.2f\t\n", s.workload, s.clients, o.OpsPerS, o.P99, co.OpsPerS, co.P99, co.OpsPerS/o.OpsPerS)
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.1f\t%.0f\t%.1f\t%.2f\t%.2f / %.2f\t\n", s.workload, s.clients, o.OpsPerS, o.P99, co.OpsPerS, co.P99, co.OpsPerS/o.OpsPerS, o.ClientCores, co.ClientCores)
 	}
 	return tw.Flush()
 }
@@ -248,14 +264,17 @@ func runCoordd(c config, s spec) (result, error) {
 		"--share-conns="+strconv.FormatBool(c.shareConns), "-o", "json")
 	var out, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &stderr
+	cpu0, t0 := cpuTime(syscall.RUSAGE_CHILDREN), time.Now()
 	if err := cmd.Run(); err != nil {
 		return result{}, fmt.Errorf("%v: %s", err, strings.TrimSpace(stderr.String()))
 	}
+	cores := float64(cpuTime(syscall.RUSAGE_CHILDREN)-cpu0) / float64(time.Since(t0))
 	var r result
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
 		return result{}, fmt.Errorf("coordctl's output: %w", err)
 	}
+	r.ClientCores = cores
 	return r, nil
 }
 
@@ -302,11 +321,11 @@ func runOther(c config, sys system, s spec) (result, error) {
 	for i := range value {
 		value[i] = 'a' + byte(i%26)
 	}
+	cpu0, t0 := cpuTime(syscall.RUSAGE_SELF), time.Now()
 	op, closeAll, err := sys.prepare(c, s, value)
 	if err != nil {
 		return result{}, err
 	}
-	defer closeAll()
 	start := time.Now()
 	warmEnd := start.Add(c.warmup)
 	end := warmEnd.Add(c.duration)
@@ -334,6 +353,8 @@ func runOther(c config, sys system, s spec) (result, error) {
 		}()
 	}
 	wg.Wait()
+	closeAll()
+	cores := float64(cpuTime(syscall.RUSAGE_SELF)-cpu0) / float64(time.Since(t0))
 	var all []time.Duration
 	for _, l := range lats {
 		all = append(all, l...)
@@ -348,6 +369,6 @@ func runOther(c config, sys system, s spec) (result, error) {
 	if e := firstErr.Load(); e != nil {
 		return result{}, fmt.Errorf("%d operations failed, the first with: %w", failed.Load(), e.(error))
 	}
-	return result{Workload: s.workload, Clients: s.clients, Ops: len(all),
+	return result{Workload: s.workload, Clients: s.clients, Ops: len(all), ClientCores: cores,
 		OpsPerS: float64(len(all)) / c.duration.Seconds(), P50: pct(0.5), P99: pct(0.99)}, nil
 }
