@@ -25,6 +25,14 @@ func (etcd) name() string { return "etcd" }
 // run instead of hanging it.
 const etcdTimeout = 30 * time.Second
 
+// timedCtx runs f with a context bounded by etcdTimeout and returns how
+// long f took.
+func timedCtx(f func(context.Context) error) (time.Duration, error) {
+	cx, cancel := context.WithTimeout(context.Background(), etcdTimeout)
+	defer cancel()
+	return timed(func() error { return f(cx) })
+}
+
 // leaseTTL is the TTL of the leases that stand for sessions, in seconds
 // (coordctl bench's session timeout is 10 s).
 const leaseTTL = 10
@@ -120,28 +128,21 @@ func (etcd) prepare(c config, s spec, value []byte) (op, func(), error) {
 	case "write":
 		return func(i int, _ *rand.Rand) (time.Duration, error) {
 			k := keys[writeKey(i, s.clients, len(keys), &next[i])]
-			cx, cancel := ctx()
-			defer cancel()
-			return timed(func() error { _, err := clients[i].Put(cx, k, val); return err })
+			return timedCtx(func(cx context.Context) error { _, err := clients[i].Put(cx, k, val); return err })
 		}, closeAll, nil
-	case "read":
-		// A serializable read is answered by the server the client is
-		// connected to, from its own state, as a ZooKeeper or coordd read
-		// is.
+	case "read", "read-sync":
+		// read: a serializable read is answered by the server the client
+		// is connected to, from its own state, as a ZooKeeper or coordd
+		// read is. read-sync: etcd's default, linearizable read, for which
+		// the server confirms with the leader's read index first, as sync
+		// + read does.
+		var opts []clientv3.OpOption
+		if s.workload == "read" {
+			opts = append(opts, clientv3.WithSerializable())
+		}
 		return func(i int, rng *rand.Rand) (time.Duration, error) {
 			k := keys[rng.IntN(len(keys))]
-			cx, cancel := ctx()
-			defer cancel()
-			return timed(func() error { _, err := clients[i].Get(cx, k, clientv3.WithSerializable()); return err })
-		}, closeAll, nil
-	case "read-sync":
-		// etcd's default, linearizable read: the server confirms with the
-		// leader's read index first, as sync + read does.
-		return func(i int, rng *rand.Rand) (time.Duration, error) {
-			k := keys[rng.IntN(len(keys))]
-			cx, cancel := ctx()
-			defer cancel()
-			return timed(func() error { _, err := clients[i].Get(cx, k); return err })
+			return timedCtx(func(cx context.Context) error { _, err := clients[i].Get(cx, k, opts...); return err })
 		}, closeAll, nil
 	case "create-eph":
 		// etcd has no sequential keys: each op puts a key of its own,
@@ -150,9 +151,7 @@ func (etcd) prepare(c config, s spec, value []byte) (op, func(), error) {
 		return func(i int, _ *rand.Rand) (time.Duration, error) {
 			next[i]++
 			k := dir + "/e-" + strconv.Itoa(i) + "-" + strconv.Itoa(next[i])
-			cx, cancel := ctx()
-			defer cancel()
-			return timed(func() error {
+			return timedCtx(func(cx context.Context) error {
 				if _, err := clients[i].Put(cx, k, val, clientv3.WithLease(sessions[i].Lease())); err != nil {
 					return err
 				}
