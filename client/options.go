@@ -2,6 +2,7 @@ package client
 
 import (
 	"log/slog"
+	"math"
 	"time"
 
 	"google.golang.org/grpc"
@@ -38,6 +39,12 @@ func defaultOptions() options {
 			// reply received (see rpc's streamWindow for the server side).
 			grpc.WithInitialWindowSize(streamWindow),
 			grpc.WithInitialConnWindowSize(connWindow),
+			// Accept a reply of any size, as etcd's client does: the server
+			// bounds its replies (16 MB, or the largest znode if larger) and
+			// answers a read over the bound with an error. gRPC's default,
+			// 4 MB, would end the stream on a larger getChildren listing or
+			// znode, and the client would resend the read on the next one.
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32)),
 		},
 	}
 }

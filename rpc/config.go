@@ -85,6 +85,10 @@ type Config struct {
 	// wrapLogStore, if set, wraps the Raft log store (below its cache).
 	// Tests use it to slow down or fail a server's log writes.
 	wrapLogStore func(raft.LogStore) raft.LogStore
+
+	// maxReply, if set, replaces minReplySize as the smallest bound on one
+	// reply (tests lower it to reach the bound quickly).
+	maxReply int
 }
 
 func (c *Config) setDefaults() error {

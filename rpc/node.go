@@ -75,6 +75,23 @@ func (c *Config) maxMessageSize() int {
 	return n + 64<<10
 }
 
+// minReplySize is the least a reply may carry: a getChildren listing can be
+// far larger than any request (37 000 children with 30-byte names are
+// 1.2 MB), and ZooKeeper's own clients accept 4 MB or more.
+const minReplySize = 16 << 20
+
+// maxReplySize bounds one message to a client: at least minReplySize, and
+// always room for the largest znode. A read whose reply would exceed it gets
+// an error reply instead (oversize), since gRPC ends a stream whose message is
+// over its limit, and the client would resend the read on its next stream.
+func (c *Config) maxReplySize() int {
+	n := minReplySize
+	if c.maxReply > 0 {
+		n = c.maxReply
+	}
+	return max(n, c.maxMessageSize())
+}
+
 // Flow-control windows of every gRPC connection a server serves or dials.
 // Setting them turns off gRPC's bandwidth-delay-product estimation, which
 // otherwise answers almost every message received with a PING (and a window
@@ -220,7 +237,7 @@ func NewNode(cfg Config) (_ *Node, err error) {
 	kp := keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true}
 	n.clientGRPC = grpc.NewServer(
 		grpc.MaxRecvMsgSize(cfg.maxMessageSize()),
-		grpc.MaxSendMsgSize(cfg.maxMessageSize()),
+		grpc.MaxSendMsgSize(cfg.maxReplySize()),
 		grpc.InitialWindowSize(streamWindow),
 		grpc.InitialConnWindowSize(connWindow),
 		grpc.KeepaliveEnforcementPolicy(kp),

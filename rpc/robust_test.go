@@ -3,7 +3,9 @@ package rpc
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -303,5 +305,66 @@ func TestStampSetsTime(t *testing.T) {
 	}
 	if got.TimeMs < before || got.GetNoop().GetLeaderId() != "x" {
 		t.Fatalf("stamped command: %v", got)
+	}
+}
+
+// TestLargeReplies: a getChildren listing larger than any request may be is
+// served whole, up to the bound on a reply; over it the read gets an error,
+// registers no watch, and the session goes on on the same stream.
+func TestLargeReplies(t *testing.T) {
+	var n *Node
+	startOver(t, func() (err error) {
+		cfg := testConfig(t, "1")
+		cfg.MaxDataSize = 1 << 10 // a request carries at most 65 KB
+		cfg.maxReply = 256 << 10
+		n, err = NewNode(cfg)
+		return err
+	})
+	t.Cleanup(func() { n.Close() })
+	waitLeader(t, n)
+	s := newSession(t, n)
+	create := func(path string) *apipb.MultiOp {
+		return &apipb.MultiOp{Op: &apipb.MultiOp_Create{Create: &apipb.CreateRequest{Path: path}}}
+	}
+	addChildren := func(from, to int) {
+		t.Helper()
+		for i := from; i < to; i += 200 {
+			m := &apipb.MultiRequest{}
+			for j := i; j < min(i+200, to); j++ {
+				m.Ops = append(m.Ops, create(fmt.Sprintf("/big/%s-%04d", strings.Repeat("x", 200), j)))
+			}
+			if r := s.do(&apipb.Request{Op: &apipb.Request_Multi{Multi: m}}); r.Error != apipb.ErrorCode_OK {
+				t.Fatalf("multi create: %v", r)
+			}
+		}
+	}
+	list := func(watch bool) *apipb.Response {
+		return s.do(&apipb.Request{Op: &apipb.Request_GetChildren{GetChildren: &apipb.GetChildrenRequest{Path: "/big", Watch: watch}}})
+	}
+	if r := s.do(&apipb.Request{Op: &apipb.Request_Create{Create: &apipb.CreateRequest{Path: "/big"}}}); r.Error != apipb.ErrorCode_OK {
+		t.Fatalf("create /big: %v", r)
+	}
+
+	addChildren(0, 1000) // 1 000 names of 205 bytes: 205 KB
+	r := list(false)
+	if r.Error != apipb.ErrorCode_OK || len(r.GetGetChildren().GetChildren()) != 1000 {
+		t.Fatalf("listing 1 000 children (205 KB, more than a request may carry): error %v %q, %d names", r.Error, r.Message, len(r.GetGetChildren().GetChildren()))
+	}
+
+	addChildren(1000, 1300) // 267 KB: over the bound
+	r = list(true)
+	if r.Error != apipb.ErrorCode_MARSHALLING_ERROR || !strings.Contains(r.Message, "reply too large") {
+		t.Fatalf("listing 1 300 children (267 KB, over the 256 KB bound): %v %q, want MARSHALLING_ERROR, reply too large", r.Error, r.Message)
+	}
+	// The failed read set no watch: a new child fires nothing, and the
+	// create's reply is the next message on the stream.
+	if r := s.do(&apipb.Request{Op: &apipb.Request_Create{Create: &apipb.CreateRequest{Path: "/big/one-more"}}}); r.Error != apipb.ErrorCode_OK {
+		t.Fatalf("create after the oversize read: %v", r)
+	}
+	if got := s.events; len(got) != 0 {
+		t.Fatalf("events after an oversize read with a watch: %v", got)
+	}
+	if r := s.do(&apipb.Request{Op: &apipb.Request_Ping{Ping: &apipb.PingRequest{}}}); r.Error != apipb.ErrorCode_OK {
+		t.Fatalf("ping after the oversize read: %v", r)
 	}
 }

@@ -395,6 +395,25 @@ func (c *conn) dispatchHeldLocked() {
 	}
 }
 
+// replyOverhead is more than a reply's encoding adds to its data or names:
+// the stat, the xid, the message's own framing.
+const replyOverhead = 1 << 10
+
+// oversize returns an error reply for resp's request if a reply carrying
+// size bytes of data or names could exceed what the server may send, and
+// nil otherwise. Such a request fails and registers no watch; the session
+// and its stream go on (gRPC would end a stream whose message is over the
+// limit, and the client would resend the read on the next one, forever).
+func (c *conn) oversize(resp *apipb.Response, size int) *apipb.Response {
+	limit := c.t.n.cfg.maxReplySize()
+	if size+replyOverhead <= limit {
+		return nil
+	}
+	resp.Error = apipb.ErrorCode_MARSHALLING_ERROR
+	resp.Message = fmt.Sprintf("reply too large: %d bytes of data or child names, and this server sends at most %d", size, limit-replyOverhead)
+	return resp
+}
+
 // read runs a read-only request against the local tree.
 func (c *conn) read(req *apipb.Request, t *tree.Tree, w *watch.Manager) *apipb.Response {
 	resp := &apipb.Response{Xid: req.Xid}
@@ -412,6 +431,9 @@ func (c *conn) read(req *apipb.Request, t *tree.Tree, w *watch.Manager) *apipb.R
 		data, st, err := t.Get(op.GetData.Path)
 		if err != nil {
 			return fail(err)
+		}
+		if r := c.oversize(resp, len(data)); r != nil {
+			return r
 		}
 		if op.GetData.Watch {
 			w.Add(c.id, op.GetData.Path, watch.Data)
@@ -434,6 +456,13 @@ func (c *conn) read(req *apipb.Request, t *tree.Tree, w *watch.Manager) *apipb.R
 		names, st, err := t.Children(op.GetChildren.Path)
 		if err != nil {
 			return fail(err)
+		}
+		size := 0
+		for _, name := range names {
+			size += len(name) + 3 // the name, its tag and its length
+		}
+		if r := c.oversize(resp, size); r != nil {
+			return r
 		}
 		if op.GetChildren.Watch {
 			w.Add(c.id, op.GetChildren.Path, watch.Child)

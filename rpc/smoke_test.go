@@ -53,6 +53,7 @@ type rawSession struct {
 	stream apipb.Coord_SessionClient
 	xid    int64
 	cc     *grpc.ClientConn
+	events []*apipb.WatchEvent // received by do while waiting for a reply
 }
 
 func dialRaw(t testing.TB, addr string, connect *apipb.ConnectRequest) (*rawSession, *apipb.ServerMessage) {
@@ -91,6 +92,9 @@ func (s *rawSession) do(req *apipb.Request) *apipb.Response {
 		m, err := s.stream.Recv()
 		if err != nil {
 			s.t.Fatal(err)
+		}
+		if e := m.GetEvent(); e != nil {
+			s.events = append(s.events, e)
 		}
 		if r := m.GetResponse(); r != nil {
 			if r.Xid != req.Xid {

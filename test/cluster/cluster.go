@@ -27,6 +27,8 @@ type Options struct {
 	ReapInterval time.Duration
 	// DisableTTL refuses TTL nodes.
 	DisableTTL bool
+	// MaxDataSize is the largest znode, as in rpc.Config (default rpc's).
+	MaxDataSize int
 	// Verbose routes server logs to t.Log.
 	Verbose bool
 }
@@ -135,7 +137,7 @@ func newCluster(t testing.TB, n int, opts Options) *Cluster {
 			LeaderLeaseTimeout: 250 * time.Millisecond, SnapshotThreshold: opts.SnapshotThreshold,
 			TrailingLogs: opts.TrailingLogs, SnapshotInterval: 200 * time.Millisecond,
 			Logger: logger.With("server", id), DialPeer: c.Net.Dialer(id),
-			ReapInterval: opts.ReapInterval, DisableTTL: opts.DisableTTL,
+			ReapInterval: opts.ReapInterval, DisableTTL: opts.DisableTTL, MaxDataSize: opts.MaxDataSize,
 		}})
 	}
 	for _, m := range c.Members {

@@ -154,3 +154,25 @@ func TestLargestValueThroughFollower(t *testing.T) {
 		}
 	}
 }
+
+// TestValueOverGRPCsDefaultLimit: with --max-data-size above gRPC's default
+// limit on a received message (4 MiB), a value that large is written
+// through a follower and read back by the Go client. The client accepts
+// replies of any size; at gRPC's default it would drop the stream on the
+// reply and resend the read on the next stream, until the caller gave up.
+func TestValueOverGRPCsDefaultLimit(t *testing.T) {
+	c := New(t, 3, Options{MaxDataSize: 6 << 20})
+	ctx := ctxT(t)
+	cl := connect(t, c.Members[c.Follower()].Cfg.ClientAddr)
+	value := bytes.Repeat([]byte("0123456789abcdef"), 5<<16) // 5 MiB
+	if _, err := cl.Create(ctx, "/big", value, client.CreateMode{}); err != nil {
+		t.Fatalf("create with %d bytes: %v", len(value), err)
+	}
+	got, _, err := cl.Get(ctx, "/big")
+	if err != nil {
+		t.Fatalf("get of %d bytes: %v", len(value), err)
+	}
+	if !bytes.Equal(got, value) {
+		t.Fatalf("get: %d bytes, not the %d written", len(got), len(value))
+	}
+}
