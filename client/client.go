@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/coordd/coordd/rpc/apipb"
 )
 
@@ -53,6 +55,7 @@ type Client struct {
 	closing    bool  // Close was called
 	closeAcked bool  // the server answered the CloseRequest
 	flaps      int   // disconnects since the last good reply (for backoff)
+	maxRequest int64 // the server's limit on one request, encoded (0: unknown)
 	states     chan StateEvent
 	stateSubs  map[chan StateEvent]struct{} // NotifyStates subscriptions
 	statesDone bool                         // states and every subscription are closed
@@ -306,6 +309,10 @@ func (c *Client) doAll(ctx context.Context, calls ...*call) []result {
 	}
 	for _, cl := range calls {
 		cl.done = make(chan result, 1)
+		if err := c.tooLargeLocked(cl.req); err != nil {
+			cl.done <- result{err: err}
+			continue
+		}
 		if w := cl.watch; w != nil {
 			w.pending = true
 			c.watches[w.path] = append(c.watches[w.path], w)
@@ -370,6 +377,23 @@ func (c *Client) pendingIndexLocked(xid int64) int {
 		}
 	}
 	return -1
+}
+
+// requestFraming is more than the xids sent with a request add to it.
+const requestFraming = 32
+
+// tooLargeLocked refuses a request larger than the server accepts, before
+// it is sent. The server would answer one a little too large with
+// ErrBadArguments, but gRPC ends the stream on one over its own limit, and
+// the request would then be resent on every new stream.
+func (c *Client) tooLargeLocked(req *apipb.Request) error {
+	if c.maxRequest <= 0 {
+		return nil
+	}
+	if n := int64(proto.Size(req)) + requestFraming; n > c.maxRequest {
+		return &serverError{sentinel: ErrBadArguments, msg: fmt.Sprintf("request of %d bytes exceeds the server's limit of %d bytes", n, c.maxRequest)}
+	}
+	return nil
 }
 
 // ping queues a PingRequest.
@@ -558,6 +582,7 @@ func (c *Client) attach(cn *conn, resp *apipb.ConnectResponse, first bool) bool 
 	if resp.TimeoutMs > 0 {
 		c.timeout = time.Duration(resp.TimeoutMs) * time.Millisecond
 	}
+	c.maxRequest = resp.MaxRequestBytes
 	c.conn = cn
 	c.server = cn.addr
 	cn.setTimeout(c.timeout)

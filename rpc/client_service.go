@@ -84,6 +84,7 @@ func (s *clientService) Session(stream apipb.Coord_SessionServer) error {
 		c.mu.Lock()
 		c.pushLocked(&apipb.ServerMessage{Kind: &apipb.ServerMessage_Connected{Connected: &apipb.ConnectResponse{
 			SessionId: info.ID, Password: info.Password, TimeoutMs: info.TimeoutMs, ServerId: n.cfg.ID, Zxid: v.Applied,
+			MaxRequestBytes: int64(n.cfg.maxMessageSize()),
 		}}})
 		if len(creq.DataWatches)+len(creq.ExistWatches)+len(creq.ChildWatches) > 0 {
 			fired := v.Watches.Reregister(info.ID, creq.LastZxid, creq.DataWatches, creq.ExistWatches, creq.ChildWatches, v.Tree)

@@ -86,9 +86,9 @@ type Config struct {
 	// Tests use it to slow down or fail a server's log writes.
 	wrapLogStore func(raft.LogStore) raft.LogStore
 
-	// maxReply, if set, replaces minReplySize as the smallest bound on one
-	// reply (tests lower it to reach the bound quickly).
-	maxReply int
+	// wire, if set, replaces minWireLimit (tests lower it to reach the
+	// bound quickly).
+	wire int
 }
 
 func (c *Config) setDefaults() error {

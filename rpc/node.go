@@ -75,19 +75,22 @@ func (c *Config) maxMessageSize() int {
 	return n + 64<<10
 }
 
-// minReplySize is the least a reply may carry: a getChildren listing can be
-// far larger than any request (37 000 children with 30-byte names are
-// 1.2 MB), and ZooKeeper's own clients accept 4 MB or more.
-const minReplySize = 16 << 20
+// minWireLimit is the least one message on the client port may carry,
+// either way. A reply can be far larger than any request (a getChildren
+// listing of 37 000 children with 30-byte names is 1.2 MB), and ZooKeeper's
+// own clients accept 4 MB or more.
+const minWireLimit = 16 << 20
 
-// maxReplySize bounds one message to a client: at least minReplySize, and
-// always room for the largest znode. A read whose reply would exceed it gets
-// an error reply instead (oversize), since gRPC ends a stream whose message is
-// over its limit, and the client would resend the read on its next stream.
-func (c *Config) maxReplySize() int {
-	n := minReplySize
-	if c.maxReply > 0 {
-		n = c.maxReply
+// wireLimit bounds one gRPC message on the client port, either way: at least
+// minWireLimit, and always room for the largest request. gRPC ends a stream
+// whose message is over its limit, and the client would then resend the
+// same request on its next stream, forever. So the port receives requests
+// larger than maxMessageSize and refuses them with an error reply, and a
+// read whose reply would not fit gets an error reply (oversize).
+func (c *Config) wireLimit() int {
+	n := minWireLimit
+	if c.wire > 0 {
+		n = c.wire
 	}
 	return max(n, c.maxMessageSize())
 }
@@ -236,8 +239,8 @@ func NewNode(cfg Config) (_ *Node, err error) {
 
 	kp := keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true}
 	n.clientGRPC = grpc.NewServer(
-		grpc.MaxRecvMsgSize(cfg.maxMessageSize()),
-		grpc.MaxSendMsgSize(cfg.maxReplySize()),
+		grpc.MaxRecvMsgSize(cfg.wireLimit()),
+		grpc.MaxSendMsgSize(cfg.wireLimit()),
 		grpc.InitialWindowSize(streamWindow),
 		grpc.InitialConnWindowSize(connWindow),
 		grpc.KeepaliveEnforcementPolicy(kp),

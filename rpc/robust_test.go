@@ -138,10 +138,11 @@ func TestBadSessionMessages(t *testing.T) {
 		t.Fatal("a repeated xid was not answered with an error")
 	}
 
-	// A message over the gRPC limit closes the stream.
+	// A message over the port's gRPC limit closes the stream (the Go client
+	// refuses to send one: TestOversizeWriteFailsAlone in test/cluster).
 	big := newSession(t, n)
 	_ = big.stream.Send(&apipb.ClientMessage{Kind: &apipb.ClientMessage_Request{Request: &apipb.Request{Xid: 1,
-		Op: &apipb.Request_SetData{SetData: &apipb.SetDataRequest{Path: "/", Data: make([]byte, 4<<20)}}}}})
+		Op: &apipb.Request_SetData{SetData: &apipb.SetDataRequest{Path: "/", Data: make([]byte, minWireLimit+1)}}}}})
 	if _, err := big.stream.Recv(); err == nil {
 		t.Fatal("an over-limit message got a reply instead of a closed stream")
 	}
@@ -316,7 +317,7 @@ func TestLargeReplies(t *testing.T) {
 	startOver(t, func() (err error) {
 		cfg := testConfig(t, "1")
 		cfg.MaxDataSize = 1 << 10 // a request carries at most 65 KB
-		cfg.maxReply = 256 << 10
+		cfg.wire = 256 << 10
 		n, err = NewNode(cfg)
 		return err
 	})
@@ -366,5 +367,44 @@ func TestLargeReplies(t *testing.T) {
 	}
 	if r := s.do(&apipb.Request{Op: &apipb.Request_Ping{Ping: &apipb.PingRequest{}}}); r.Error != apipb.ErrorCode_OK {
 		t.Fatalf("ping after the oversize read: %v", r)
+	}
+}
+
+// TestOversizeRequests: a write larger than a request may be (its data, or a
+// multi's ops together) gets BAD_ARGUMENTS, changes nothing, and the session
+// goes on on the same stream: the port receives messages up to its wire
+// limit so that it can answer them.
+func TestOversizeRequests(t *testing.T) {
+	var n *Node
+	startOver(t, func() (err error) {
+		cfg := testConfig(t, "1")
+		cfg.MaxDataSize = 1 << 10 // a request carries at most 65 KB
+		n, err = NewNode(cfg)
+		return err
+	})
+	t.Cleanup(func() { n.Close() })
+	waitLeader(t, n)
+	s := newSession(t, n)
+	creates := &apipb.MultiRequest{}
+	for i := range 100 { // 100 KB in all, each op's data within the limit
+		creates.Ops = append(creates.Ops, &apipb.MultiOp{Op: &apipb.MultiOp_Create{Create: &apipb.CreateRequest{
+			Path: fmt.Sprintf("/m%d", i), Data: make([]byte, 1000)}}})
+	}
+	for _, tc := range []struct {
+		name, want string
+		req        *apipb.Request
+	}{
+		{"data of 100 KB", "data length 102400 exceeds the limit of 1024 bytes",
+			&apipb.Request{Op: &apipb.Request_Create{Create: &apipb.CreateRequest{Path: "/m0", Data: make([]byte, 100<<10)}}}},
+		{"multi of 100 KB", "exceeds the limit of 66560 bytes", &apipb.Request{Op: &apipb.Request_Multi{Multi: creates}}},
+	} {
+		r := s.do(tc.req)
+		if r.Error != apipb.ErrorCode_BAD_ARGUMENTS || !strings.Contains(r.Message, tc.want) {
+			t.Errorf("%s: %v %q, want BAD_ARGUMENTS and %q", tc.name, r.Error, r.Message, tc.want)
+		}
+	}
+	r := s.do(&apipb.Request{Op: &apipb.Request_Exists{Exists: &apipb.ExistsRequest{Path: "/m0"}}})
+	if r.Error != apipb.ErrorCode_OK || r.GetExists().GetStat() != nil {
+		t.Fatalf("/m0 after the refused writes: %v", r)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/fsm/cmdpb"
 	"github.com/coordd/coordd/rpc/apipb"
@@ -282,6 +284,13 @@ func (c *conn) enqueue(req *apipb.Request) {
 				fmt.Sprintf("data length %d exceeds the limit of %d bytes", size, n.fsm.MaxDataSize()))
 			break
 		}
+		// A write goes to the leader as one message on the peer port and
+		// into one log entry: both hold at most maxMessageSize.
+		if size, limit := proto.Size(req), n.cfg.maxMessageSize(); size > limit {
+			e.kind, e.resp = kindDone, errResponse(req.Xid, apipb.ErrorCode_BAD_ARGUMENTS,
+				fmt.Sprintf("request of %d bytes exceeds the limit of %d bytes", size, limit))
+			break
+		}
 		if n.cfg.DisableTTL && createsTTL(req) {
 			e.kind, e.resp = kindDone, errResponse(req.Xid, apipb.ErrorCode_UNIMPLEMENTED, "TTL nodes are disabled on this server (--ttl-nodes=false)")
 			break
@@ -405,7 +414,7 @@ const replyOverhead = 1 << 10
 // and its stream go on (gRPC would end a stream whose message is over the
 // limit, and the client would resend the read on the next one, forever).
 func (c *conn) oversize(resp *apipb.Response, size int) *apipb.Response {
-	limit := c.t.n.cfg.maxReplySize()
+	limit := c.t.n.cfg.wireLimit()
 	if size+replyOverhead <= limit {
 		return nil
 	}

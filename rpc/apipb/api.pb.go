@@ -705,14 +705,19 @@ func (x *ConnectRequest) GetChildWatches() []string {
 
 // ConnectResponse accepts a session on this server.
 type ConnectResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SessionId     int64                  `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	Password      []byte                 `protobuf:"bytes,2,opt,name=password,proto3" json:"password,omitempty"`
-	TimeoutMs     int64                  `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
-	ServerId      string                 `protobuf:"bytes,4,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
-	Zxid          int64                  `protobuf:"varint,5,opt,name=zxid,proto3" json:"zxid,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId int64                  `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Password  []byte                 `protobuf:"bytes,2,opt,name=password,proto3" json:"password,omitempty"`
+	TimeoutMs int64                  `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	ServerId  string                 `protobuf:"bytes,4,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	Zxid      int64                  `protobuf:"varint,5,opt,name=zxid,proto3" json:"zxid,omitempty"`
+	// max_request_bytes is the largest request this server accepts, encoded
+	// (0: not said). A client should fail a larger request itself: the server
+	// answers one of up to 16 MiB with BAD_ARGUMENTS, but gRPC ends the stream
+	// on anything larger.
+	MaxRequestBytes int64 `protobuf:"varint,6,opt,name=max_request_bytes,json=maxRequestBytes,proto3" json:"max_request_bytes,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ConnectResponse) Reset() {
@@ -776,6 +781,13 @@ func (x *ConnectResponse) GetServerId() string {
 func (x *ConnectResponse) GetZxid() int64 {
 	if x != nil {
 		return x.Zxid
+	}
+	return 0
+}
+
+func (x *ConnectResponse) GetMaxRequestBytes() int64 {
+	if x != nil {
+		return x.MaxRequestBytes
 	}
 	return 0
 }
@@ -2853,7 +2865,7 @@ const file_rpc_apipb_api_proto_rawDesc = "" +
 	"\tlast_zxid\x18\x04 \x01(\x03R\blastZxid\x12!\n" +
 	"\fdata_watches\x18\x05 \x03(\tR\vdataWatches\x12#\n" +
 	"\rexist_watches\x18\x06 \x03(\tR\fexistWatches\x12#\n" +
-	"\rchild_watches\x18\a \x03(\tR\fchildWatches\"\x9c\x01\n" +
+	"\rchild_watches\x18\a \x03(\tR\fchildWatches\"\xc8\x01\n" +
 	"\x0fConnectResponse\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x03R\tsessionId\x12\x1a\n" +
@@ -2861,7 +2873,8 @@ const file_rpc_apipb_api_proto_rawDesc = "" +
 	"\n" +
 	"timeout_ms\x18\x03 \x01(\x03R\ttimeoutMs\x12\x1b\n" +
 	"\tserver_id\x18\x04 \x01(\tR\bserverId\x12\x12\n" +
-	"\x04zxid\x18\x05 \x01(\x03R\x04zxid\"\xd3\x05\n" +
+	"\x04zxid\x18\x05 \x01(\x03R\x04zxid\x12*\n" +
+	"\x11max_request_bytes\x18\x06 \x01(\x03R\x0fmaxRequestBytes\"\xd3\x05\n" +
 	"\aRequest\x12\x10\n" +
 	"\x03xid\x18\x01 \x01(\x03R\x03xid\x12,\n" +
 	"\x12lowest_pending_xid\x18\x02 \x01(\x03R\x10lowestPendingXid\x126\n" +

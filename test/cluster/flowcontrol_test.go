@@ -6,8 +6,10 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
@@ -174,5 +176,50 @@ func TestValueOverGRPCsDefaultLimit(t *testing.T) {
 	}
 	if !bytes.Equal(got, value) {
 		t.Fatalf("get: %d bytes, not the %d written", len(got), len(value))
+	}
+}
+
+// TestOversizeWriteFailsAlone: a write larger than the server accepts fails
+// at once with ErrBadArguments, whether its one value is too large or a
+// multi's values are together, and the session goes on. The server says its
+// limit when the session connects and the client checks before sending: one
+// over gRPC's limit would end the stream, and the client resend it on every
+// new one.
+func TestOversizeWriteFailsAlone(t *testing.T) {
+	c := New(t, 1, Options{})
+	ctx := ctxT(t)
+	cl := connect(t, c.Servers()...)
+	half := make([]byte, 512<<10)
+	for name, write := range map[string]func() error{
+		"create of 2 MiB": func() error {
+			_, err := cl.Create(ctx, "/big", make([]byte, 2<<20), client.CreateMode{})
+			return err
+		},
+		"set of 20 MiB": func() error {
+			_, err := cl.Set(ctx, "/big", make([]byte, 20<<20), -1)
+			return err
+		},
+		"multi of 3 x 512 KiB": func() error {
+			_, err := cl.Multi(ctx, client.CreateOp("/a", half, client.CreateMode{}),
+				client.CreateOp("/b", half, client.CreateMode{}), client.CreateOp("/c", half, client.CreateMode{}))
+			return err
+		},
+	} {
+		start := time.Now()
+		err := write()
+		if !errors.Is(err, client.ErrBadArguments) || !strings.Contains(err.Error(), "exceeds") {
+			t.Errorf("%s: %v, want ErrBadArguments saying what it exceeds", name, err)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("%s: failed after %v", name, d)
+		}
+	}
+	if _, err := cl.Create(ctx, "/small", []byte("ok"), client.CreateMode{}); err != nil {
+		t.Fatalf("create after the oversize writes: %v", err)
+	}
+	for _, p := range []string{"/big", "/a"} {
+		if _, ok, err := cl.Exists(ctx, p); err != nil || ok {
+			t.Errorf("%s after the refused writes: exists %v, %v", p, ok, err)
+		}
 	}
 }
