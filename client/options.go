@@ -40,9 +40,9 @@ func defaultOptions() options {
 			grpc.WithInitialWindowSize(streamWindow),
 			grpc.WithInitialConnWindowSize(connWindow),
 			// Accept a reply of any size, as etcd's client does: the server
-			// bounds its replies (16 MB, or the largest znode if larger) and
+			// bounds its replies (16 MiB, or the largest znode if larger) and
 			// answers a read over the bound with an error. gRPC's default,
-			// 4 MB, would end the stream on a larger getChildren listing or
+			// 4 MiB, would end the stream on a larger getChildren listing or
 			// znode, and the client would resend the read on the next one.
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32)),
 		},
