@@ -59,9 +59,21 @@ type Observer interface {
 	Restored()
 }
 
+// DataSizeCap is the most data a znode can hold in any coordd cluster, and
+// so the largest MaxDataSize a server may be configured with.
+//
+// Applying an entry and reading a snapshot check data against DataSizeCap,
+// never against the server's own MaxDataSize: servers may be configured
+// differently (while the limit is raised or lowered one server at a time),
+// and every server must apply every entry alike. MaxDataSize is an admission
+// limit, checked by the server a client talks to before a write enters the
+// log.
+const DataSizeCap = 64 << 20
+
 // Options configures an FSM.
 type Options struct {
-	// MaxDataSize bounds a znode's data (0: tree.DefaultMaxDataSize).
+	// MaxDataSize is the largest znode data this server admits
+	// (0: tree.DefaultMaxDataSize); see DataSizeCap.
 	MaxDataSize int
 	// Logger receives warnings about undecodable entries.
 	Logger *slog.Logger
@@ -69,8 +81,9 @@ type Options struct {
 
 // FSM is coordd's raft.BatchingFSM.
 type FSM struct {
-	opts Options
-	log  *slog.Logger
+	opts    Options
+	log     *slog.Logger
+	maxData int // the admission limit: opts.MaxDataSize or the default
 
 	mu       sync.RWMutex
 	tree     *tree.Tree
@@ -90,10 +103,15 @@ func New(opts Options) *FSM {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	maxData := opts.MaxDataSize
+	if maxData <= 0 {
+		maxData = tree.DefaultMaxDataSize
+	}
 	return &FSM{
 		opts:     opts,
 		log:      opts.Logger,
-		tree:     tree.New(tree.Options{MaxDataSize: opts.MaxDataSize}),
+		maxData:  maxData,
+		tree:     tree.New(tree.Options{MaxDataSize: DataSizeCap}),
 		sessions: session.NewRegistry(),
 		watches:  watch.NewManager(),
 		waitCh:   make(chan struct{}),
@@ -110,8 +128,9 @@ func (f *FSM) SetObserver(o Observer) {
 // Watches returns the server-local watch manager.
 func (f *FSM) Watches() *watch.Manager { return f.watches }
 
-// MaxDataSize returns the configured znode data limit.
-func (f *FSM) MaxDataSize() int { return f.tree.MaxDataSize() }
+// MaxDataSize returns the largest znode data this server admits (see
+// DataSizeCap).
+func (f *FSM) MaxDataSize() int { return f.maxData }
 
 // AppliedIndex returns the index of the last entry the FSM applied.
 func (f *FSM) AppliedIndex() int64 { return f.applied.Load() }
@@ -507,7 +526,7 @@ const maxRegistrySnapshot = 1 << 31
 // dropped and the observer told, so connected sessions re-register them.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	t, reg, applied, now, err := ReadSnapshot(rc, f.opts.MaxDataSize)
+	t, reg, applied, now, err := ReadSnapshot(rc, DataSizeCap)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/coordd/coordd/fsm"
 )
 
 // Peer is one initial voter of the cluster.
@@ -42,7 +44,9 @@ type Config struct {
 	MinSessionTimeout time.Duration
 	MaxSessionTimeout time.Duration
 
-	// MaxDataSize bounds a znode's data (default 1 MiB).
+	// MaxDataSize is the largest znode data this server admits (default
+	// 1 MiB, at most fsm.DataSizeCap). It may differ between servers: every
+	// server applies what another admitted.
 	MaxDataSize int
 
 	// DisableTTL refuses TTL nodes (ZooKeeper has them off by default;
@@ -109,6 +113,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.MaxSessionTimeout <= 0 {
 		c.MaxSessionTimeout = 20 * c.Tick
+	}
+	if c.MaxDataSize > fsm.DataSizeCap {
+		return fmt.Errorf("rpc: max data size %d exceeds %d, the most any coordd server holds", c.MaxDataSize, fsm.DataSizeCap)
 	}
 	if c.MinSessionTimeout > c.MaxSessionTimeout {
 		return fmt.Errorf("rpc: min session timeout %v exceeds max %v", c.MinSessionTimeout, c.MaxSessionTimeout)

@@ -75,6 +75,14 @@ func (c *Config) maxMessageSize() int {
 	return n + 64<<10
 }
 
+// peerMessageLimit bounds one gRPC message between servers: a forwarded
+// write of the largest data any server may admit (fsm.DataSizeCap), with
+// room for its request and framing. It is the same on every server whatever
+// its MaxDataSize, so that a write one server admits always reaches the
+// leader: a smaller limit would end the Forward stream, and the write, sent
+// again on every new stream, would hold up every later one.
+const peerMessageLimit = fsm.DataSizeCap + 64<<10 + 1<<10
+
 // minWireLimit is the least one message on the client port may carry,
 // either way. A reply can be far larger than any request (a getChildren
 // listing of 37 000 children with 30-byte names is 1.2 MB), and ZooKeeper's
@@ -248,8 +256,8 @@ func NewNode(cfg Config) (_ *Node, err error) {
 	)
 	apipb.RegisterCoordServer(n.clientGRPC, &clientService{n: n})
 	n.peerGRPC = grpc.NewServer(
-		grpc.MaxRecvMsgSize(cfg.maxMessageSize()+1<<10),
-		grpc.MaxSendMsgSize(cfg.maxMessageSize()+1<<10),
+		grpc.MaxRecvMsgSize(peerMessageLimit),
+		grpc.MaxSendMsgSize(peerMessageLimit),
 		grpc.InitialWindowSize(streamWindow),
 		grpc.InitialConnWindowSize(connWindow),
 		grpc.KeepaliveEnforcementPolicy(kp),
@@ -385,7 +393,7 @@ func (n *Node) peerDialOptions() []grpc.DialOption {
 		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
 			return n.mux.dialTagged(ctx, addr, tagPeer)
 		}),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(n.cfg.maxMessageSize()+1<<10), grpc.MaxCallSendMsgSize(n.cfg.maxMessageSize()+1<<10)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(peerMessageLimit), grpc.MaxCallSendMsgSize(peerMessageLimit)),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 5 * time.Second, Timeout: 3 * time.Second, PermitWithoutStream: true}),
 		grpc.WithInitialWindowSize(streamWindow),
 		grpc.WithInitialConnWindowSize(connWindow),

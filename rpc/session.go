@@ -284,8 +284,9 @@ func (c *conn) enqueue(req *apipb.Request) {
 				fmt.Sprintf("data length %d exceeds the limit of %d bytes", size, n.fsm.MaxDataSize()))
 			break
 		}
-		// A write goes to the leader as one message on the peer port and
-		// into one log entry: both hold at most maxMessageSize.
+		// This server's limit on a request, checked whole, since its ops'
+		// data may each be within MaxDataSize. The peer port and the log
+		// take any write a server admits (fsm.DataSizeCap).
 		if size, limit := proto.Size(req), n.cfg.maxMessageSize(); size > limit {
 			e.kind, e.resp = kindDone, errResponse(req.Xid, apipb.ErrorCode_BAD_ARGUMENTS,
 				fmt.Sprintf("request of %d bytes exceeds the limit of %d bytes", size, limit))

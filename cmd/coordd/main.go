@@ -46,7 +46,7 @@ func run(args []string, stderr io.Writer) int {
 		snapThresh  = fs.Uint64("snapshot-threshold", 8192, "log entries between snapshots")
 		trailing    = fs.Uint64("trailing-logs", 10240, "log entries kept after a snapshot, for followers catching up")
 		snapEvery   = fs.Duration("snapshot-interval", 5*time.Second, "how often Raft checks whether --snapshot-threshold entries have accumulated (the log on disk, and the memory it maps, grow with the entries between checks)")
-		maxData     = fs.Int("max-data-size", 1<<20, "largest znode data in bytes (replies, such as a getChildren listing, may carry up to 16 MiB or this, whichever is larger)")
+		maxData     = fs.Int("max-data-size", 1<<20, "largest znode data in bytes this server admits, at most 64 MiB (replies, such as a getChildren listing, may carry up to 16 MiB or this, whichever is larger)")
 		heartbeat   = fs.Duration("heartbeat-timeout", time.Second, "Raft heartbeat timeout")
 		election    = fs.Duration("election-timeout", time.Second, "Raft election timeout")
 		ttlNodes    = fs.Bool("ttl-nodes", true, "allow TTL nodes (ZooKeeper's extendedTypesEnabled; on by default in coordd)")

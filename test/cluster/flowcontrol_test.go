@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -221,5 +222,56 @@ func TestOversizeWriteFailsAlone(t *testing.T) {
 		if _, ok, err := cl.Exists(ctx, p); err != nil || ok {
 			t.Errorf("%s after the refused writes: exists %v, %v", p, ok, err)
 		}
+	}
+}
+
+// TestRaisingMaxDataSizeOneServerAtATime: --max-data-size is raised by
+// restarting one server at a time, so for a while the servers differ. A
+// value over the old limit, admitted by a server with the new one, is
+// applied alike by every server (the limit decides what a server admits,
+// never what it applies), whether that server leads or forwards it to a
+// leader with the old limit; and a server with the old limit restarts from
+// a snapshot that holds it.
+func TestRaisingMaxDataSizeOneServerAtATime(t *testing.T) {
+	c := New(t, 3, Options{})
+	ctx := ctxT(t)
+	value := bytes.Repeat([]byte("0123456789abcdef"), 2<<16) // 2 MiB: over the default 1 MiB
+	for step, i := range []int{c.Follower(), c.LeaderIndex()} {
+		c.Stop(i)
+		c.Members[i].Cfg.MaxDataSize = 4 << 20
+		c.Start(i)
+		c.WaitLeader(15 * time.Second)
+		cl := connect(t, c.Members[i].Cfg.ClientAddr)
+		path := fmt.Sprintf("/big%d", step)
+		if _, err := cl.Create(ctx, path, value, client.CreateMode{}); err != nil {
+			t.Fatalf("step %d: create of 2 MiB through server %s (4 MiB limit): %v", step, c.Members[i].ID, err)
+		}
+		for _, m := range c.Members {
+			r := connect(t, m.Cfg.ClientAddr)
+			if err := r.Sync(ctx, path); err != nil {
+				t.Fatal(err)
+			}
+			got, _, err := r.Get(ctx, path)
+			if err != nil || !bytes.Equal(got, value) {
+				t.Fatalf("step %d: server %s (limit %d) holds %d bytes at %s, err %v; want the 2 MiB written", step, m.ID, m.Cfg.MaxDataSize, len(got), path, err)
+			}
+		}
+	}
+	// The one server left with the old limit restarts from a snapshot that
+	// holds both values.
+	old := -1
+	for i, m := range c.Members {
+		if m.Cfg.MaxDataSize == 0 {
+			old = i
+		}
+	}
+	if err := c.Members[old].Node().Snapshot(); err != nil {
+		t.Fatalf("snapshot on server %s: %v", c.Members[old].ID, err)
+	}
+	c.Stop(old)
+	c.Start(old)
+	r := connect(t, c.Members[old].Cfg.ClientAddr)
+	if got, _, err := r.Get(ctx, "/big1"); err != nil || !bytes.Equal(got, value) {
+		t.Fatalf("server %s after restoring its snapshot: %d bytes at /big1, err %v", c.Members[old].ID, len(got), err)
 	}
 }
