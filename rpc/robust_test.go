@@ -309,20 +309,29 @@ func TestStampSetsTime(t *testing.T) {
 	}
 }
 
-// TestLargeReplies: a getChildren listing larger than any request may be is
-// served whole, up to the bound on a reply; over it the read gets an error,
-// registers no watch, and the session goes on on the same stream.
-func TestLargeReplies(t *testing.T) {
+// smallLimitsNode starts a single-node cluster whose requests carry at most
+// 65 KB (1 KB of data), and whose client port's wire limit is wire (0: the
+// default).
+func smallLimitsNode(t *testing.T, wire int) *Node {
+	t.Helper()
 	var n *Node
 	startOver(t, func() (err error) {
 		cfg := testConfig(t, "1")
-		cfg.MaxDataSize = 1 << 10 // a request carries at most 65 KB
-		cfg.wire = 256 << 10
+		cfg.MaxDataSize = 1 << 10
+		cfg.wire = wire
 		n, err = NewNode(cfg)
 		return err
 	})
 	t.Cleanup(func() { n.Close() })
 	waitLeader(t, n)
+	return n
+}
+
+// TestLargeReplies: a getChildren listing larger than any request may be is
+// served whole, up to the bound on a reply; over it the read gets an error,
+// registers no watch, and the session goes on on the same stream.
+func TestLargeReplies(t *testing.T) {
+	n := smallLimitsNode(t, 256<<10)
 	s := newSession(t, n)
 	create := func(path string) *apipb.MultiOp {
 		return &apipb.MultiOp{Op: &apipb.MultiOp_Create{Create: &apipb.CreateRequest{Path: path}}}
@@ -375,15 +384,7 @@ func TestLargeReplies(t *testing.T) {
 // goes on on the same stream: the port receives messages up to its wire
 // limit so that it can answer them.
 func TestOversizeRequests(t *testing.T) {
-	var n *Node
-	startOver(t, func() (err error) {
-		cfg := testConfig(t, "1")
-		cfg.MaxDataSize = 1 << 10 // a request carries at most 65 KB
-		n, err = NewNode(cfg)
-		return err
-	})
-	t.Cleanup(func() { n.Close() })
-	waitLeader(t, n)
+	n := smallLimitsNode(t, 0)
 	s := newSession(t, n)
 	creates := &apipb.MultiRequest{}
 	for i := range 100 { // 100 KB in all, each op's data within the limit
