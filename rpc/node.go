@@ -84,9 +84,8 @@ func (c *Config) maxMessageSize() int {
 const peerMessageLimit = fsm.DataSizeCap + 64<<10 + 1<<10
 
 // minWireLimit is the least one message on the client port may carry,
-// either way. A reply can be far larger than any request (a getChildren
-// listing of 37 000 children with 30-byte names is 1.2 MB), and ZooKeeper's
-// own clients accept 4 MB or more.
+// either way. A reply can be far larger than any request: a getChildren
+// listing of 37 000 children with 30-byte names is 1.2 MB.
 const minWireLimit = 16 << 20
 
 // wireLimit bounds one gRPC message on the client port, either way: at least
