@@ -159,14 +159,17 @@ func TestLargestValueThroughFollower(t *testing.T) {
 }
 
 // TestValueOverGRPCsDefaultLimit: with --max-data-size above gRPC's default
-// limit on a received message (4 MiB), a value that large is written
-// through a follower and read back by the Go client. The client accepts
-// replies of any size; at gRPC's default it would drop the stream on the
-// reply and resend the read on the next stream, until the caller gave up.
+// limit on a received message (4 MiB), a value that large is written and
+// read back by the Go client. The client accepts replies of any size; at
+// gRPC's default it would drop the stream on the reply and resend the read
+// on the next stream, until the caller gave up. One server: replicating
+// 5 MiB entries while make test runs other packages on the same two cores
+// took the three servers of the test harness (heartbeat 500 ms) through
+// elections, and the test past its deadline, once in seven runs.
 func TestValueOverGRPCsDefaultLimit(t *testing.T) {
-	c := New(t, 3, Options{MaxDataSize: 6 << 20})
+	c := New(t, 1, Options{MaxDataSize: 6 << 20})
 	ctx := ctxT(t)
-	cl := connect(t, c.Members[c.Follower()].Cfg.ClientAddr)
+	cl := connect(t, c.Servers()...)
 	value := bytes.Repeat([]byte("0123456789abcdef"), 5<<16) // 5 MiB
 	if _, err := cl.Create(ctx, "/big", value, client.CreateMode{}); err != nil {
 		t.Fatalf("create with %d bytes: %v", len(value), err)
