@@ -81,9 +81,8 @@ type Options struct {
 
 // FSM is coordd's raft.BatchingFSM.
 type FSM struct {
-	opts    Options
-	log     *slog.Logger
-	maxData int // the admission limit: opts.MaxDataSize or the default
+	opts Options // MaxDataSize set: the default when 0
+	log  *slog.Logger
 
 	mu       sync.RWMutex
 	tree     *tree.Tree
@@ -103,14 +102,12 @@ func New(opts Options) *FSM {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	maxData := opts.MaxDataSize
-	if maxData <= 0 {
-		maxData = tree.DefaultMaxDataSize
+	if opts.MaxDataSize <= 0 {
+		opts.MaxDataSize = tree.DefaultMaxDataSize
 	}
 	return &FSM{
 		opts:     opts,
 		log:      opts.Logger,
-		maxData:  maxData,
 		tree:     tree.New(tree.Options{MaxDataSize: DataSizeCap}),
 		sessions: session.NewRegistry(),
 		watches:  watch.NewManager(),
@@ -130,7 +127,7 @@ func (f *FSM) Watches() *watch.Manager { return f.watches }
 
 // MaxDataSize returns the largest znode data this server admits (see
 // DataSizeCap).
-func (f *FSM) MaxDataSize() int { return f.maxData }
+func (f *FSM) MaxDataSize() int { return f.opts.MaxDataSize }
 
 // AppliedIndex returns the index of the last entry the FSM applied.
 func (f *FSM) AppliedIndex() int64 { return f.applied.Load() }
