@@ -71,6 +71,10 @@ type Config struct {
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
 
+	// Version is this server's build version, reported by status (default
+	// "dev").
+	Version string
+
 	// Logger receives structured logs (default: discard). Raft's own logs
 	// are routed into it.
 	Logger *slog.Logger
@@ -143,6 +147,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.LeaderLeaseTimeout <= 0 {
 		c.LeaderLeaseTimeout = c.HeartbeatTimeout / 2
+	}
+	if c.Version == "" {
+		c.Version = "dev"
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

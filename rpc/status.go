@@ -35,7 +35,7 @@ func (n *Node) info() *peerpb.InfoResponse {
 	return &peerpb.InfoResponse{
 		Id: n.cfg.ID, Role: roleOf(n.raft.State()), ClientAddress: n.ClientAddr(),
 		Applied: n.fsm.AppliedIndex(), Term: n.raft.CurrentTerm(), Leader: string(leader),
-		RssBytes: rss, CpuSeconds: cpu, Sessions: n.sessions.local(),
+		RssBytes: rss, CpuSeconds: cpu, Sessions: n.sessions.local(), Version: n.cfg.Version,
 	}
 }
 
@@ -101,6 +101,7 @@ func (s *clientService) Status(ctx context.Context, _ *apipb.StatusRequest) (*ap
 	resp := &apipb.StatusResponse{
 		Id: n.cfg.ID, Role: roleOf(n.raft.State()), Leader: string(leader),
 		Term: n.raft.CurrentTerm(), Applied: n.fsm.AppliedIndex(), Watches: int64(n.fsm.Watches().Len()),
+		Version: n.cfg.Version,
 	}
 	n.fsm.Read(func(v fsm.View) {
 		resp.Sessions = int64(v.Sessions.Len())
@@ -110,7 +111,7 @@ func (s *clientService) Status(ctx context.Context, _ *apipb.StatusRequest) (*ap
 	for _, sv := range servers {
 		m := &apipb.Member{Id: string(sv.ID), PeerAddress: string(sv.Address), Role: "unreachable"}
 		if in := infos[string(sv.ID)]; in != nil {
-			m.Role, m.ClientAddress, m.Applied, m.RssBytes, m.CpuSeconds = in.Role, in.ClientAddress, in.Applied, in.RssBytes, in.CpuSeconds
+			m.Role, m.ClientAddress, m.Applied, m.RssBytes, m.CpuSeconds, m.Version = in.Role, in.ClientAddress, in.Applied, in.RssBytes, in.CpuSeconds, in.Version
 		}
 		resp.Members = append(resp.Members, m)
 	}

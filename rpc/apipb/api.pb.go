@@ -516,6 +516,7 @@ type ServerMessage struct {
 	//	*ServerMessage_Connected
 	//	*ServerMessage_Response
 	//	*ServerMessage_Event
+	//	*ServerMessage_Vouch
 	Kind          isServerMessage_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -585,6 +586,15 @@ func (x *ServerMessage) GetEvent() *WatchEvent {
 	return nil
 }
 
+func (x *ServerMessage) GetVouch() *Vouch {
+	if x != nil {
+		if x, ok := x.Kind.(*ServerMessage_Vouch); ok {
+			return x.Vouch
+		}
+	}
+	return nil
+}
+
 type isServerMessage_Kind interface {
 	isServerMessage_Kind()
 }
@@ -601,11 +611,71 @@ type ServerMessage_Event struct {
 	Event *WatchEvent `protobuf:"bytes,3,opt,name=event,proto3,oneof"`
 }
 
+type ServerMessage_Vouch struct {
+	Vouch *Vouch `protobuf:"bytes,4,opt,name=vouch,proto3,oneof"`
+}
+
 func (*ServerMessage_Connected) isServerMessage_Kind() {}
 
 func (*ServerMessage_Response) isServerMessage_Kind() {}
 
 func (*ServerMessage_Event) isServerMessage_Kind() {}
+
+func (*ServerMessage_Vouch) isServerMessage_Kind() {}
+
+// Vouch says that the leader has heard from the session no earlier than
+// the moment the request with this xid reached the server, and refreshed
+// the session's deadline, in a term that a majority confirmed after that:
+// no leader can expire the session before its timeout has passed since the
+// client sent that request. A server sends one at most once per
+// vouch_interval_ms, for the highest xid it had received when it passed its
+// sessions' keep-alives to the leader, and only for sessions that sent
+// something since the last one. Vouches are not ordered with replies (one
+// may name an xid already answered); a server cut off from the leader sends
+// none.
+type Vouch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Xid           int64                  `protobuf:"varint,1,opt,name=xid,proto3" json:"xid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Vouch) Reset() {
+	*x = Vouch{}
+	mi := &file_rpc_apipb_api_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Vouch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Vouch) ProtoMessage() {}
+
+func (x *Vouch) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_apipb_api_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Vouch.ProtoReflect.Descriptor instead.
+func (*Vouch) Descriptor() ([]byte, []int) {
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Vouch) GetXid() int64 {
+	if x != nil {
+		return x.Xid
+	}
+	return 0
+}
 
 // ConnectRequest opens a new session (session_id 0) or resumes one.
 type ConnectRequest struct {
@@ -626,7 +696,7 @@ type ConnectRequest struct {
 
 func (x *ConnectRequest) Reset() {
 	*x = ConnectRequest{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[3]
+	mi := &file_rpc_apipb_api_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -638,7 +708,7 @@ func (x *ConnectRequest) String() string {
 func (*ConnectRequest) ProtoMessage() {}
 
 func (x *ConnectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[3]
+	mi := &file_rpc_apipb_api_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -651,7 +721,7 @@ func (x *ConnectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnectRequest.ProtoReflect.Descriptor instead.
 func (*ConnectRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{3}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ConnectRequest) GetSessionId() int64 {
@@ -716,13 +786,17 @@ type ConnectResponse struct {
 	// answers one of up to 16 MiB with BAD_ARGUMENTS, but gRPC ends the stream
 	// on anything larger.
 	MaxRequestBytes int64 `protobuf:"varint,6,opt,name=max_request_bytes,json=maxRequestBytes,proto3" json:"max_request_bytes,omitempty"`
+	// vouch_interval_ms is how often, at most, this server passes its
+	// sessions' keep-alives to the leader and sends Vouch messages (0: it
+	// sends none, being older than Vouch).
+	VouchIntervalMs int64 `protobuf:"varint,7,opt,name=vouch_interval_ms,json=vouchIntervalMs,proto3" json:"vouch_interval_ms,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ConnectResponse) Reset() {
 	*x = ConnectResponse{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[4]
+	mi := &file_rpc_apipb_api_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -734,7 +808,7 @@ func (x *ConnectResponse) String() string {
 func (*ConnectResponse) ProtoMessage() {}
 
 func (x *ConnectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[4]
+	mi := &file_rpc_apipb_api_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -747,7 +821,7 @@ func (x *ConnectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnectResponse.ProtoReflect.Descriptor instead.
 func (*ConnectResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{4}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ConnectResponse) GetSessionId() int64 {
@@ -792,6 +866,13 @@ func (x *ConnectResponse) GetMaxRequestBytes() int64 {
 	return 0
 }
 
+func (x *ConnectResponse) GetVouchIntervalMs() int64 {
+	if x != nil {
+		return x.VouchIntervalMs
+	}
+	return 0
+}
+
 // Request is one operation of a session.
 type Request struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -819,7 +900,7 @@ type Request struct {
 
 func (x *Request) Reset() {
 	*x = Request{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[5]
+	mi := &file_rpc_apipb_api_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -831,7 +912,7 @@ func (x *Request) String() string {
 func (*Request) ProtoMessage() {}
 
 func (x *Request) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[5]
+	mi := &file_rpc_apipb_api_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -844,7 +925,7 @@ func (x *Request) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Request.ProtoReflect.Descriptor instead.
 func (*Request) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{5}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Request) GetXid() int64 {
@@ -1062,7 +1143,7 @@ type Response struct {
 
 func (x *Response) Reset() {
 	*x = Response{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[6]
+	mi := &file_rpc_apipb_api_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1074,7 +1155,7 @@ func (x *Response) String() string {
 func (*Response) ProtoMessage() {}
 
 func (x *Response) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[6]
+	mi := &file_rpc_apipb_api_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1087,7 +1168,7 @@ func (x *Response) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Response.ProtoReflect.Descriptor instead.
 func (*Response) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{6}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Response) GetXid() int64 {
@@ -1248,7 +1329,7 @@ type CreateRequest struct {
 
 func (x *CreateRequest) Reset() {
 	*x = CreateRequest{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[7]
+	mi := &file_rpc_apipb_api_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1260,7 +1341,7 @@ func (x *CreateRequest) String() string {
 func (*CreateRequest) ProtoMessage() {}
 
 func (x *CreateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[7]
+	mi := &file_rpc_apipb_api_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1273,7 +1354,7 @@ func (x *CreateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRequest.ProtoReflect.Descriptor instead.
 func (*CreateRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{7}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CreateRequest) GetPath() string {
@@ -1322,7 +1403,7 @@ type CreateResponse struct {
 
 func (x *CreateResponse) Reset() {
 	*x = CreateResponse{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[8]
+	mi := &file_rpc_apipb_api_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1334,7 +1415,7 @@ func (x *CreateResponse) String() string {
 func (*CreateResponse) ProtoMessage() {}
 
 func (x *CreateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[8]
+	mi := &file_rpc_apipb_api_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1347,7 +1428,7 @@ func (x *CreateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateResponse.ProtoReflect.Descriptor instead.
 func (*CreateResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{8}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CreateResponse) GetPath() string {
@@ -1375,7 +1456,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[9]
+	mi := &file_rpc_apipb_api_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1387,7 +1468,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[9]
+	mi := &file_rpc_apipb_api_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1400,7 +1481,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{9}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DeleteRequest) GetPath() string {
@@ -1429,7 +1510,7 @@ type SetDataRequest struct {
 
 func (x *SetDataRequest) Reset() {
 	*x = SetDataRequest{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[10]
+	mi := &file_rpc_apipb_api_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1441,7 +1522,7 @@ func (x *SetDataRequest) String() string {
 func (*SetDataRequest) ProtoMessage() {}
 
 func (x *SetDataRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[10]
+	mi := &file_rpc_apipb_api_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1454,7 +1535,7 @@ func (x *SetDataRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetDataRequest.ProtoReflect.Descriptor instead.
 func (*SetDataRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{10}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SetDataRequest) GetPath() string {
@@ -1488,7 +1569,7 @@ type SetDataResponse struct {
 
 func (x *SetDataResponse) Reset() {
 	*x = SetDataResponse{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[11]
+	mi := &file_rpc_apipb_api_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1500,7 +1581,7 @@ func (x *SetDataResponse) String() string {
 func (*SetDataResponse) ProtoMessage() {}
 
 func (x *SetDataResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[11]
+	mi := &file_rpc_apipb_api_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1513,7 +1594,7 @@ func (x *SetDataResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetDataResponse.ProtoReflect.Descriptor instead.
 func (*SetDataResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{11}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SetDataResponse) GetStat() *Stat {
@@ -1534,7 +1615,7 @@ type GetDataRequest struct {
 
 func (x *GetDataRequest) Reset() {
 	*x = GetDataRequest{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[12]
+	mi := &file_rpc_apipb_api_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1546,7 +1627,7 @@ func (x *GetDataRequest) String() string {
 func (*GetDataRequest) ProtoMessage() {}
 
 func (x *GetDataRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[12]
+	mi := &file_rpc_apipb_api_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1559,7 +1640,7 @@ func (x *GetDataRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDataRequest.ProtoReflect.Descriptor instead.
 func (*GetDataRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{12}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetDataRequest) GetPath() string {
@@ -1587,7 +1668,7 @@ type GetDataResponse struct {
 
 func (x *GetDataResponse) Reset() {
 	*x = GetDataResponse{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[13]
+	mi := &file_rpc_apipb_api_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1599,7 +1680,7 @@ func (x *GetDataResponse) String() string {
 func (*GetDataResponse) ProtoMessage() {}
 
 func (x *GetDataResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[13]
+	mi := &file_rpc_apipb_api_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1612,7 +1693,7 @@ func (x *GetDataResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDataResponse.ProtoReflect.Descriptor instead.
 func (*GetDataResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{13}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetDataResponse) GetData() []byte {
@@ -1641,7 +1722,7 @@ type ExistsRequest struct {
 
 func (x *ExistsRequest) Reset() {
 	*x = ExistsRequest{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[14]
+	mi := &file_rpc_apipb_api_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1653,7 +1734,7 @@ func (x *ExistsRequest) String() string {
 func (*ExistsRequest) ProtoMessage() {}
 
 func (x *ExistsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[14]
+	mi := &file_rpc_apipb_api_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1666,7 +1747,7 @@ func (x *ExistsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExistsRequest.ProtoReflect.Descriptor instead.
 func (*ExistsRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{14}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ExistsRequest) GetPath() string {
@@ -1693,7 +1774,7 @@ type ExistsResponse struct {
 
 func (x *ExistsResponse) Reset() {
 	*x = ExistsResponse{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[15]
+	mi := &file_rpc_apipb_api_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1705,7 +1786,7 @@ func (x *ExistsResponse) String() string {
 func (*ExistsResponse) ProtoMessage() {}
 
 func (x *ExistsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[15]
+	mi := &file_rpc_apipb_api_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1718,7 +1799,7 @@ func (x *ExistsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExistsResponse.ProtoReflect.Descriptor instead.
 func (*ExistsResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{15}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ExistsResponse) GetStat() *Stat {
@@ -1739,7 +1820,7 @@ type GetChildrenRequest struct {
 
 func (x *GetChildrenRequest) Reset() {
 	*x = GetChildrenRequest{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[16]
+	mi := &file_rpc_apipb_api_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1751,7 +1832,7 @@ func (x *GetChildrenRequest) String() string {
 func (*GetChildrenRequest) ProtoMessage() {}
 
 func (x *GetChildrenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[16]
+	mi := &file_rpc_apipb_api_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1764,7 +1845,7 @@ func (x *GetChildrenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetChildrenRequest.ProtoReflect.Descriptor instead.
 func (*GetChildrenRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{16}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetChildrenRequest) GetPath() string {
@@ -1792,7 +1873,7 @@ type GetChildrenResponse struct {
 
 func (x *GetChildrenResponse) Reset() {
 	*x = GetChildrenResponse{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[17]
+	mi := &file_rpc_apipb_api_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1804,7 +1885,7 @@ func (x *GetChildrenResponse) String() string {
 func (*GetChildrenResponse) ProtoMessage() {}
 
 func (x *GetChildrenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[17]
+	mi := &file_rpc_apipb_api_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1817,7 +1898,7 @@ func (x *GetChildrenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetChildrenResponse.ProtoReflect.Descriptor instead.
 func (*GetChildrenResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{17}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetChildrenResponse) GetChildren() []string {
@@ -1845,7 +1926,7 @@ type SyncRequest struct {
 
 func (x *SyncRequest) Reset() {
 	*x = SyncRequest{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[18]
+	mi := &file_rpc_apipb_api_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1857,7 +1938,7 @@ func (x *SyncRequest) String() string {
 func (*SyncRequest) ProtoMessage() {}
 
 func (x *SyncRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[18]
+	mi := &file_rpc_apipb_api_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1870,7 +1951,7 @@ func (x *SyncRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncRequest.ProtoReflect.Descriptor instead.
 func (*SyncRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{18}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SyncRequest) GetPath() string {
@@ -1890,7 +1971,7 @@ type SyncResponse struct {
 
 func (x *SyncResponse) Reset() {
 	*x = SyncResponse{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[19]
+	mi := &file_rpc_apipb_api_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1902,7 +1983,7 @@ func (x *SyncResponse) String() string {
 func (*SyncResponse) ProtoMessage() {}
 
 func (x *SyncResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[19]
+	mi := &file_rpc_apipb_api_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1915,7 +1996,7 @@ func (x *SyncResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncResponse.ProtoReflect.Descriptor instead.
 func (*SyncResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{19}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SyncResponse) GetPath() string {
@@ -1941,7 +2022,7 @@ type MultiOp struct {
 
 func (x *MultiOp) Reset() {
 	*x = MultiOp{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[20]
+	mi := &file_rpc_apipb_api_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1953,7 +2034,7 @@ func (x *MultiOp) String() string {
 func (*MultiOp) ProtoMessage() {}
 
 func (x *MultiOp) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[20]
+	mi := &file_rpc_apipb_api_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1966,7 +2047,7 @@ func (x *MultiOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MultiOp.ProtoReflect.Descriptor instead.
 func (*MultiOp) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{20}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *MultiOp) GetOp() isMultiOp_Op {
@@ -2051,7 +2132,7 @@ type CheckRequest struct {
 
 func (x *CheckRequest) Reset() {
 	*x = CheckRequest{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[21]
+	mi := &file_rpc_apipb_api_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2063,7 +2144,7 @@ func (x *CheckRequest) String() string {
 func (*CheckRequest) ProtoMessage() {}
 
 func (x *CheckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[21]
+	mi := &file_rpc_apipb_api_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2076,7 +2157,7 @@ func (x *CheckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckRequest.ProtoReflect.Descriptor instead.
 func (*CheckRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{21}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CheckRequest) GetPath() string {
@@ -2103,7 +2184,7 @@ type MultiRequest struct {
 
 func (x *MultiRequest) Reset() {
 	*x = MultiRequest{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[22]
+	mi := &file_rpc_apipb_api_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2115,7 +2196,7 @@ func (x *MultiRequest) String() string {
 func (*MultiRequest) ProtoMessage() {}
 
 func (x *MultiRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[22]
+	mi := &file_rpc_apipb_api_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2128,7 +2209,7 @@ func (x *MultiRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MultiRequest.ProtoReflect.Descriptor instead.
 func (*MultiRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{22}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *MultiRequest) GetOps() []*MultiOp {
@@ -2150,7 +2231,7 @@ type MultiResult struct {
 
 func (x *MultiResult) Reset() {
 	*x = MultiResult{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[23]
+	mi := &file_rpc_apipb_api_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2162,7 +2243,7 @@ func (x *MultiResult) String() string {
 func (*MultiResult) ProtoMessage() {}
 
 func (x *MultiResult) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[23]
+	mi := &file_rpc_apipb_api_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2175,7 +2256,7 @@ func (x *MultiResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MultiResult.ProtoReflect.Descriptor instead.
 func (*MultiResult) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{23}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *MultiResult) GetError() ErrorCode {
@@ -2211,7 +2292,7 @@ type MultiResponse struct {
 
 func (x *MultiResponse) Reset() {
 	*x = MultiResponse{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[24]
+	mi := &file_rpc_apipb_api_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2223,7 +2304,7 @@ func (x *MultiResponse) String() string {
 func (*MultiResponse) ProtoMessage() {}
 
 func (x *MultiResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[24]
+	mi := &file_rpc_apipb_api_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2236,7 +2317,7 @@ func (x *MultiResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MultiResponse.ProtoReflect.Descriptor instead.
 func (*MultiResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{24}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *MultiResponse) GetResults() []*MultiResult {
@@ -2255,7 +2336,7 @@ type PingRequest struct {
 
 func (x *PingRequest) Reset() {
 	*x = PingRequest{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[25]
+	mi := &file_rpc_apipb_api_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2267,7 +2348,7 @@ func (x *PingRequest) String() string {
 func (*PingRequest) ProtoMessage() {}
 
 func (x *PingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[25]
+	mi := &file_rpc_apipb_api_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2280,7 +2361,7 @@ func (x *PingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingRequest.ProtoReflect.Descriptor instead.
 func (*PingRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{25}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{26}
 }
 
 // CloseRequest closes the session, deleting its ephemerals.
@@ -2292,7 +2373,7 @@ type CloseRequest struct {
 
 func (x *CloseRequest) Reset() {
 	*x = CloseRequest{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[26]
+	mi := &file_rpc_apipb_api_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2304,7 +2385,7 @@ func (x *CloseRequest) String() string {
 func (*CloseRequest) ProtoMessage() {}
 
 func (x *CloseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[26]
+	mi := &file_rpc_apipb_api_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2317,7 +2398,7 @@ func (x *CloseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseRequest.ProtoReflect.Descriptor instead.
 func (*CloseRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{26}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{27}
 }
 
 // RemoveWatchesRequest removes this session's watches on a path.
@@ -2331,7 +2412,7 @@ type RemoveWatchesRequest struct {
 
 func (x *RemoveWatchesRequest) Reset() {
 	*x = RemoveWatchesRequest{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[27]
+	mi := &file_rpc_apipb_api_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2343,7 +2424,7 @@ func (x *RemoveWatchesRequest) String() string {
 func (*RemoveWatchesRequest) ProtoMessage() {}
 
 func (x *RemoveWatchesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[27]
+	mi := &file_rpc_apipb_api_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2356,7 +2437,7 @@ func (x *RemoveWatchesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveWatchesRequest.ProtoReflect.Descriptor instead.
 func (*RemoveWatchesRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{27}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RemoveWatchesRequest) GetPath() string {
@@ -2385,7 +2466,7 @@ type WatchEvent struct {
 
 func (x *WatchEvent) Reset() {
 	*x = WatchEvent{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[28]
+	mi := &file_rpc_apipb_api_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2397,7 +2478,7 @@ func (x *WatchEvent) String() string {
 func (*WatchEvent) ProtoMessage() {}
 
 func (x *WatchEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[28]
+	mi := &file_rpc_apipb_api_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2410,7 +2491,7 @@ func (x *WatchEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEvent.ProtoReflect.Descriptor instead.
 func (*WatchEvent) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{28}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *WatchEvent) GetType() EventType {
@@ -2443,7 +2524,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[29]
+	mi := &file_rpc_apipb_api_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2455,7 +2536,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[29]
+	mi := &file_rpc_apipb_api_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2468,7 +2549,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{29}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{30}
 }
 
 // Member is one voter of the cluster as seen by the answering server.
@@ -2478,17 +2559,19 @@ type Member struct {
 	PeerAddress   string                 `protobuf:"bytes,2,opt,name=peer_address,json=peerAddress,proto3" json:"peer_address,omitempty"`
 	ClientAddress string                 `protobuf:"bytes,3,opt,name=client_address,json=clientAddress,proto3" json:"client_address,omitempty"`
 	// role: "leader", "follower", "candidate" or "unreachable".
-	Role          string  `protobuf:"bytes,4,opt,name=role,proto3" json:"role,omitempty"`
-	Applied       int64   `protobuf:"varint,5,opt,name=applied,proto3" json:"applied,omitempty"`
-	RssBytes      int64   `protobuf:"varint,6,opt,name=rss_bytes,json=rssBytes,proto3" json:"rss_bytes,omitempty"`
-	CpuSeconds    float64 `protobuf:"fixed64,7,opt,name=cpu_seconds,json=cpuSeconds,proto3" json:"cpu_seconds,omitempty"`
+	Role       string  `protobuf:"bytes,4,opt,name=role,proto3" json:"role,omitempty"`
+	Applied    int64   `protobuf:"varint,5,opt,name=applied,proto3" json:"applied,omitempty"`
+	RssBytes   int64   `protobuf:"varint,6,opt,name=rss_bytes,json=rssBytes,proto3" json:"rss_bytes,omitempty"`
+	CpuSeconds float64 `protobuf:"fixed64,7,opt,name=cpu_seconds,json=cpuSeconds,proto3" json:"cpu_seconds,omitempty"`
+	// version is the member's build version ("" when unreachable).
+	Version       string `protobuf:"bytes,8,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[30]
+	mi := &file_rpc_apipb_api_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2500,7 +2583,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[30]
+	mi := &file_rpc_apipb_api_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2513,7 +2596,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{30}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Member) GetId() string {
@@ -2565,25 +2648,34 @@ func (x *Member) GetCpuSeconds() float64 {
 	return 0
 }
 
+func (x *Member) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
 // StatusResponse reports node id, role, leader, term, applied zxid and members.
 type StatusResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Role          string                 `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
-	Leader        string                 `protobuf:"bytes,3,opt,name=leader,proto3" json:"leader,omitempty"`
-	Term          uint64                 `protobuf:"varint,4,opt,name=term,proto3" json:"term,omitempty"`
-	Applied       int64                  `protobuf:"varint,5,opt,name=applied,proto3" json:"applied,omitempty"`
-	Members       []*Member              `protobuf:"bytes,6,rep,name=members,proto3" json:"members,omitempty"`
-	Sessions      int64                  `protobuf:"varint,7,opt,name=sessions,proto3" json:"sessions,omitempty"`
-	Znodes        int64                  `protobuf:"varint,8,opt,name=znodes,proto3" json:"znodes,omitempty"`
-	Watches       int64                  `protobuf:"varint,9,opt,name=watches,proto3" json:"watches,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Id       string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Role     string                 `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
+	Leader   string                 `protobuf:"bytes,3,opt,name=leader,proto3" json:"leader,omitempty"`
+	Term     uint64                 `protobuf:"varint,4,opt,name=term,proto3" json:"term,omitempty"`
+	Applied  int64                  `protobuf:"varint,5,opt,name=applied,proto3" json:"applied,omitempty"`
+	Members  []*Member              `protobuf:"bytes,6,rep,name=members,proto3" json:"members,omitempty"`
+	Sessions int64                  `protobuf:"varint,7,opt,name=sessions,proto3" json:"sessions,omitempty"`
+	Znodes   int64                  `protobuf:"varint,8,opt,name=znodes,proto3" json:"znodes,omitempty"`
+	Watches  int64                  `protobuf:"varint,9,opt,name=watches,proto3" json:"watches,omitempty"`
+	// version is the answering server's build version.
+	Version       string `protobuf:"bytes,10,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[31]
+	mi := &file_rpc_apipb_api_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2595,7 +2687,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[31]
+	mi := &file_rpc_apipb_api_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2608,7 +2700,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{31}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *StatusResponse) GetId() string {
@@ -2674,6 +2766,13 @@ func (x *StatusResponse) GetWatches() int64 {
 	return 0
 }
 
+func (x *StatusResponse) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
 // SessionsRequest lists open sessions.
 type SessionsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2683,7 +2782,7 @@ type SessionsRequest struct {
 
 func (x *SessionsRequest) Reset() {
 	*x = SessionsRequest{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[32]
+	mi := &file_rpc_apipb_api_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2695,7 +2794,7 @@ func (x *SessionsRequest) String() string {
 func (*SessionsRequest) ProtoMessage() {}
 
 func (x *SessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[32]
+	mi := &file_rpc_apipb_api_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2708,7 +2807,7 @@ func (x *SessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionsRequest.ProtoReflect.Descriptor instead.
 func (*SessionsRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{32}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{33}
 }
 
 // SessionInfo describes one open session.
@@ -2725,7 +2824,7 @@ type SessionInfo struct {
 
 func (x *SessionInfo) Reset() {
 	*x = SessionInfo{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[33]
+	mi := &file_rpc_apipb_api_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2737,7 +2836,7 @@ func (x *SessionInfo) String() string {
 func (*SessionInfo) ProtoMessage() {}
 
 func (x *SessionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[33]
+	mi := &file_rpc_apipb_api_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2750,7 +2849,7 @@ func (x *SessionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionInfo.ProtoReflect.Descriptor instead.
 func (*SessionInfo) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{33}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SessionInfo) GetId() int64 {
@@ -2791,7 +2890,7 @@ type SessionsResponse struct {
 
 func (x *SessionsResponse) Reset() {
 	*x = SessionsResponse{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[34]
+	mi := &file_rpc_apipb_api_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2803,7 +2902,7 @@ func (x *SessionsResponse) String() string {
 func (*SessionsResponse) ProtoMessage() {}
 
 func (x *SessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[34]
+	mi := &file_rpc_apipb_api_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2816,7 +2915,7 @@ func (x *SessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionsResponse.ProtoReflect.Descriptor instead.
 func (*SessionsResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{34}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SessionsResponse) GetSessions() []*SessionInfo {
@@ -2850,12 +2949,15 @@ const file_rpc_apipb_api_proto_rawDesc = "" +
 	"\rClientMessage\x129\n" +
 	"\aconnect\x18\x01 \x01(\v2\x1d.coordd.api.v1.ConnectRequestH\x00R\aconnect\x122\n" +
 	"\arequest\x18\x02 \x01(\v2\x16.coordd.api.v1.RequestH\x00R\arequestB\x06\n" +
-	"\x04kind\"\xc1\x01\n" +
+	"\x04kind\"\xef\x01\n" +
 	"\rServerMessage\x12>\n" +
 	"\tconnected\x18\x01 \x01(\v2\x1e.coordd.api.v1.ConnectResponseH\x00R\tconnected\x125\n" +
 	"\bresponse\x18\x02 \x01(\v2\x17.coordd.api.v1.ResponseH\x00R\bresponse\x121\n" +
-	"\x05event\x18\x03 \x01(\v2\x19.coordd.api.v1.WatchEventH\x00R\x05eventB\x06\n" +
-	"\x04kind\"\xf4\x01\n" +
+	"\x05event\x18\x03 \x01(\v2\x19.coordd.api.v1.WatchEventH\x00R\x05event\x12,\n" +
+	"\x05vouch\x18\x04 \x01(\v2\x14.coordd.api.v1.VouchH\x00R\x05vouchB\x06\n" +
+	"\x04kind\"\x19\n" +
+	"\x05Vouch\x12\x10\n" +
+	"\x03xid\x18\x01 \x01(\x03R\x03xid\"\xf4\x01\n" +
 	"\x0eConnectRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x03R\tsessionId\x12\x1a\n" +
@@ -2865,7 +2967,7 @@ const file_rpc_apipb_api_proto_rawDesc = "" +
 	"\tlast_zxid\x18\x04 \x01(\x03R\blastZxid\x12!\n" +
 	"\fdata_watches\x18\x05 \x03(\tR\vdataWatches\x12#\n" +
 	"\rexist_watches\x18\x06 \x03(\tR\fexistWatches\x12#\n" +
-	"\rchild_watches\x18\a \x03(\tR\fchildWatches\"\xc8\x01\n" +
+	"\rchild_watches\x18\a \x03(\tR\fchildWatches\"\xf4\x01\n" +
 	"\x0fConnectResponse\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x03R\tsessionId\x12\x1a\n" +
@@ -2874,7 +2976,8 @@ const file_rpc_apipb_api_proto_rawDesc = "" +
 	"timeout_ms\x18\x03 \x01(\x03R\ttimeoutMs\x12\x1b\n" +
 	"\tserver_id\x18\x04 \x01(\tR\bserverId\x12\x12\n" +
 	"\x04zxid\x18\x05 \x01(\x03R\x04zxid\x12*\n" +
-	"\x11max_request_bytes\x18\x06 \x01(\x03R\x0fmaxRequestBytes\"\xd3\x05\n" +
+	"\x11max_request_bytes\x18\x06 \x01(\x03R\x0fmaxRequestBytes\x12*\n" +
+	"\x11vouch_interval_ms\x18\a \x01(\x03R\x0fvouchIntervalMs\"\xd3\x05\n" +
 	"\aRequest\x12\x10\n" +
 	"\x03xid\x18\x01 \x01(\x03R\x03xid\x12,\n" +
 	"\x12lowest_pending_xid\x18\x02 \x01(\x03R\x10lowestPendingXid\x126\n" +
@@ -2973,7 +3076,7 @@ const file_rpc_apipb_api_proto_rawDesc = "" +
 	"\x04type\x18\x01 \x01(\x0e2\x18.coordd.api.v1.EventTypeR\x04type\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
 	"\x04zxid\x18\x03 \x01(\x03R\x04zxid\"\x0f\n" +
-	"\rStatusRequest\"\xce\x01\n" +
+	"\rStatusRequest\"\xe8\x01\n" +
 	"\x06Member\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12!\n" +
 	"\fpeer_address\x18\x02 \x01(\tR\vpeerAddress\x12%\n" +
@@ -2982,7 +3085,8 @@ const file_rpc_apipb_api_proto_rawDesc = "" +
 	"\aapplied\x18\x05 \x01(\x03R\aapplied\x12\x1b\n" +
 	"\trss_bytes\x18\x06 \x01(\x03R\brssBytes\x12\x1f\n" +
 	"\vcpu_seconds\x18\a \x01(\x01R\n" +
-	"cpuSeconds\"\xf9\x01\n" +
+	"cpuSeconds\x12\x18\n" +
+	"\aversion\x18\b \x01(\tR\aversion\"\x93\x02\n" +
 	"\x0eStatusResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x16\n" +
@@ -2992,7 +3096,9 @@ const file_rpc_apipb_api_proto_rawDesc = "" +
 	"\amembers\x18\x06 \x03(\v2\x15.coordd.api.v1.MemberR\amembers\x12\x1a\n" +
 	"\bsessions\x18\a \x01(\x03R\bsessions\x12\x16\n" +
 	"\x06znodes\x18\b \x01(\x03R\x06znodes\x12\x18\n" +
-	"\awatches\x18\t \x01(\x03R\awatches\"\x11\n" +
+	"\awatches\x18\t \x01(\x03R\awatches\x12\x18\n" +
+	"\aversion\x18\n" +
+	" \x01(\tR\aversion\"\x11\n" +
 	"\x0fSessionsRequest\"t\n" +
 	"\vSessionInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x1d\n" +
@@ -3059,7 +3165,7 @@ func file_rpc_apipb_api_proto_rawDescGZIP() []byte {
 }
 
 var file_rpc_apipb_api_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_rpc_apipb_api_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_rpc_apipb_api_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_rpc_apipb_api_proto_goTypes = []any{
 	(ErrorCode)(0),               // 0: coordd.api.v1.ErrorCode
 	(NodeKind)(0),                // 1: coordd.api.v1.NodeKind
@@ -3068,94 +3174,96 @@ var file_rpc_apipb_api_proto_goTypes = []any{
 	(*Stat)(nil),                 // 4: coordd.api.v1.Stat
 	(*ClientMessage)(nil),        // 5: coordd.api.v1.ClientMessage
 	(*ServerMessage)(nil),        // 6: coordd.api.v1.ServerMessage
-	(*ConnectRequest)(nil),       // 7: coordd.api.v1.ConnectRequest
-	(*ConnectResponse)(nil),      // 8: coordd.api.v1.ConnectResponse
-	(*Request)(nil),              // 9: coordd.api.v1.Request
-	(*Response)(nil),             // 10: coordd.api.v1.Response
-	(*CreateRequest)(nil),        // 11: coordd.api.v1.CreateRequest
-	(*CreateResponse)(nil),       // 12: coordd.api.v1.CreateResponse
-	(*DeleteRequest)(nil),        // 13: coordd.api.v1.DeleteRequest
-	(*SetDataRequest)(nil),       // 14: coordd.api.v1.SetDataRequest
-	(*SetDataResponse)(nil),      // 15: coordd.api.v1.SetDataResponse
-	(*GetDataRequest)(nil),       // 16: coordd.api.v1.GetDataRequest
-	(*GetDataResponse)(nil),      // 17: coordd.api.v1.GetDataResponse
-	(*ExistsRequest)(nil),        // 18: coordd.api.v1.ExistsRequest
-	(*ExistsResponse)(nil),       // 19: coordd.api.v1.ExistsResponse
-	(*GetChildrenRequest)(nil),   // 20: coordd.api.v1.GetChildrenRequest
-	(*GetChildrenResponse)(nil),  // 21: coordd.api.v1.GetChildrenResponse
-	(*SyncRequest)(nil),          // 22: coordd.api.v1.SyncRequest
-	(*SyncResponse)(nil),         // 23: coordd.api.v1.SyncResponse
-	(*MultiOp)(nil),              // 24: coordd.api.v1.MultiOp
-	(*CheckRequest)(nil),         // 25: coordd.api.v1.CheckRequest
-	(*MultiRequest)(nil),         // 26: coordd.api.v1.MultiRequest
-	(*MultiResult)(nil),          // 27: coordd.api.v1.MultiResult
-	(*MultiResponse)(nil),        // 28: coordd.api.v1.MultiResponse
-	(*PingRequest)(nil),          // 29: coordd.api.v1.PingRequest
-	(*CloseRequest)(nil),         // 30: coordd.api.v1.CloseRequest
-	(*RemoveWatchesRequest)(nil), // 31: coordd.api.v1.RemoveWatchesRequest
-	(*WatchEvent)(nil),           // 32: coordd.api.v1.WatchEvent
-	(*StatusRequest)(nil),        // 33: coordd.api.v1.StatusRequest
-	(*Member)(nil),               // 34: coordd.api.v1.Member
-	(*StatusResponse)(nil),       // 35: coordd.api.v1.StatusResponse
-	(*SessionsRequest)(nil),      // 36: coordd.api.v1.SessionsRequest
-	(*SessionInfo)(nil),          // 37: coordd.api.v1.SessionInfo
-	(*SessionsResponse)(nil),     // 38: coordd.api.v1.SessionsResponse
+	(*Vouch)(nil),                // 7: coordd.api.v1.Vouch
+	(*ConnectRequest)(nil),       // 8: coordd.api.v1.ConnectRequest
+	(*ConnectResponse)(nil),      // 9: coordd.api.v1.ConnectResponse
+	(*Request)(nil),              // 10: coordd.api.v1.Request
+	(*Response)(nil),             // 11: coordd.api.v1.Response
+	(*CreateRequest)(nil),        // 12: coordd.api.v1.CreateRequest
+	(*CreateResponse)(nil),       // 13: coordd.api.v1.CreateResponse
+	(*DeleteRequest)(nil),        // 14: coordd.api.v1.DeleteRequest
+	(*SetDataRequest)(nil),       // 15: coordd.api.v1.SetDataRequest
+	(*SetDataResponse)(nil),      // 16: coordd.api.v1.SetDataResponse
+	(*GetDataRequest)(nil),       // 17: coordd.api.v1.GetDataRequest
+	(*GetDataResponse)(nil),      // 18: coordd.api.v1.GetDataResponse
+	(*ExistsRequest)(nil),        // 19: coordd.api.v1.ExistsRequest
+	(*ExistsResponse)(nil),       // 20: coordd.api.v1.ExistsResponse
+	(*GetChildrenRequest)(nil),   // 21: coordd.api.v1.GetChildrenRequest
+	(*GetChildrenResponse)(nil),  // 22: coordd.api.v1.GetChildrenResponse
+	(*SyncRequest)(nil),          // 23: coordd.api.v1.SyncRequest
+	(*SyncResponse)(nil),         // 24: coordd.api.v1.SyncResponse
+	(*MultiOp)(nil),              // 25: coordd.api.v1.MultiOp
+	(*CheckRequest)(nil),         // 26: coordd.api.v1.CheckRequest
+	(*MultiRequest)(nil),         // 27: coordd.api.v1.MultiRequest
+	(*MultiResult)(nil),          // 28: coordd.api.v1.MultiResult
+	(*MultiResponse)(nil),        // 29: coordd.api.v1.MultiResponse
+	(*PingRequest)(nil),          // 30: coordd.api.v1.PingRequest
+	(*CloseRequest)(nil),         // 31: coordd.api.v1.CloseRequest
+	(*RemoveWatchesRequest)(nil), // 32: coordd.api.v1.RemoveWatchesRequest
+	(*WatchEvent)(nil),           // 33: coordd.api.v1.WatchEvent
+	(*StatusRequest)(nil),        // 34: coordd.api.v1.StatusRequest
+	(*Member)(nil),               // 35: coordd.api.v1.Member
+	(*StatusResponse)(nil),       // 36: coordd.api.v1.StatusResponse
+	(*SessionsRequest)(nil),      // 37: coordd.api.v1.SessionsRequest
+	(*SessionInfo)(nil),          // 38: coordd.api.v1.SessionInfo
+	(*SessionsResponse)(nil),     // 39: coordd.api.v1.SessionsResponse
 }
 var file_rpc_apipb_api_proto_depIdxs = []int32{
 	1,  // 0: coordd.api.v1.Stat.kind:type_name -> coordd.api.v1.NodeKind
-	7,  // 1: coordd.api.v1.ClientMessage.connect:type_name -> coordd.api.v1.ConnectRequest
-	9,  // 2: coordd.api.v1.ClientMessage.request:type_name -> coordd.api.v1.Request
-	8,  // 3: coordd.api.v1.ServerMessage.connected:type_name -> coordd.api.v1.ConnectResponse
-	10, // 4: coordd.api.v1.ServerMessage.response:type_name -> coordd.api.v1.Response
-	32, // 5: coordd.api.v1.ServerMessage.event:type_name -> coordd.api.v1.WatchEvent
-	11, // 6: coordd.api.v1.Request.create:type_name -> coordd.api.v1.CreateRequest
-	13, // 7: coordd.api.v1.Request.delete:type_name -> coordd.api.v1.DeleteRequest
-	14, // 8: coordd.api.v1.Request.set_data:type_name -> coordd.api.v1.SetDataRequest
-	16, // 9: coordd.api.v1.Request.get_data:type_name -> coordd.api.v1.GetDataRequest
-	18, // 10: coordd.api.v1.Request.exists:type_name -> coordd.api.v1.ExistsRequest
-	20, // 11: coordd.api.v1.Request.get_children:type_name -> coordd.api.v1.GetChildrenRequest
-	22, // 12: coordd.api.v1.Request.sync:type_name -> coordd.api.v1.SyncRequest
-	26, // 13: coordd.api.v1.Request.multi:type_name -> coordd.api.v1.MultiRequest
-	29, // 14: coordd.api.v1.Request.ping:type_name -> coordd.api.v1.PingRequest
-	30, // 15: coordd.api.v1.Request.close:type_name -> coordd.api.v1.CloseRequest
-	31, // 16: coordd.api.v1.Request.remove_watches:type_name -> coordd.api.v1.RemoveWatchesRequest
-	0,  // 17: coordd.api.v1.Response.error:type_name -> coordd.api.v1.ErrorCode
-	12, // 18: coordd.api.v1.Response.create:type_name -> coordd.api.v1.CreateResponse
-	15, // 19: coordd.api.v1.Response.set_data:type_name -> coordd.api.v1.SetDataResponse
-	17, // 20: coordd.api.v1.Response.get_data:type_name -> coordd.api.v1.GetDataResponse
-	19, // 21: coordd.api.v1.Response.exists:type_name -> coordd.api.v1.ExistsResponse
-	21, // 22: coordd.api.v1.Response.get_children:type_name -> coordd.api.v1.GetChildrenResponse
-	23, // 23: coordd.api.v1.Response.sync:type_name -> coordd.api.v1.SyncResponse
-	28, // 24: coordd.api.v1.Response.multi:type_name -> coordd.api.v1.MultiResponse
-	1,  // 25: coordd.api.v1.CreateRequest.kind:type_name -> coordd.api.v1.NodeKind
-	4,  // 26: coordd.api.v1.CreateResponse.stat:type_name -> coordd.api.v1.Stat
-	4,  // 27: coordd.api.v1.SetDataResponse.stat:type_name -> coordd.api.v1.Stat
-	4,  // 28: coordd.api.v1.GetDataResponse.stat:type_name -> coordd.api.v1.Stat
-	4,  // 29: coordd.api.v1.ExistsResponse.stat:type_name -> coordd.api.v1.Stat
-	4,  // 30: coordd.api.v1.GetChildrenResponse.stat:type_name -> coordd.api.v1.Stat
-	11, // 31: coordd.api.v1.MultiOp.create:type_name -> coordd.api.v1.CreateRequest
-	13, // 32: coordd.api.v1.MultiOp.delete:type_name -> coordd.api.v1.DeleteRequest
-	14, // 33: coordd.api.v1.MultiOp.set_data:type_name -> coordd.api.v1.SetDataRequest
-	25, // 34: coordd.api.v1.MultiOp.check:type_name -> coordd.api.v1.CheckRequest
-	24, // 35: coordd.api.v1.MultiRequest.ops:type_name -> coordd.api.v1.MultiOp
-	0,  // 36: coordd.api.v1.MultiResult.error:type_name -> coordd.api.v1.ErrorCode
-	4,  // 37: coordd.api.v1.MultiResult.stat:type_name -> coordd.api.v1.Stat
-	27, // 38: coordd.api.v1.MultiResponse.results:type_name -> coordd.api.v1.MultiResult
-	2,  // 39: coordd.api.v1.RemoveWatchesRequest.kind:type_name -> coordd.api.v1.WatchKind
-	3,  // 40: coordd.api.v1.WatchEvent.type:type_name -> coordd.api.v1.EventType
-	34, // 41: coordd.api.v1.StatusResponse.members:type_name -> coordd.api.v1.Member
-	37, // 42: coordd.api.v1.SessionsResponse.sessions:type_name -> coordd.api.v1.SessionInfo
-	5,  // 43: coordd.api.v1.Coord.Session:input_type -> coordd.api.v1.ClientMessage
-	33, // 44: coordd.api.v1.Coord.Status:input_type -> coordd.api.v1.StatusRequest
-	36, // 45: coordd.api.v1.Coord.Sessions:input_type -> coordd.api.v1.SessionsRequest
-	6,  // 46: coordd.api.v1.Coord.Session:output_type -> coordd.api.v1.ServerMessage
-	35, // 47: coordd.api.v1.Coord.Status:output_type -> coordd.api.v1.StatusResponse
-	38, // 48: coordd.api.v1.Coord.Sessions:output_type -> coordd.api.v1.SessionsResponse
-	46, // [46:49] is the sub-list for method output_type
-	43, // [43:46] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	8,  // 1: coordd.api.v1.ClientMessage.connect:type_name -> coordd.api.v1.ConnectRequest
+	10, // 2: coordd.api.v1.ClientMessage.request:type_name -> coordd.api.v1.Request
+	9,  // 3: coordd.api.v1.ServerMessage.connected:type_name -> coordd.api.v1.ConnectResponse
+	11, // 4: coordd.api.v1.ServerMessage.response:type_name -> coordd.api.v1.Response
+	33, // 5: coordd.api.v1.ServerMessage.event:type_name -> coordd.api.v1.WatchEvent
+	7,  // 6: coordd.api.v1.ServerMessage.vouch:type_name -> coordd.api.v1.Vouch
+	12, // 7: coordd.api.v1.Request.create:type_name -> coordd.api.v1.CreateRequest
+	14, // 8: coordd.api.v1.Request.delete:type_name -> coordd.api.v1.DeleteRequest
+	15, // 9: coordd.api.v1.Request.set_data:type_name -> coordd.api.v1.SetDataRequest
+	17, // 10: coordd.api.v1.Request.get_data:type_name -> coordd.api.v1.GetDataRequest
+	19, // 11: coordd.api.v1.Request.exists:type_name -> coordd.api.v1.ExistsRequest
+	21, // 12: coordd.api.v1.Request.get_children:type_name -> coordd.api.v1.GetChildrenRequest
+	23, // 13: coordd.api.v1.Request.sync:type_name -> coordd.api.v1.SyncRequest
+	27, // 14: coordd.api.v1.Request.multi:type_name -> coordd.api.v1.MultiRequest
+	30, // 15: coordd.api.v1.Request.ping:type_name -> coordd.api.v1.PingRequest
+	31, // 16: coordd.api.v1.Request.close:type_name -> coordd.api.v1.CloseRequest
+	32, // 17: coordd.api.v1.Request.remove_watches:type_name -> coordd.api.v1.RemoveWatchesRequest
+	0,  // 18: coordd.api.v1.Response.error:type_name -> coordd.api.v1.ErrorCode
+	13, // 19: coordd.api.v1.Response.create:type_name -> coordd.api.v1.CreateResponse
+	16, // 20: coordd.api.v1.Response.set_data:type_name -> coordd.api.v1.SetDataResponse
+	18, // 21: coordd.api.v1.Response.get_data:type_name -> coordd.api.v1.GetDataResponse
+	20, // 22: coordd.api.v1.Response.exists:type_name -> coordd.api.v1.ExistsResponse
+	22, // 23: coordd.api.v1.Response.get_children:type_name -> coordd.api.v1.GetChildrenResponse
+	24, // 24: coordd.api.v1.Response.sync:type_name -> coordd.api.v1.SyncResponse
+	29, // 25: coordd.api.v1.Response.multi:type_name -> coordd.api.v1.MultiResponse
+	1,  // 26: coordd.api.v1.CreateRequest.kind:type_name -> coordd.api.v1.NodeKind
+	4,  // 27: coordd.api.v1.CreateResponse.stat:type_name -> coordd.api.v1.Stat
+	4,  // 28: coordd.api.v1.SetDataResponse.stat:type_name -> coordd.api.v1.Stat
+	4,  // 29: coordd.api.v1.GetDataResponse.stat:type_name -> coordd.api.v1.Stat
+	4,  // 30: coordd.api.v1.ExistsResponse.stat:type_name -> coordd.api.v1.Stat
+	4,  // 31: coordd.api.v1.GetChildrenResponse.stat:type_name -> coordd.api.v1.Stat
+	12, // 32: coordd.api.v1.MultiOp.create:type_name -> coordd.api.v1.CreateRequest
+	14, // 33: coordd.api.v1.MultiOp.delete:type_name -> coordd.api.v1.DeleteRequest
+	15, // 34: coordd.api.v1.MultiOp.set_data:type_name -> coordd.api.v1.SetDataRequest
+	26, // 35: coordd.api.v1.MultiOp.check:type_name -> coordd.api.v1.CheckRequest
+	25, // 36: coordd.api.v1.MultiRequest.ops:type_name -> coordd.api.v1.MultiOp
+	0,  // 37: coordd.api.v1.MultiResult.error:type_name -> coordd.api.v1.ErrorCode
+	4,  // 38: coordd.api.v1.MultiResult.stat:type_name -> coordd.api.v1.Stat
+	28, // 39: coordd.api.v1.MultiResponse.results:type_name -> coordd.api.v1.MultiResult
+	2,  // 40: coordd.api.v1.RemoveWatchesRequest.kind:type_name -> coordd.api.v1.WatchKind
+	3,  // 41: coordd.api.v1.WatchEvent.type:type_name -> coordd.api.v1.EventType
+	35, // 42: coordd.api.v1.StatusResponse.members:type_name -> coordd.api.v1.Member
+	38, // 43: coordd.api.v1.SessionsResponse.sessions:type_name -> coordd.api.v1.SessionInfo
+	5,  // 44: coordd.api.v1.Coord.Session:input_type -> coordd.api.v1.ClientMessage
+	34, // 45: coordd.api.v1.Coord.Status:input_type -> coordd.api.v1.StatusRequest
+	37, // 46: coordd.api.v1.Coord.Sessions:input_type -> coordd.api.v1.SessionsRequest
+	6,  // 47: coordd.api.v1.Coord.Session:output_type -> coordd.api.v1.ServerMessage
+	36, // 48: coordd.api.v1.Coord.Status:output_type -> coordd.api.v1.StatusResponse
+	39, // 49: coordd.api.v1.Coord.Sessions:output_type -> coordd.api.v1.SessionsResponse
+	47, // [47:50] is the sub-list for method output_type
+	44, // [44:47] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_rpc_apipb_api_proto_init() }
@@ -3171,8 +3279,9 @@ func file_rpc_apipb_api_proto_init() {
 		(*ServerMessage_Connected)(nil),
 		(*ServerMessage_Response)(nil),
 		(*ServerMessage_Event)(nil),
+		(*ServerMessage_Vouch)(nil),
 	}
-	file_rpc_apipb_api_proto_msgTypes[5].OneofWrappers = []any{
+	file_rpc_apipb_api_proto_msgTypes[6].OneofWrappers = []any{
 		(*Request_Create)(nil),
 		(*Request_Delete)(nil),
 		(*Request_SetData)(nil),
@@ -3185,7 +3294,7 @@ func file_rpc_apipb_api_proto_init() {
 		(*Request_Close)(nil),
 		(*Request_RemoveWatches)(nil),
 	}
-	file_rpc_apipb_api_proto_msgTypes[6].OneofWrappers = []any{
+	file_rpc_apipb_api_proto_msgTypes[7].OneofWrappers = []any{
 		(*Response_Create)(nil),
 		(*Response_SetData)(nil),
 		(*Response_GetData)(nil),
@@ -3194,7 +3303,7 @@ func file_rpc_apipb_api_proto_init() {
 		(*Response_Sync)(nil),
 		(*Response_Multi)(nil),
 	}
-	file_rpc_apipb_api_proto_msgTypes[20].OneofWrappers = []any{
+	file_rpc_apipb_api_proto_msgTypes[21].OneofWrappers = []any{
 		(*MultiOp_Create)(nil),
 		(*MultiOp_Delete)(nil),
 		(*MultiOp_SetData)(nil),
@@ -3206,7 +3315,7 @@ func file_rpc_apipb_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rpc_apipb_api_proto_rawDesc), len(file_rpc_apipb_api_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   35,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -251,8 +251,14 @@ func (x *ReadIndexResponse) GetIndex() uint64 {
 
 // TouchRequest lists sessions seen alive on the sender.
 type TouchRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Sessions      []int64                `protobuf:"varint,1,rep,packed,name=sessions,proto3" json:"sessions,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Sessions []int64                `protobuf:"varint,1,rep,packed,name=sessions,proto3" json:"sessions,omitempty"`
+	// term is the sender's current Raft term, read after it collected the
+	// touches: when it is the leader's, the sender counts towards the
+	// majority confirming the leader's term (as in ReadIndexRequest).
+	Term uint64 `protobuf:"varint,2,opt,name=term,proto3" json:"term,omitempty"`
+	// server_id is the sender's id.
+	ServerId      string `protobuf:"bytes,3,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -294,10 +300,28 @@ func (x *TouchRequest) GetSessions() []int64 {
 	return nil
 }
 
+func (x *TouchRequest) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *TouchRequest) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
 // TouchResponse lists sessions the leader does not know (expired).
 type TouchResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Unknown       []int64                `protobuf:"varint,1,rep,packed,name=unknown,proto3" json:"unknown,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Unknown []int64                `protobuf:"varint,1,rep,packed,name=unknown,proto3" json:"unknown,omitempty"`
+	// confirmed: the leader refreshed the deadlines and then had a majority
+	// confirm its term, so the sender may vouch for these sessions (see
+	// apipb.Vouch). An older leader leaves it false.
+	Confirmed     bool `protobuf:"varint,2,opt,name=confirmed,proto3" json:"confirmed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -337,6 +361,13 @@ func (x *TouchResponse) GetUnknown() []int64 {
 		return x.Unknown
 	}
 	return nil
+}
+
+func (x *TouchResponse) GetConfirmed() bool {
+	if x != nil {
+		return x.Confirmed
+	}
+	return false
 }
 
 // InfoRequest asks a server about itself.
@@ -388,6 +419,8 @@ type InfoResponse struct {
 	RssBytes      int64                  `protobuf:"varint,7,opt,name=rss_bytes,json=rssBytes,proto3" json:"rss_bytes,omitempty"`
 	CpuSeconds    float64                `protobuf:"fixed64,8,opt,name=cpu_seconds,json=cpuSeconds,proto3" json:"cpu_seconds,omitempty"`
 	Sessions      []int64                `protobuf:"varint,9,rep,packed,name=sessions,proto3" json:"sessions,omitempty"`
+	// version is the server's build version.
+	Version       string `protobuf:"bytes,10,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -483,6 +516,13 @@ func (x *InfoResponse) GetSessions() []int64 {
 		return x.Sessions
 	}
 	return nil
+}
+
+func (x *InfoResponse) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
 }
 
 // TermRequest asks for the server's current term.
@@ -777,12 +817,15 @@ const file_rpc_peerpb_peer_proto_rawDesc = "" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\")\n" +
 	"\x11ReadIndexResponse\x12\x14\n" +
-	"\x05index\x18\x01 \x01(\x04R\x05index\"*\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\"[\n" +
 	"\fTouchRequest\x12\x1a\n" +
-	"\bsessions\x18\x01 \x03(\x03R\bsessions\")\n" +
+	"\bsessions\x18\x01 \x03(\x03R\bsessions\x12\x12\n" +
+	"\x04term\x18\x02 \x01(\x04R\x04term\x12\x1b\n" +
+	"\tserver_id\x18\x03 \x01(\tR\bserverId\"G\n" +
 	"\rTouchResponse\x12\x18\n" +
-	"\aunknown\x18\x01 \x03(\x03R\aunknown\"\r\n" +
-	"\vInfoRequest\"\xf9\x01\n" +
+	"\aunknown\x18\x01 \x03(\x03R\aunknown\x12\x1c\n" +
+	"\tconfirmed\x18\x02 \x01(\bR\tconfirmed\"\r\n" +
+	"\vInfoRequest\"\x93\x02\n" +
 	"\fInfoResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12%\n" +
@@ -793,7 +836,9 @@ const file_rpc_peerpb_peer_proto_rawDesc = "" +
 	"\trss_bytes\x18\a \x01(\x03R\brssBytes\x12\x1f\n" +
 	"\vcpu_seconds\x18\b \x01(\x01R\n" +
 	"cpuSeconds\x12\x1a\n" +
-	"\bsessions\x18\t \x03(\x03R\bsessions\"\r\n" +
+	"\bsessions\x18\t \x03(\x03R\bsessions\x12\x18\n" +
+	"\aversion\x18\n" +
+	" \x01(\tR\aversion\"\r\n" +
 	"\vTermRequest\"\"\n" +
 	"\fTermResponse\x12\x12\n" +
 	"\x04term\x18\x01 \x01(\x04R\x04term\"\x9a\x01\n" +
