@@ -51,6 +51,37 @@ var (
 	// by trying another server; it reaches callers of Connect when no server
 	// accepted the session.
 	ErrUnavailable = errors.New("client: server unavailable")
+	// ErrNoAuth means the session lacks the permission the operation
+	// needs on the node (its ACL).
+	ErrNoAuth = errors.New("client: not authorized")
+	// ErrInvalidACL means an ACL given to create or setACL is not valid.
+	ErrInvalidACL = errors.New("client: invalid ACL")
+	// ErrReconfigDisabled means the server does not take membership changes
+	// this way.
+	ErrReconfigDisabled = errors.New("client: reconfiguration disabled")
+	// ErrReconfigInProgress means another membership change is under way.
+	ErrReconfigInProgress = errors.New("client: reconfiguration in progress")
+	// ErrNewConfigNoQuorum means a membership change could not get a quorum
+	// of the new configuration.
+	ErrNewConfigNoQuorum = errors.New("client: new configuration has no quorum")
+	// ErrQuotaExceeded means a quota of the node's subtree was exceeded.
+	ErrQuotaExceeded = errors.New("client: quota exceeded")
+	// ErrThrottled means the server refused the request under load.
+	ErrThrottled = errors.New("client: request throttled")
+	// ErrRequestTimeout means the server gave up waiting for the request.
+	ErrRequestTimeout = errors.New("client: request timed out")
+	// ErrDataInconsistency, ErrUnknownSession, ErrAPIError,
+	// ErrInvalidCallback, ErrSessionMoved, ErrNotReadOnly and
+	// ErrEphemeralOnLocalSession are ZooKeeper's codes of those names, which
+	// coordd servers do not send today; they are here so that every code
+	// has its sentinel.
+	ErrDataInconsistency       = errors.New("client: data inconsistency")
+	ErrUnknownSession          = errors.New("client: unknown session")
+	ErrAPIError                = errors.New("client: API error")
+	ErrInvalidCallback         = errors.New("client: invalid callback")
+	ErrSessionMoved            = errors.New("client: session moved")
+	ErrNotReadOnly             = errors.New("client: not a read-only server")
+	ErrEphemeralOnLocalSession = errors.New("client: ephemeral on a local session")
 	// ErrClosed means the Client was closed.
 	ErrClosed = errors.New("client: client closed")
 	// ErrOutcomeUnknown means a write was sent but the session ended before
@@ -77,6 +108,21 @@ var codeErrors = map[apipb.ErrorCode]error{
 	apipb.ErrorCode_AUTH_FAILED:                ErrAuthFailed,
 	apipb.ErrorCode_NO_WATCHER:                 ErrNoWatcher,
 	apipb.ErrorCode_UNAVAILABLE:                ErrUnavailable,
+	apipb.ErrorCode_NO_AUTH:                    ErrNoAuth,
+	apipb.ErrorCode_INVALID_ACL:                ErrInvalidACL,
+	apipb.ErrorCode_RECONFIG_DISABLED:          ErrReconfigDisabled,
+	apipb.ErrorCode_RECONFIG_IN_PROGRESS:       ErrReconfigInProgress,
+	apipb.ErrorCode_NEW_CONFIG_NO_QUORUM:       ErrNewConfigNoQuorum,
+	apipb.ErrorCode_QUOTA_EXCEEDED:             ErrQuotaExceeded,
+	apipb.ErrorCode_THROTTLED:                  ErrThrottled,
+	apipb.ErrorCode_REQUEST_TIMEOUT:            ErrRequestTimeout,
+	apipb.ErrorCode_DATA_INCONSISTENCY:         ErrDataInconsistency,
+	apipb.ErrorCode_UNKNOWN_SESSION:            ErrUnknownSession,
+	apipb.ErrorCode_API_ERROR:                  ErrAPIError,
+	apipb.ErrorCode_INVALID_CALLBACK:           ErrInvalidCallback,
+	apipb.ErrorCode_SESSION_MOVED:              ErrSessionMoved,
+	apipb.ErrorCode_NOT_READ_ONLY:              ErrNotReadOnly,
+	apipb.ErrorCode_EPHEMERAL_ON_LOCAL_SESSION: ErrEphemeralOnLocalSession,
 }
 
 // serverError is an error reported by a server: a sentinel plus the server's

@@ -7,12 +7,12 @@
 // command and the zxid is the entry's log index), exactly-once replies for
 // retried writes, snapshots and restores.
 //
-// It hands the watch events of each entry to the server-local watch manager
-// and tells its Observer (the rpc layer) what each entry did while it still
-// holds the write lock, so that the server can queue watch events and replies
-// on session streams in the same critical section that makes the change
-// visible to reads (invariant 10).
+// It tells its Observer (the server's session engine) what each entry did,
+// the tree events included, while it still holds the write lock, so that the
+// server can fire watches and queue events and replies on its sessions in
+// the same critical section that makes the change visible to reads
+// (invariant 10).
 //
-// It knows nothing about networking, gRPC or which sessions are connected
-// where.
+// It knows nothing about networking, wire protocols, watches (server-local
+// state, not replicated) or which sessions are connected where.
 package fsm

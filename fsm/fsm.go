@@ -18,7 +18,6 @@ import (
 	"github.com/coordd/coordd/fsm/cmdpb"
 	"github.com/coordd/coordd/session"
 	"github.com/coordd/coordd/tree"
-	"github.com/coordd/coordd/watch"
 )
 
 // Applied describes what one log entry did. The FSM passes it to its
@@ -37,8 +36,9 @@ type Applied struct {
 	// Result is the outcome of a Write or CloseSession (the cached first
 	// outcome when the write was a retry).
 	Result *cmdpb.Result
-	// Notifications are the watch events this entry fired, in order.
-	Notifications []watch.Notification
+	// Events are what the entry changed, in order, for the server's watch
+	// table (which is not replicated state, and so not the FSM's).
+	Events []tree.Event
 	// Opened is set when the entry opened a session.
 	Opened *session.Info
 	// Closed lists the sessions this entry closed.
@@ -87,7 +87,6 @@ type FSM struct {
 	mu       sync.RWMutex
 	tree     *tree.Tree
 	sessions *session.Registry
-	watches  *watch.Manager
 	now      int64 // max leader time seen, ms
 	applied  atomic.Int64
 	changed  atomic.Int64 // see LastChange
@@ -110,7 +109,6 @@ func New(opts Options) *FSM {
 		log:      opts.Logger,
 		tree:     tree.New(tree.Options{MaxDataSize: DataSizeCap}),
 		sessions: session.NewRegistry(),
-		watches:  watch.NewManager(),
 		waitCh:   make(chan struct{}),
 	}
 }
@@ -121,9 +119,6 @@ func (f *FSM) SetObserver(o Observer) {
 	f.observer = o
 	f.mu.Unlock()
 }
-
-// Watches returns the server-local watch manager.
-func (f *FSM) Watches() *watch.Manager { return f.watches }
 
 // MaxDataSize returns the largest znode data this server admits (see
 // DataSizeCap).
@@ -143,17 +138,17 @@ func (f *FSM) LastChange() int64 { return f.changed.Load() }
 type View struct {
 	Tree     *tree.Tree
 	Sessions *session.Registry
-	Watches  *watch.Manager
 	// Applied is the zxid of the last applied entry.
 	Applied int64
 }
 
 // Read runs fn with the read lock held: no entry is applied while it runs,
-// so fn sees one consistent state and may register watches on it.
+// so fn sees one consistent state (and a watch registered in fn is in place
+// before the next entry's events are delivered).
 func (f *FSM) Read(fn func(v View)) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	fn(View{Tree: f.tree, Sessions: f.sessions, Watches: f.watches, Applied: f.applied.Load()})
+	fn(View{Tree: f.tree, Sessions: f.sessions, Applied: f.applied.Load()})
 }
 
 // Changed returns a channel closed the next time the applied index moves.
@@ -269,9 +264,7 @@ func (f *FSM) applyCommand(index int64, term uint64, data []byte) *cmdpb.Result 
 	case *cmdpb.Command_Noop:
 	}
 	a.Tree, a.Sessions = f.tree, f.sessions
-	if len(tx.Events) > 0 {
-		a.Notifications = f.watches.Trigger(tx.Events)
-	}
+	a.Events = tx.Events
 	if f.observer != nil {
 		f.observer.Applied(a)
 	}
@@ -301,7 +294,6 @@ func (f *FSM) closeSession(a *Applied, tx *tree.Tx, id int64) *cmdpb.Result {
 		}
 	}
 	f.sessions.Close(id)
-	f.watches.RemoveSession(id)
 	a.Closed = append(a.Closed, id)
 	return &cmdpb.Result{Zxid: tx.Zxid}
 }
@@ -442,6 +434,16 @@ func CodeOf(err error) cmdpb.Code {
 	return cmdpb.Code_SYSTEM_ERROR
 }
 
+// StatFromPB converts a result's stat back to a tree stat.
+func StatFromPB(s *cmdpb.Stat) tree.Stat {
+	return tree.Stat{
+		Czxid: s.Czxid, Mzxid: s.Mzxid, Pzxid: s.Pzxid, Ctime: s.Ctime, Mtime: s.Mtime,
+		Version: s.Version, Cversion: s.Cversion, Aversion: s.Aversion,
+		EphemeralOwner: s.EphemeralOwner, DataLength: s.DataLength, NumChildren: s.NumChildren,
+		Kind: tree.Kind(s.Kind), TTL: s.TtlMs,
+	}
+}
+
 // StatToPB converts a tree stat to its wire form.
 func StatToPB(s tree.Stat) *cmdpb.Stat {
 	return &cmdpb.Stat{
@@ -519,8 +521,9 @@ func (s *snapshot) Release() {}
 // read into memory.
 const maxRegistrySnapshot = 1 << 31
 
-// Restore replaces the whole state with a snapshot's (raft.FSM). Watches are
-// dropped and the observer told, so connected sessions re-register them.
+// Restore replaces the whole state with a snapshot's (raft.FSM). The
+// observer is told, so that the server drops its watches and its connected
+// sessions re-register them.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	t, reg, applied, now, err := ReadSnapshot(rc, DataSizeCap)
@@ -531,7 +534,6 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.tree, f.sessions, f.now = t, reg, now
 	f.changed.Store(applied)
 	f.applied.Store(applied)
-	f.watches.Reset()
 	if f.observer != nil {
 		f.observer.Restored()
 	}

@@ -177,7 +177,7 @@ func TestMutexLockTimeoutCleansUp(t *testing.T) {
 	// noWatchLeft: the waiter's session holds no watch on the server.
 	noWatchLeft := func(waiter *lockrecipe.Session, what string) {
 		t.Helper()
-		data, child := c.Members[0].Node().FSM().Watches().Watches(waiter.Client().SessionID())
+		data, child := c.Members[0].Node().Watches().Watches(waiter.Client().SessionID())
 		if len(data)+len(child) != 0 {
 			t.Fatalf("%s: the waiter's session still watches %v (data) %v (child)", what, data, child)
 		}

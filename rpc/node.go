@@ -24,7 +24,10 @@ import (
 
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/rpc/apipb"
+	"github.com/coordd/coordd/rpc/engine"
+	"github.com/coordd/coordd/rpc/grpcapi"
 	"github.com/coordd/coordd/rpc/peerpb"
+	"github.com/coordd/coordd/watch"
 )
 
 // ErrDataDirOwner means the data dir was created by a server with another id.
@@ -49,7 +52,8 @@ type Node struct {
 	clientGRPC *grpc.Server
 	peerGRPC   *grpc.Server
 
-	sessions *sessionTable
+	engine   *engine.Engine
+	clients  clientAddrs
 	prop     *proposer
 	leader   *leaderDuties
 	peers    *peerClients
@@ -168,8 +172,13 @@ func NewNode(cfg Config) (_ *Node, err error) {
 	n.prop = newProposer(n)
 	n.leader = newLeaderDuties(n)
 	n.fsm = fsm.New(fsm.Options{MaxDataSize: cfg.MaxDataSize, Logger: n.log})
-	n.sessions = newSessionTable(n)
-	n.fsm.SetObserver(n.sessions)
+	n.engine = engine.New(engine.Config{
+		ServerID: cfg.ID, FSM: n.fsm, Cluster: cluster{n},
+		Tick: cfg.Tick, MinSessionTimeout: cfg.MinSessionTimeout, MaxSessionTimeout: cfg.MaxSessionTimeout,
+		MaxRequestSize: cfg.maxMessageSize(), MaxReplySize: cfg.wireLimit(),
+		DisableTTL: cfg.DisableTTL, ConfigData: n.configData, Logger: n.log,
+	})
+	n.fsm.SetObserver(observer{n})
 
 	n.store, err = openRaftStore(cfg.DataDir)
 	if err != nil {
@@ -255,7 +264,9 @@ func NewNode(cfg Config) (_ *Node, err error) {
 		grpc.KeepaliveEnforcementPolicy(kp),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}),
 	)
-	apipb.RegisterCoordServer(n.clientGRPC, &clientService{n: n})
+	apipb.RegisterCoordServer(n.clientGRPC, grpcapi.New(n.engine, grpcapi.Config{
+		ServerID: cfg.ID, MaxRequestBytes: int64(cfg.maxMessageSize()), Status: n.status, Sessions: n.sessionList,
+	}))
 	n.peerGRPC = grpc.NewServer(
 		grpc.MaxRecvMsgSize(peerMessageLimit),
 		grpc.MaxSendMsgSize(peerMessageLimit),
@@ -269,7 +280,7 @@ func NewNode(cfg Config) (_ *Node, err error) {
 	n.start(func() { _ = n.clientGRPC.Serve(n.clientLn) })
 	n.start(n.prop.run)
 	n.start(n.leader.run)
-	n.start(n.sessions.runTouches)
+	n.start(func() { n.engine.RunTouches(n.ctx) })
 	n.start(n.watchQuorum)
 	n.log.Info("server started", "client", n.clientLn.Addr().String(), "peer", cfg.PeerAddr)
 	return n, nil
@@ -295,6 +306,9 @@ func (n *Node) Raft() *raft.Raft { return n.raft }
 // FSM exposes the state machine (for tests).
 func (n *Node) FSM() *fsm.FSM { return n.fsm }
 
+// Watches exposes the server's watch table (for tests).
+func (n *Node) Watches() *watch.Manager { return n.engine.Watches() }
+
 // IsLeader reports whether this server is the Raft leader.
 func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
 
@@ -315,7 +329,7 @@ func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		n.log.Info("shutting down")
 		n.cancel()
-		n.sessions.closeAll()
+		n.engine.EndAll()
 		stopped := make(chan struct{})
 		go func() { n.clientGRPC.GracefulStop(); close(stopped) }()
 		select {

@@ -16,6 +16,7 @@ import (
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/fsm/cmdpb"
 	"github.com/coordd/coordd/rpc/apipb"
+	"github.com/coordd/coordd/rpc/engine"
 	"github.com/coordd/coordd/rpc/peerpb"
 )
 
@@ -285,7 +286,7 @@ func TestServerBehindClientRefuses(t *testing.T) {
 	if r := first.GetResponse(); r == nil || r.Error != apipb.ErrorCode_UNAVAILABLE {
 		t.Fatalf("resume with a zxid from the future: %v", first)
 	}
-	if waited := time.Since(start); waited < connectWait/2 {
+	if waited := time.Since(start); waited < engine.ConnectWait/2 {
 		t.Fatalf("refused after %v without waiting to catch up", waited)
 	}
 	// At or below the server's zxid the session resumes.

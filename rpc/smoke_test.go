@@ -152,7 +152,8 @@ func TestSmokeThreeNodes(t *testing.T) {
 		}
 	}
 	r := s.do(&apipb.Request{Op: &apipb.Request_GetChildren{GetChildren: &apipb.GetChildrenRequest{Path: "/"}}})
-	if len(r.GetGetChildren().Children) != 20 {
+	// The 20 nodes and ZooKeeper's /zookeeper, which every server has.
+	if got := r.GetGetChildren().Children; len(got) != 21 || got[20] != "zookeeper" || r.GetGetChildren().Stat.NumChildren != 21 {
 		t.Fatalf("children: %v", r)
 	}
 	r = s.do(&apipb.Request{Op: &apipb.Request_Sync{Sync: &apipb.SyncRequest{Path: "/"}}})

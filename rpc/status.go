@@ -35,7 +35,7 @@ func (n *Node) info() *peerpb.InfoResponse {
 	return &peerpb.InfoResponse{
 		Id: n.cfg.ID, Role: roleOf(n.raft.State()), ClientAddress: n.ClientAddr(),
 		Applied: n.fsm.AppliedIndex(), Term: n.raft.CurrentTerm(), Leader: string(leader),
-		RssBytes: rss, CpuSeconds: cpu, Sessions: n.sessions.local(), Version: n.cfg.Version,
+		RssBytes: rss, CpuSeconds: cpu, Sessions: n.engine.Local(), Version: n.cfg.Version,
 	}
 }
 
@@ -85,6 +85,7 @@ func (n *Node) memberInfos(ctx context.Context) ([]raft.Server, map[string]*peer
 			if err != nil {
 				return
 			}
+			n.clients.set(string(s.ID), resp.ClientAddress)
 			mu.Lock()
 			out[string(s.ID)] = resp
 			mu.Unlock()
@@ -95,12 +96,11 @@ func (n *Node) memberInfos(ctx context.Context) ([]raft.Server, map[string]*peer
 }
 
 // Status reports this server's view of the cluster.
-func (s *clientService) Status(ctx context.Context, _ *apipb.StatusRequest) (*apipb.StatusResponse, error) {
-	n := s.n
+func (n *Node) status(ctx context.Context) (*apipb.StatusResponse, error) {
 	_, leader := n.raft.LeaderWithID()
 	resp := &apipb.StatusResponse{
 		Id: n.cfg.ID, Role: roleOf(n.raft.State()), Leader: string(leader),
-		Term: n.raft.CurrentTerm(), Applied: n.fsm.AppliedIndex(), Watches: int64(n.fsm.Watches().Len()),
+		Term: n.raft.CurrentTerm(), Applied: n.fsm.AppliedIndex(), Watches: int64(n.engine.Watches().Len()),
 		Version: n.cfg.Version,
 	}
 	n.fsm.Read(func(v fsm.View) {
@@ -120,8 +120,7 @@ func (s *clientService) Status(ctx context.Context, _ *apipb.StatusRequest) (*ap
 }
 
 // Sessions lists the open sessions and where each is connected.
-func (s *clientService) Sessions(ctx context.Context, _ *apipb.SessionsRequest) (*apipb.SessionsResponse, error) {
-	n := s.n
+func (n *Node) sessionList(ctx context.Context) (*apipb.SessionsResponse, error) {
 	resp := &apipb.SessionsResponse{}
 	n.fsm.Read(func(v fsm.View) {
 		for _, in := range v.Sessions.List() {
@@ -178,9 +177,9 @@ func (n *Node) watchQuorum() {
 		cut := !n.leaderlessSince.IsZero() && time.Since(n.leaderlessSince) >= n.leaderlessLimit()
 		n.leaderSeen.Unlock()
 		if cut {
-			for _, c := range n.sessions.all() {
-				n.log.Info("no leader: disconnecting client", "session", c.id)
-				c.end(nil)
+			if ids := n.engine.Local(); len(ids) > 0 {
+				n.log.Info("no leader: disconnecting clients", "sessions", len(ids))
+				n.engine.EndAll()
 			}
 		}
 	}

@@ -254,6 +254,32 @@ func (t *Tree) Children(path string) ([]string, Stat, error) {
 	return names, n.stat(), nil
 }
 
+// Descendants returns how many nodes lie below the node at path (children,
+// their children and so on; ZooKeeper's getAllChildrenNumber), or ErrNoNode.
+// It costs O(log n + k) for k descendants.
+func (t *Tree) Descendants(path string) (int, error) {
+	_, n := t.lookup(path)
+	if n == nil {
+		return 0, ErrNoNode
+	}
+	if path == "/" {
+		return t.nodes.Len() - 1, nil
+	}
+	count := 0
+	// A descendant's key starts with path+"\x00" (a child) or path+"/" (a
+	// deeper node, whose parent's path starts so).
+	for _, prefix := range []string{path + "\x00", path + "/"} {
+		t.nodes.AscendGreaterOrEqual(item{key: prefix}, func(it item) bool {
+			if !strings.HasPrefix(it.key, prefix) {
+				return false
+			}
+			count++
+			return true
+		})
+	}
+	return count, nil
+}
+
 // EphemeralsOf returns the full paths of the ephemeral nodes owned by the
 // session owner, sorted bytewise (nil when there are none). It costs
 // O(log n + k) for k results.

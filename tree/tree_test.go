@@ -705,3 +705,25 @@ func TestStrings(t *testing.T) {
 		t.Fatal("OpType values")
 	}
 }
+
+func TestDescendants(t *testing.T) {
+	tr := New(Options{})
+	tx := &Tx{Zxid: 1}
+	for _, p := range []string{"/a", "/a/b", "/a/b/c", "/a/d", "/ab", "/ab/x", "/z"} {
+		if _, _, err := tr.Create(Create{Path: p}, tx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		path string
+		want int
+	}{{"/", 7}, {"/a", 3}, {"/a/b", 1}, {"/a/b/c", 0}, {"/ab", 1}, {"/z", 0}} {
+		got, err := tr.Descendants(c.path)
+		if err != nil || got != c.want {
+			t.Errorf("Descendants(%s) = %d, %v; want %d", c.path, got, err, c.want)
+		}
+	}
+	if _, err := tr.Descendants("/nope"); !errors.Is(err, ErrNoNode) {
+		t.Errorf("Descendants of an absent node: %v, want ErrNoNode", err)
+	}
+}

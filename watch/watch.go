@@ -197,6 +197,15 @@ func (m *Manager) Remove(session int64, path string, kind Kind) bool {
 	return true
 }
 
+// Has reports whether session holds a watch of any of the given kinds on
+// path.
+func (m *Manager) Has(session int64, path string, kind Kind) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	pw := m.byPath[path]
+	return pw != nil && pw.get(session)&kind != 0
+}
+
 // RemoveSession removes every watch of session and returns how many
 // registrations it removed (a path watched with both kinds counts twice).
 // It costs O(the session's watches).

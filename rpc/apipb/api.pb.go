@@ -38,19 +38,34 @@ const (
 	ErrorCode_OK                         ErrorCode = 0
 	ErrorCode_SYSTEM_ERROR               ErrorCode = 1
 	ErrorCode_RUNTIME_INCONSISTENCY      ErrorCode = 2
+	ErrorCode_DATA_INCONSISTENCY         ErrorCode = 3
 	ErrorCode_CONNECTION_LOSS            ErrorCode = 4
 	ErrorCode_MARSHALLING_ERROR          ErrorCode = 5
 	ErrorCode_UNIMPLEMENTED              ErrorCode = 6
 	ErrorCode_OPERATION_TIMEOUT          ErrorCode = 7
 	ErrorCode_BAD_ARGUMENTS              ErrorCode = 8
+	ErrorCode_UNKNOWN_SESSION            ErrorCode = 12
+	ErrorCode_NEW_CONFIG_NO_QUORUM       ErrorCode = 13
+	ErrorCode_RECONFIG_IN_PROGRESS       ErrorCode = 14
+	ErrorCode_API_ERROR                  ErrorCode = 100
 	ErrorCode_NO_NODE                    ErrorCode = 101
+	ErrorCode_NO_AUTH                    ErrorCode = 102
 	ErrorCode_BAD_VERSION                ErrorCode = 103
 	ErrorCode_NO_CHILDREN_FOR_EPHEMERALS ErrorCode = 108
 	ErrorCode_NODE_EXISTS                ErrorCode = 110
 	ErrorCode_NOT_EMPTY                  ErrorCode = 111
 	ErrorCode_SESSION_EXPIRED            ErrorCode = 112
+	ErrorCode_INVALID_CALLBACK           ErrorCode = 113
+	ErrorCode_INVALID_ACL                ErrorCode = 114
 	ErrorCode_AUTH_FAILED                ErrorCode = 115
+	ErrorCode_SESSION_MOVED              ErrorCode = 118
+	ErrorCode_NOT_READ_ONLY              ErrorCode = 119
+	ErrorCode_EPHEMERAL_ON_LOCAL_SESSION ErrorCode = 120
 	ErrorCode_NO_WATCHER                 ErrorCode = 121
+	ErrorCode_REQUEST_TIMEOUT            ErrorCode = 122
+	ErrorCode_RECONFIG_DISABLED          ErrorCode = 123
+	ErrorCode_QUOTA_EXCEEDED             ErrorCode = 125
+	ErrorCode_THROTTLED                  ErrorCode = 127
 	// UNAVAILABLE: this server cannot serve the request now (no leader, behind
 	// the client's last zxid, shutting down); the client should try another.
 	ErrorCode_UNAVAILABLE ErrorCode = 200
@@ -62,38 +77,68 @@ var (
 		0:   "OK",
 		1:   "SYSTEM_ERROR",
 		2:   "RUNTIME_INCONSISTENCY",
+		3:   "DATA_INCONSISTENCY",
 		4:   "CONNECTION_LOSS",
 		5:   "MARSHALLING_ERROR",
 		6:   "UNIMPLEMENTED",
 		7:   "OPERATION_TIMEOUT",
 		8:   "BAD_ARGUMENTS",
+		12:  "UNKNOWN_SESSION",
+		13:  "NEW_CONFIG_NO_QUORUM",
+		14:  "RECONFIG_IN_PROGRESS",
+		100: "API_ERROR",
 		101: "NO_NODE",
+		102: "NO_AUTH",
 		103: "BAD_VERSION",
 		108: "NO_CHILDREN_FOR_EPHEMERALS",
 		110: "NODE_EXISTS",
 		111: "NOT_EMPTY",
 		112: "SESSION_EXPIRED",
+		113: "INVALID_CALLBACK",
+		114: "INVALID_ACL",
 		115: "AUTH_FAILED",
+		118: "SESSION_MOVED",
+		119: "NOT_READ_ONLY",
+		120: "EPHEMERAL_ON_LOCAL_SESSION",
 		121: "NO_WATCHER",
+		122: "REQUEST_TIMEOUT",
+		123: "RECONFIG_DISABLED",
+		125: "QUOTA_EXCEEDED",
+		127: "THROTTLED",
 		200: "UNAVAILABLE",
 	}
 	ErrorCode_value = map[string]int32{
 		"OK":                         0,
 		"SYSTEM_ERROR":               1,
 		"RUNTIME_INCONSISTENCY":      2,
+		"DATA_INCONSISTENCY":         3,
 		"CONNECTION_LOSS":            4,
 		"MARSHALLING_ERROR":          5,
 		"UNIMPLEMENTED":              6,
 		"OPERATION_TIMEOUT":          7,
 		"BAD_ARGUMENTS":              8,
+		"UNKNOWN_SESSION":            12,
+		"NEW_CONFIG_NO_QUORUM":       13,
+		"RECONFIG_IN_PROGRESS":       14,
+		"API_ERROR":                  100,
 		"NO_NODE":                    101,
+		"NO_AUTH":                    102,
 		"BAD_VERSION":                103,
 		"NO_CHILDREN_FOR_EPHEMERALS": 108,
 		"NODE_EXISTS":                110,
 		"NOT_EMPTY":                  111,
 		"SESSION_EXPIRED":            112,
+		"INVALID_CALLBACK":           113,
+		"INVALID_ACL":                114,
 		"AUTH_FAILED":                115,
+		"SESSION_MOVED":              118,
+		"NOT_READ_ONLY":              119,
+		"EPHEMERAL_ON_LOCAL_SESSION": 120,
 		"NO_WATCHER":                 121,
+		"REQUEST_TIMEOUT":            122,
+		"RECONFIG_DISABLED":          123,
+		"QUOTA_EXCEEDED":             125,
+		"THROTTLED":                  127,
 		"UNAVAILABLE":                200,
 	}
 )
@@ -3120,25 +3165,40 @@ const file_rpc_apipb_api_proto_rawDesc = "" +
 	"ephemerals\x12\x16\n" +
 	"\x06server\x18\x04 \x01(\tR\x06server\"J\n" +
 	"\x10SessionsResponse\x126\n" +
-	"\bsessions\x18\x01 \x03(\v2\x1a.coordd.api.v1.SessionInfoR\bsessions*\xcf\x02\n" +
+	"\bsessions\x18\x01 \x03(\v2\x1a.coordd.api.v1.SessionInfoR\bsessions*\x88\x05\n" +
 	"\tErrorCode\x12\x06\n" +
 	"\x02OK\x10\x00\x12\x10\n" +
 	"\fSYSTEM_ERROR\x10\x01\x12\x19\n" +
-	"\x15RUNTIME_INCONSISTENCY\x10\x02\x12\x13\n" +
+	"\x15RUNTIME_INCONSISTENCY\x10\x02\x12\x16\n" +
+	"\x12DATA_INCONSISTENCY\x10\x03\x12\x13\n" +
 	"\x0fCONNECTION_LOSS\x10\x04\x12\x15\n" +
 	"\x11MARSHALLING_ERROR\x10\x05\x12\x11\n" +
 	"\rUNIMPLEMENTED\x10\x06\x12\x15\n" +
 	"\x11OPERATION_TIMEOUT\x10\a\x12\x11\n" +
-	"\rBAD_ARGUMENTS\x10\b\x12\v\n" +
-	"\aNO_NODE\x10e\x12\x0f\n" +
+	"\rBAD_ARGUMENTS\x10\b\x12\x13\n" +
+	"\x0fUNKNOWN_SESSION\x10\f\x12\x18\n" +
+	"\x14NEW_CONFIG_NO_QUORUM\x10\r\x12\x18\n" +
+	"\x14RECONFIG_IN_PROGRESS\x10\x0e\x12\r\n" +
+	"\tAPI_ERROR\x10d\x12\v\n" +
+	"\aNO_NODE\x10e\x12\v\n" +
+	"\aNO_AUTH\x10f\x12\x0f\n" +
 	"\vBAD_VERSION\x10g\x12\x1e\n" +
 	"\x1aNO_CHILDREN_FOR_EPHEMERALS\x10l\x12\x0f\n" +
 	"\vNODE_EXISTS\x10n\x12\r\n" +
 	"\tNOT_EMPTY\x10o\x12\x13\n" +
-	"\x0fSESSION_EXPIRED\x10p\x12\x0f\n" +
-	"\vAUTH_FAILED\x10s\x12\x0e\n" +
+	"\x0fSESSION_EXPIRED\x10p\x12\x14\n" +
+	"\x10INVALID_CALLBACK\x10q\x12\x0f\n" +
+	"\vINVALID_ACL\x10r\x12\x0f\n" +
+	"\vAUTH_FAILED\x10s\x12\x11\n" +
+	"\rSESSION_MOVED\x10v\x12\x11\n" +
+	"\rNOT_READ_ONLY\x10w\x12\x1e\n" +
+	"\x1aEPHEMERAL_ON_LOCAL_SESSION\x10x\x12\x0e\n" +
 	"\n" +
-	"NO_WATCHER\x10y\x12\x10\n" +
+	"NO_WATCHER\x10y\x12\x13\n" +
+	"\x0fREQUEST_TIMEOUT\x10z\x12\x15\n" +
+	"\x11RECONFIG_DISABLED\x10{\x12\x12\n" +
+	"\x0eQUOTA_EXCEEDED\x10}\x12\r\n" +
+	"\tTHROTTLED\x10\x7f\x12\x10\n" +
 	"\vUNAVAILABLE\x10\xc8\x01*A\n" +
 	"\bNodeKind\x12\x0e\n" +
 	"\n" +

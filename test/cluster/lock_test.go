@@ -353,6 +353,21 @@ func TestLockHolderSessionExpires(t *testing.T) {
 		kids, _, _ := obs.Children(ctx, "/locks/exp")
 		return len(kids) == 3
 	})
+	// And the doomed waiter's create answered: otherwise its outcome is
+	// unknown when the server stops, and it fails with that instead.
+	var doomedZxid int64
+	kids, _, err := obs.Children(ctx, "/locks/exp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range kids {
+		if st, ok, err := obs.Exists(ctx, "/locks/exp/"+k); err == nil && ok && st.EphemeralOwner == stranded.SessionID() {
+			doomedZxid = max(doomedZxid, st.Czxid)
+		}
+	}
+	c.Eventually(10*time.Second, "the stranded session's creates to be answered", func() bool {
+		return stranded.LastZxid() >= doomedZxid
+	})
 	stopped := time.Now()
 	c.Stop(f)
 	select {

@@ -1032,7 +1032,7 @@ func TestWatchRemovedOnSessionClose(t *testing.T) {
 	c.Eventually(5*time.Second, "the closed session's watches to be gone on every server", func() bool {
 		for _, m := range c.Members {
 			if n := m.Node(); n != nil {
-				if d, ch := n.FSM().Watches().Watches(sid); len(d)+len(ch) > 0 {
+				if d, ch := n.Watches().Watches(sid); len(d)+len(ch) > 0 {
 					return false
 				}
 			}
@@ -1104,7 +1104,7 @@ func TestWatchRemovedOnSessionExpiry(t *testing.T) {
 	}
 	for _, m := range c.Members {
 		if n := m.Node(); n != nil {
-			if d, ch := n.FSM().Watches().Watches(sid); len(d)+len(ch) > 0 {
+			if d, ch := n.Watches().Watches(sid); len(d)+len(ch) > 0 {
 				t.Fatalf("server %s still holds watches of the expired session: %v %v", m.ID, d, ch)
 			}
 		}
@@ -1218,7 +1218,7 @@ func TestWatchModelProperty(t *testing.T) {
 			sort.Strings(wantC)
 			sid := s.SessionID()
 			for i, mem := range c.Members {
-				d, ch := mem.Node().FSM().Watches().Watches(sid)
+				d, ch := mem.Node().Watches().Watches(sid)
 				if i != si {
 					if len(d)+len(ch) > 0 {
 						fail("server %d holds watches of session %d, which is on server %d: %v %v", i, si, si, d, ch)
@@ -1601,8 +1601,8 @@ func BenchmarkWatchFanout(b *testing.B) {
 	if err := failed.Load(); err != nil {
 		b.Fatalf("ExistsW: %v", err)
 	}
-	b.Logf("%d watches registered in %v; server watch table: %d", sessionsN*perSession, time.Since(start).Round(time.Millisecond), node.FSM().Watches().Len())
-	if n := node.FSM().Watches().Len(); n < sessionsN*perSession {
+	b.Logf("%d watches registered in %v; server watch table: %d", sessionsN*perSession, time.Since(start).Round(time.Millisecond), node.Watches().Len())
+	if n := node.Watches().Len(); n < sessionsN*perSession {
 		b.Fatalf("server holds %d watches, want %d", n, sessionsN*perSession)
 	}
 

@@ -651,7 +651,7 @@ func memberOf(c *Cluster, cl *client.Client) int {
 // watchLen is member i's watch count (0 when it is stopped).
 func watchLen(c *Cluster, i int) int {
 	if n := c.Members[i].Node(); n != nil {
-		return n.FSM().Watches().Len()
+		return n.Watches().Len()
 	}
 	return 0
 }

@@ -1,0 +1,415 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/fsm/cmdpb"
+	"github.com/coordd/coordd/session"
+	"github.com/coordd/coordd/watch"
+)
+
+// Cluster is what the engine needs of the server around it: the way into
+// the replicated log and to the leader.
+type Cluster interface {
+	// Submit queues a command for the log, in order; it never blocks on
+	// the network. The engine learns the outcome from the FSM.
+	Submit(cmd *cmdpb.Command)
+	// ReadIndex returns an index this server must apply for a read to
+	// reflect every write committed anywhere before the call; done ends
+	// the wait early.
+	ReadIndex(done <-chan struct{}) (int64, error)
+	// PassTouches refreshes the sessions' deadlines on the leader and
+	// reports whether the leader then had a majority confirm its term, so
+	// that the sessions may be vouched for.
+	PassTouches(ctx context.Context, ids []int64) (confirmed bool, err error)
+	// Serving reports whether this server may serve clients: it knows a
+	// leader, or lost it only moments ago.
+	Serving() bool
+}
+
+// Config configures an Engine.
+type Config struct {
+	// ServerID names this server in replies and logs.
+	ServerID string
+	// FSM is this server's state machine; the engine must be its observer
+	// (directly or through the server's).
+	FSM     *fsm.FSM
+	Cluster Cluster
+	// Tick is the session time unit; keep-alives are passed to the leader
+	// every Tick/2.
+	Tick time.Duration
+	// MinSessionTimeout and MaxSessionTimeout bound a requested timeout.
+	MinSessionTimeout, MaxSessionTimeout time.Duration
+	// MaxRequestSize bounds a write request (its paths and data); larger
+	// ones fail with BadArguments. MaxDataSize (the FSM's) bounds each
+	// znode's data.
+	MaxRequestSize int
+	// MaxReplySize bounds the data or names of one reply; a read whose
+	// reply would be larger fails with MarshallingError.
+	MaxReplySize int
+	// DisableTTL refuses the creation of TTL nodes.
+	DisableTTL bool
+	// ConfigData returns the data of /zookeeper/config (the cluster's
+	// membership in ZooKeeper's dynamic-config format).
+	ConfigData func() []byte
+	Logger     *slog.Logger
+}
+
+// Engine holds the sessions connected to this server. It is the FSM's
+// observer (see Applied): it routes each applied entry's reply and watch
+// events to the sessions connected here.
+type Engine struct {
+	cfg     Config
+	log     *slog.Logger
+	watches *watch.Manager
+
+	mu       sync.Mutex
+	sessions map[int64]*Session
+	openWait map[string]chan session.Info // keyed by password
+	// touched maps each session heard from since the last touch batch to
+	// the highest xid it sent meanwhile (0: none, only a connect).
+	touched map[int64]int64
+}
+
+// New returns an engine with no sessions.
+func New(cfg Config) *Engine {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.ConfigData == nil {
+		cfg.ConfigData = func() []byte { return nil }
+	}
+	return &Engine{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		watches:  watch.NewManager(),
+		sessions: make(map[int64]*Session),
+		openWait: make(map[string]chan session.Info),
+		touched:  make(map[int64]int64),
+	}
+}
+
+// Watches returns the server's watch table (for status and tests).
+func (e *Engine) Watches() *watch.Manager { return e.watches }
+
+func (e *Engine) get(id int64) *Session {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.sessions[id]
+}
+
+// Applied routes what one log entry did to the sessions connected here:
+// watch events first, then the write's reply, then the end of closed
+// sessions. The FSM calls it with its write lock held, so an event is
+// queued before any reply that reflects its change, and everything a
+// session receives is in zxid order.
+func (e *Engine) Applied(a *fsm.Applied) {
+	if a.Opened != nil {
+		e.mu.Lock()
+		if ch, ok := e.openWait[string(a.Opened.Password)]; ok {
+			delete(e.openWait, string(a.Opened.Password))
+			ch <- *a.Opened
+		}
+		e.mu.Unlock()
+	}
+	// A closed session's watches go before the entry's events fire: the
+	// deletion of its own ephemerals notifies only the others.
+	for _, id := range a.Closed {
+		e.watches.RemoveSession(id)
+	}
+	if len(a.Events) > 0 {
+		for _, nt := range e.watches.Trigger(a.Events) {
+			if s := e.get(nt.Session); s != nil {
+				s.pushEvent(Event{Type: nt.Event.Type, Path: nt.Event.Path, Zxid: nt.Event.Zxid})
+			}
+		}
+	}
+	if a.Session != 0 && a.Result != nil {
+		if s := e.get(a.Session); s != nil {
+			s.completeWrite(a.Xid, a.Result, a.Tree, a.Index)
+		}
+	}
+	for _, id := range a.Closed {
+		s := e.get(id)
+		switch {
+		case s == nil:
+		case a.Session == id && a.Xid != 0:
+			s.End(nil) // closed at its client's request: the reply said so
+		default:
+			s.End(&Response{Code: SessionExpired, Message: "session expired"})
+		}
+	}
+}
+
+// Restored is told that a snapshot replaced the whole state: the watch
+// table is dropped and every connected client must reconnect and
+// re-register its watches. The FSM's write lock is held.
+func (e *Engine) Restored() {
+	e.watches.Reset()
+	for _, s := range e.all() {
+		s.End(nil)
+	}
+}
+
+func (e *Engine) all() []*Session {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]*Session, 0, len(e.sessions))
+	for _, s := range e.sessions {
+		out = append(out, s)
+	}
+	return out
+}
+
+// Local returns the ids of the sessions connected here.
+func (e *Engine) Local() []int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]int64, 0, len(e.sessions))
+	for id := range e.sessions {
+		out = append(out, id)
+	}
+	return out
+}
+
+// EndAll ends every session's connection (the clients move elsewhere).
+func (e *Engine) EndAll() {
+	for _, s := range e.all() {
+		s.End(nil)
+	}
+}
+
+// touch records that the session was heard from, with the xid of the
+// request that arrived (0 for a connect).
+func (e *Engine) touch(id, xid int64) {
+	e.mu.Lock()
+	e.touched[id] = max(e.touched[id], xid)
+	e.mu.Unlock()
+}
+
+// VouchInterval is how often the sessions heard from are passed to the
+// leader, and vouched for once it confirms them.
+func (e *Engine) VouchInterval() time.Duration { return e.cfg.Tick / 2 }
+
+// RunTouches passes the sessions heard from to the leader every vouch
+// interval and, once the leader confirms it refreshed their deadlines in a
+// term a majority confirmed after that, vouches for them to their clients.
+// It returns when ctx ends.
+//
+// A batch is taken only after the previous one was answered, so a slow
+// leader delays the vouches (the clients then suspend early: safe) rather
+// than piling up batches. A server cut off from the leader vouches for
+// nothing: its touches fail, and are kept for the next round.
+func (e *Engine) RunTouches(ctx context.Context) {
+	tk := time.NewTicker(e.VouchInterval())
+	defer tk.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tk.C:
+		}
+		e.mu.Lock()
+		if len(e.touched) == 0 {
+			e.mu.Unlock()
+			continue
+		}
+		batch := e.touched
+		e.touched = make(map[int64]int64, len(batch))
+		e.mu.Unlock()
+		ids := make([]int64, 0, len(batch))
+		for id := range batch {
+			ids = append(ids, id)
+		}
+		tctx, cancel := context.WithTimeout(ctx, e.cfg.Tick)
+		confirmed, err := e.cfg.Cluster.PassTouches(tctx, ids)
+		cancel()
+		if err != nil {
+			// Keep them for the next round: the leader may be changing.
+			e.mu.Lock()
+			for id, xid := range batch {
+				e.touched[id] = max(e.touched[id], xid)
+			}
+			e.mu.Unlock()
+			continue
+		}
+		if confirmed {
+			e.vouch(batch)
+		}
+	}
+}
+
+// vouch tells each session of batch connected here, that asked for it, that
+// the leader has confirmed hearing from it as of the xid recorded.
+func (e *Engine) vouch(batch map[int64]int64) {
+	for id, xid := range batch {
+		if xid <= 0 {
+			continue
+		}
+		if s := e.get(id); s != nil && s.vouches {
+			s.mu.Lock()
+			s.pushLocked(Message{Vouch: xid})
+			s.mu.Unlock()
+		}
+	}
+}
+
+// open proposes a new session and waits for it to be applied here.
+func (e *Engine) open(ctx context.Context, timeout time.Duration) (session.Info, error) {
+	pw := make([]byte, 16)
+	if _, err := rand.Read(pw); err != nil {
+		return session.Info{}, err
+	}
+	ch := make(chan session.Info, 1)
+	e.mu.Lock()
+	e.openWait[string(pw)] = ch
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		delete(e.openWait, string(pw))
+		e.mu.Unlock()
+	}()
+	e.cfg.Cluster.Submit(&cmdpb.Command{Cmd: &cmdpb.Command_OpenSession{OpenSession: &cmdpb.OpenSession{TimeoutMs: timeout.Milliseconds(), Password: pw}}})
+	wait := time.NewTimer(max(5*time.Second, timeout))
+	defer wait.Stop()
+	select {
+	case info := <-ch:
+		return info, nil
+	case <-wait.C:
+		return session.Info{}, errors.New("timed out opening the session")
+	case <-ctx.Done():
+		return session.Info{}, ctx.Err()
+	}
+}
+
+// ConnectRequest opens a session (SessionID 0) or resumes one.
+type ConnectRequest struct {
+	SessionID int64
+	Password  []byte
+	TimeoutMs int64
+	// LastZxid is the last zxid the client saw: a server behind it refuses
+	// the session, so that the client never sees time go backwards.
+	LastZxid int64
+	// Watches are re-registered on resume; those whose node changed after
+	// Watches.RelZxid fire at once.
+	Watches Watches
+	// Vouches asks for Vouch messages.
+	Vouches bool
+}
+
+// ConnectError is why a connect failed: Unavailable (no leader, behind the
+// client, shutting down: try another server), SessionExpired (the session
+// is gone) or AuthFailed (a wrong password).
+type ConnectError struct {
+	Code    Code
+	Message string
+}
+
+// Error returns the reason.
+func (e *ConnectError) Error() string { return "engine: " + e.Message }
+
+// ConnectWait bounds how long a server waits to catch up with a resuming
+// client's last zxid before it sends the client elsewhere.
+const ConnectWait = 2 * time.Second
+
+// Connect opens or resumes a session on this server and returns it, with
+// its Connected message (and any re-registered watch that fired at once)
+// queued first. Another connection of the same session here is ended. The
+// caller feeds the session's requests to Submit, sends what Next returns,
+// and calls Detach when its connection ends. A failure is a *ConnectError.
+func (e *Engine) Connect(ctx context.Context, req ConnectRequest) (*Session, error) {
+	if !e.cfg.Cluster.Serving() {
+		return nil, &ConnectError{Unavailable, "server " + e.cfg.ServerID + " has no leader"}
+	}
+	f := e.cfg.FSM
+	var info session.Info
+	if req.SessionID == 0 {
+		timeout := session.Negotiate(time.Duration(req.TimeoutMs)*time.Millisecond, e.cfg.Tick, e.cfg.MinSessionTimeout, e.cfg.MaxSessionTimeout)
+		var err error
+		info, err = e.open(ctx, timeout)
+		if err != nil {
+			return nil, &ConnectError{Unavailable, "opening session: " + err.Error()}
+		}
+	} else {
+		wctx, cancel := context.WithTimeout(ctx, ConnectWait)
+		caughtUp := f.WaitApplied(wctx.Done(), req.LastZxid)
+		cancel()
+		if !caughtUp {
+			return nil, &ConnectError{Unavailable, fmt.Sprintf("server %s is behind the client (applied %d < last seen %d)", e.cfg.ServerID, f.AppliedIndex(), req.LastZxid)}
+		}
+		var perr error
+		f.Read(func(v fsm.View) {
+			perr = v.Sessions.CheckPassword(req.SessionID, req.Password)
+			info, _ = v.Sessions.Get(req.SessionID)
+		})
+		switch {
+		case errors.Is(perr, session.ErrBadPassword):
+			return nil, &ConnectError{AuthFailed, "wrong session password"}
+		case perr != nil:
+			return nil, &ConnectError{SessionExpired, fmt.Sprintf("session 0x%x expired or unknown", req.SessionID)}
+		}
+	}
+
+	s := newSession(e, info.ID, req.Vouches)
+	var old *Session
+	var gone bool
+	f.Read(func(v fsm.View) {
+		if _, ok := v.Sessions.Get(info.ID); !ok {
+			gone = true // closed between open/check and now
+			return
+		}
+		e.mu.Lock()
+		old = e.sessions[info.ID]
+		e.sessions[info.ID] = s
+		e.mu.Unlock()
+		s.mu.Lock()
+		s.pushLocked(Message{Connected: &Connected{SessionID: info.ID, Password: info.Password, TimeoutMs: info.TimeoutMs, Zxid: v.Applied, Vouches: req.Vouches}})
+		if req.Watches.Len() > 0 {
+			s.reregisterLocked(&req.Watches, v)
+		}
+		s.mu.Unlock()
+	})
+	if gone {
+		return nil, &ConnectError{SessionExpired, "session expired"}
+	}
+	if old != nil {
+		old.End(nil)
+	}
+	e.touch(info.ID, 0)
+	e.log.Debug("session connected", "session", info.ID, "resumed", req.SessionID != 0)
+	return s, nil
+}
+
+// reregisterLocked registers a client's watches again and queues, in zxid
+// order like live events, those that fire at once (a NodeDeleted whose zxid
+// is unknown carries 0 and goes first). s.mu is held, and the FSM's lock.
+func (s *Session) reregisterLocked(w *Watches, v fsm.View) {
+	fired := s.e.watches.Reregister(s.id, w.RelZxid, w.Data, w.Exist, w.Child, v.Tree)
+	sort.SliceStable(fired, func(i, j int) bool { return fired[i].Event.Zxid < fired[j].Event.Zxid })
+	for _, nt := range fired {
+		s.pushLocked(Message{Event: &Event{Type: nt.Event.Type, Path: nt.Event.Path, Zxid: nt.Event.Zxid}})
+	}
+}
+
+// Detach unregisters a session whose connection ended, and drops its
+// watches here: the client re-registers them wherever it reconnects. It is
+// safe to call more than once.
+func (s *Session) Detach() {
+	s.End(nil) // a request still being received now registers no watch
+	s.e.cfg.FSM.Read(func(fsm.View) {
+		s.e.mu.Lock()
+		if s.e.sessions[s.id] == s {
+			delete(s.e.sessions, s.id)
+			s.e.watches.RemoveSession(s.id)
+		}
+		s.e.mu.Unlock()
+	})
+}

@@ -1,0 +1,167 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/tree"
+	"github.com/coordd/coordd/watch"
+)
+
+// replyOverhead is more than a reply's encoding adds to its data or names:
+// the stat, the xid, the message's own framing.
+const replyOverhead = 1 << 10
+
+// oversize returns an error reply if a reply carrying size bytes of data or
+// names could exceed what the server may send, and nil otherwise. Such a
+// request fails and registers no watch; the session goes on.
+func (s *Session) oversize(req *Request, size int) *Response {
+	limit := s.e.cfg.MaxReplySize
+	if limit <= 0 || size+replyOverhead <= limit {
+		return nil
+	}
+	return errResponse(req, MarshallingError, fmt.Sprintf("reply too large: %d bytes of data or child names, and this server sends at most %d", size, limit-replyOverhead))
+}
+
+// needsPath reports whether an operation names a node whose path must be
+// valid.
+func needsPath(op Op) bool {
+	switch op {
+	case OpGetData, OpExists, OpGetChildren, OpRemoveWatches, OpCheckWatches, OpGetAllChildrenNumber, OpGetACL:
+		return true
+	}
+	return false
+}
+
+// read runs a request that does not go through the log against the local
+// tree. The caller holds the FSM's lock (read or write) and s.mu.
+func (s *Session) read(req *Request, t *tree.Tree, applied int64) *Response {
+	resp := &Response{Xid: req.Xid, Op: req.Op}
+	fail := func(err error) *Response {
+		resp.Code, resp.Message = codeOf(err), fsm.Detail(err)
+		return resp
+	}
+	if needsPath(req.Op) {
+		if err := tree.ValidatePath(req.Path); err != nil {
+			return fail(err)
+		}
+	}
+	w := s.e.watches
+	switch req.Op {
+	case OpPing:
+	case OpGetData:
+		data, st, err := s.getData(t, req.Path)
+		if err != nil {
+			return fail(err)
+		}
+		if r := s.oversize(req, len(data)); r != nil {
+			return r
+		}
+		if req.Watch {
+			w.Add(s.id, req.Path, watch.Data)
+		}
+		resp.Data, resp.Stat = data, &st
+	case OpExists:
+		st, err := s.exists(t, req.Path)
+		if err != nil && !errors.Is(err, tree.ErrNoNode) {
+			return fail(err)
+		}
+		if req.Watch {
+			w.Add(s.id, req.Path, watch.Data)
+		}
+		if err == nil {
+			resp.Stat = &st
+		}
+	case OpGetChildren:
+		names, st, err := s.children(t, req.Path)
+		if err != nil {
+			return fail(err)
+		}
+		size := 0
+		for _, name := range names {
+			size += len(name) + 4 // the name and its length
+		}
+		if r := s.oversize(req, size); r != nil {
+			return r
+		}
+		if req.Watch {
+			w.Add(s.id, req.Path, watch.Child)
+		}
+		resp.Children, resp.Stat = names, &st
+	case OpMultiRead:
+		resp.Results = make([]Response, 0, len(req.Ops))
+		for i := range req.Ops {
+			op := &req.Ops[i]
+			if op.Op != OpGetData && op.Op != OpGetChildren {
+				resp.Results = append(resp.Results, *errResponse(op, BadArguments, op.Op.String()+" may not be part of a multiRead"))
+				continue
+			}
+			resp.Results = append(resp.Results, *s.read(op, t, applied))
+		}
+	case OpRemoveWatches, OpCheckWatches:
+		kind, ok := watchKind(req.WatcherType)
+		if !ok {
+			resp.Code, resp.Message = BadArguments, fmt.Sprintf("unknown watcher type %d", req.WatcherType)
+			return resp
+		}
+		has := w.Has(s.id, req.Path, kind)
+		if has && req.Op == OpRemoveWatches {
+			w.Remove(s.id, req.Path, kind)
+		}
+		if !has {
+			resp.Code, resp.Message = NoWatcher, fmt.Sprintf("no %s watch on %s", kind, req.Path)
+		}
+	case OpSetWatches:
+		s.reregisterLocked(&req.Watches, fsm.View{Tree: t, Applied: applied})
+	case OpGetEphemerals:
+		prefix := req.Path
+		if prefix == "" {
+			prefix = "/"
+		}
+		for _, p := range t.EphemeralsOf(s.id) {
+			if strings.HasPrefix(p, prefix) {
+				resp.Children = append(resp.Children, p)
+			}
+		}
+	case OpGetAllChildrenNumber:
+		n, err := s.descendants(t, req.Path)
+		if err != nil {
+			return fail(err)
+		}
+		resp.Count = int64(n)
+	case OpGetACL:
+		st, err := s.exists(t, req.Path)
+		if err != nil {
+			return fail(err)
+		}
+		resp.Stat = &st
+	case OpSetACL:
+		resp.Code, resp.Message = Unimplemented, "ACLs are not supported yet: every node is world:anyone with every permission"
+	case OpAddAuth:
+		// Every node is open to everyone until ACLs exist: an identity
+		// changes nothing yet.
+	case OpWhoAmI:
+	case OpReconfig:
+		resp.Code, resp.Message = ReconfigDisabled, "membership changes are not supported over this protocol yet"
+	default:
+		resp.Code, resp.Message = Unimplemented, fmt.Sprintf("operation %s is not supported", req.Op)
+	}
+	return resp
+}
+
+// watchKind maps a watcher type to the watch table's kinds.
+func watchKind(t WatcherType) (watch.Kind, bool) {
+	switch t {
+	case WatchChildren:
+		return watch.Child, true
+	case WatchData:
+		return watch.Data, true
+	case WatchAny:
+		return watch.Any, true
+	case WatchPersistent, WatchPersistentRecursive:
+		return 0, true // none exist yet
+	}
+	return 0, false
+}

@@ -1,0 +1,160 @@
+package engine
+
+import (
+	"github.com/coordd/coordd/tree"
+)
+
+// Op is what a request asks for. The front-ends map their wire's operations
+// onto these; an operation one wire lacks is simply never sent by it.
+type Op uint8
+
+// The operations.
+const (
+	OpPing Op = iota
+	OpCreate
+	OpDelete
+	OpSetData
+	OpCheck // a version check on its own: a write, so that it is ordered with writes
+	OpMulti // check, create, setData and delete ops, all or none, one zxid
+	OpGetData
+	OpExists
+	OpGetChildren
+	OpSync
+	OpMultiRead // getData and getChildren ops, each answered on its own (not atomic)
+	OpClose
+	OpRemoveWatches
+	OpCheckWatches
+	OpSetWatches // re-register watches after a reconnect (ZooKeeper's setWatches)
+	OpGetEphemerals
+	OpGetAllChildrenNumber
+	OpGetACL
+	OpSetACL
+	OpAddAuth
+	OpWhoAmI
+	OpReconfig
+)
+
+var opNames = [...]string{
+	OpPing: "ping", OpCreate: "create", OpDelete: "delete", OpSetData: "setData", OpCheck: "check",
+	OpMulti: "multi", OpGetData: "getData", OpExists: "exists", OpGetChildren: "getChildren",
+	OpSync: "sync", OpMultiRead: "multiRead", OpClose: "close", OpRemoveWatches: "removeWatches",
+	OpCheckWatches: "checkWatches", OpSetWatches: "setWatches", OpGetEphemerals: "getEphemerals",
+	OpGetAllChildrenNumber: "getAllChildrenNumber", OpGetACL: "getACL", OpSetACL: "setACL",
+	OpAddAuth: "addAuth", OpWhoAmI: "whoAmI", OpReconfig: "reconfig",
+}
+
+// String returns the operation's ZooKeeper name.
+func (o Op) String() string {
+	if int(o) < len(opNames) {
+		return opNames[o]
+	}
+	return "unknown"
+}
+
+// WatcherType selects watches to remove or check, with ZooKeeper's numbers
+// (Watcher.WatcherType).
+type WatcherType int32
+
+// The watcher types.
+const (
+	WatchChildren            WatcherType = 1
+	WatchData                WatcherType = 2
+	WatchAny                 WatcherType = 3
+	WatchPersistent          WatcherType = 4
+	WatchPersistentRecursive WatcherType = 5
+)
+
+// Create is what a create asks for.
+type Create struct {
+	Kind       tree.Kind
+	Sequential bool
+	TTL        int64 // milliseconds, TTL nodes only
+}
+
+// Watches are the paths a client re-registers on reconnect, by kind.
+type Watches struct {
+	// RelZxid is the last zxid the client saw: a watch whose node changed
+	// after it fires at once.
+	RelZxid int64
+	Data    []string
+	Exist   []string
+	Child   []string
+}
+
+// Len returns the number of paths.
+func (w *Watches) Len() int { return len(w.Data) + len(w.Exist) + len(w.Child) }
+
+// Request is one operation of a session.
+type Request struct {
+	// Xid is the client's id of the request, unique and increasing within
+	// the session; writes are applied at most once per (session, xid).
+	Xid int64
+	// LowestPendingXid: the client has the replies of every write below it,
+	// so the server may forget them (the exactly-once cache).
+	LowestPendingXid int64
+	Op               Op
+	Path             string
+	Data             []byte
+	// Version is the expected version of setData, delete and check (-1:
+	// any).
+	Version int32
+	// Watch leaves a watch (getData, exists, getChildren).
+	Watch  bool
+	Create Create
+	// Ops are the operations of a multi or multiRead.
+	Ops []Request
+	// WatcherType selects the watches of removeWatches and checkWatches.
+	WatcherType WatcherType
+	// Watches are setWatches' paths.
+	Watches Watches
+}
+
+// Response answers the Request with the same Xid.
+type Response struct {
+	Xid int64
+	// Zxid is the write's zxid; for anything else, the last zxid the server
+	// had applied when it answered.
+	Zxid int64
+	Op   Op
+	Code Code
+	// Message explains an error for people (not on ZooKeeper's wire).
+	Message string
+	// Path is a create's name of the new node, or sync's path.
+	Path string
+	Data []byte
+	// Stat is the node's stat where the operation returns one (nil: none,
+	// as for exists on an absent node).
+	Stat     *tree.Stat
+	Children []string
+	// Count is getAllChildrenNumber's answer.
+	Count int64
+	// Results answer a multi's or multiRead's ops, in order.
+	Results []Response
+}
+
+// Event is a watch notification for this session.
+type Event struct {
+	Type tree.EventType
+	Path string
+	Zxid int64
+}
+
+// Connected answers a connect.
+type Connected struct {
+	SessionID int64
+	Password  []byte
+	TimeoutMs int64
+	// Zxid is the last zxid the server had applied.
+	Zxid int64
+	// Vouches: the client asked for vouches (and will get them).
+	Vouches bool
+}
+
+// Message is one thing queued for the client: exactly one field is set.
+type Message struct {
+	Connected *Connected
+	Response  *Response
+	Event     *Event
+	// Vouch, when non-zero, is the xid the leader confirmed (apipb.Vouch).
+	Vouch int64
+}

@@ -1,0 +1,292 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/fsm/cmdpb"
+	"github.com/coordd/coordd/tree"
+)
+
+// maxOutbox bounds the messages queued for one client; a client that reads
+// slower than that is disconnected (it reconnects and re-registers).
+const maxOutbox = 1 << 16
+
+// Entry kinds of a session's request queue.
+const (
+	kindRead  = iota // runs on the local tree when it reaches the head
+	kindWrite        // completes when the local FSM applies it
+	kindSync         // completes when the local FSM reaches the leader's read index
+	kindDone         // answered already (rejected locally)
+)
+
+type entry struct {
+	req        *Request
+	kind       int
+	resp       *Response
+	dispatched bool
+	cmd        *cmdpb.Command
+}
+
+// Session is one session connected to this server, over either protocol:
+// its ordered request queue and its outbound queue.
+//
+// Requests run in the order they were submitted: a read when it reaches the
+// head of the queue, a write as soon as it is submitted (writes pipeline)
+// and answered when this server's FSM applies it, a sync once this server
+// has applied the leader's read index. Replies leave strictly in request
+// order, so a read waits behind the session's earlier writes.
+type Session struct {
+	e       *Engine
+	id      int64
+	vouches bool
+
+	mu    sync.Mutex
+	queue []*entry
+	out   []Message
+	wake  chan struct{}
+	ended bool
+	done  chan struct{}
+}
+
+func newSession(e *Engine, id int64, vouches bool) *Session {
+	return &Session{e: e, id: id, vouches: vouches, wake: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+// ID returns the session's id.
+func (s *Session) ID() int64 { return s.id }
+
+// Done is closed when the session's connection has ended (see End).
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// pushLocked queues a message for the client; s.mu is held.
+func (s *Session) pushLocked(m Message) {
+	if s.ended {
+		return
+	}
+	if len(s.out) >= maxOutbox {
+		s.e.log.Warn("client too slow, dropping its connection", "session", s.id)
+		s.endLocked()
+		return
+	}
+	s.out = append(s.out, m)
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Session) pushEvent(ev Event) {
+	s.mu.Lock()
+	s.pushLocked(Message{Event: &ev})
+	s.mu.Unlock()
+}
+
+// End stops the connection after what is queued (and final, if given) has
+// been sent: Next returns the rest with ended set.
+func (s *Session) End(final *Response) {
+	s.mu.Lock()
+	if final != nil {
+		s.pushLocked(Message{Response: final})
+	}
+	s.endLocked()
+	s.mu.Unlock()
+}
+
+func (s *Session) endLocked() {
+	if !s.ended {
+		s.ended = true
+		close(s.done)
+	}
+}
+
+// Next waits for messages to send and returns them in order, with ended
+// set once the connection has ended (the messages are then the last).
+// It returns (nil, true) when ctx ends.
+func (s *Session) Next(ctx context.Context) ([]Message, bool) {
+	for {
+		s.mu.Lock()
+		batch, ended := s.out, s.ended
+		s.out = nil
+		s.mu.Unlock()
+		if len(batch) > 0 || ended {
+			return batch, ended
+		}
+		select {
+		case <-s.wake:
+		case <-s.done:
+		case <-ctx.Done():
+			return nil, true
+		}
+	}
+}
+
+// Submit adds a request in arrival order and starts what can start. The
+// front-end calls it from one goroutine, in the order the requests arrived.
+func (s *Session) Submit(req *Request) {
+	e := s.e
+	e.touch(s.id, req.Xid)
+	en := &entry{req: req, kind: kindRead}
+	switch {
+	case req.Op == OpSync:
+		en.kind = kindSync
+	case req.Op == OpClose:
+		en.kind = kindWrite
+		en.cmd = &cmdpb.Command{Cmd: &cmdpb.Command_CloseSession{CloseSession: &cmdpb.CloseSession{SessionId: s.id, Xid: req.Xid}}}
+	case isWrite(req.Op):
+		if resp := s.admit(req); resp != nil {
+			en.kind, en.resp = kindDone, resp
+			break
+		}
+		w, err := writeToCmd(s.id, req)
+		if err != nil {
+			en.kind, en.resp = kindDone, errResponse(req, BadArguments, err.Error())
+			break
+		}
+		en.kind = kindWrite
+		en.cmd = &cmdpb.Command{Cmd: &cmdpb.Command_Write{Write: w}}
+	}
+	s.enqueue(en)
+}
+
+// Reject queues an error reply for a request the front-end could not make
+// sense of, in its place among the session's replies.
+func (s *Session) Reject(req *Request, code Code, msg string) {
+	s.e.touch(s.id, req.Xid)
+	s.enqueue(&entry{req: req, kind: kindDone, resp: errResponse(req, code, msg)})
+}
+
+// enqueue adds an entry at the tail and starts what can start.
+func (s *Session) enqueue(en *entry) {
+	e := s.e
+	s.mu.Lock()
+	syncPending := false
+	for _, q := range s.queue {
+		if q.kind == kindSync && q.resp == nil {
+			syncPending = true
+		}
+	}
+	s.queue = append(s.queue, en)
+	if en.kind == kindWrite && !syncPending {
+		en.dispatched = true
+		e.cfg.Cluster.Submit(en.cmd)
+	}
+	if en.kind == kindSync {
+		go s.runSync(en)
+	}
+	ready := s.queue[0].kind == kindRead || s.queue[0].resp != nil
+	s.mu.Unlock()
+	if ready {
+		e.cfg.FSM.Read(func(v fsm.View) {
+			s.mu.Lock()
+			s.drainLocked(v.Tree, v.Applied)
+			s.mu.Unlock()
+		})
+	}
+}
+
+// admit checks a write against this server's limits before it enters the
+// log, and returns the error reply if it fails them. Nothing after this
+// checks them again: servers may differ in their limits, and every server
+// applies what another admitted.
+func (s *Session) admit(req *Request) *Response {
+	cfg := &s.e.cfg
+	if size, limit := dataSize(req), cfg.FSM.MaxDataSize(); size > limit {
+		return errResponse(req, BadArguments, fmt.Sprintf("data length %d exceeds the limit of %d bytes", size, limit))
+	}
+	// The request's size, checked whole: its ops' data may each be within
+	// the data limit.
+	if size, limit := requestSize(req), cfg.MaxRequestSize; limit > 0 && size > limit {
+		return errResponse(req, BadArguments, fmt.Sprintf("request of %d bytes exceeds the limit of %d bytes", size, limit))
+	}
+	if cfg.DisableTTL && createsTTL(req) {
+		return errResponse(req, Unimplemented, "TTL nodes are disabled on this server (--ttl-nodes=false)")
+	}
+	if p := writesSystemPath(req); p != "" {
+		return errResponse(req, BadArguments, p+" is ZooKeeper's system subtree and cannot be written")
+	}
+	return nil
+}
+
+// runSync waits until this server has applied everything the leader had
+// committed when the sync started, then completes the entry.
+func (s *Session) runSync(en *entry) {
+	e := s.e
+	resp := &Response{Xid: en.req.Xid, Op: OpSync, Path: en.req.Path}
+	idx, err := e.cfg.Cluster.ReadIndex(s.done)
+	if err != nil {
+		resp = errResponse(en.req, ConnectionLoss, "sync: "+err.Error())
+	} else if !e.cfg.FSM.WaitApplied(s.done, idx) {
+		return
+	}
+	e.cfg.FSM.Read(func(v fsm.View) {
+		s.mu.Lock()
+		en.resp = resp
+		s.drainLocked(v.Tree, v.Applied)
+		s.mu.Unlock()
+	})
+}
+
+// completeWrite records the FSM's result for the write with this xid and
+// answers whatever is now at the head. Called with the FSM's write lock held.
+func (s *Session) completeWrite(xid int64, r *cmdpb.Result, t *tree.Tree, applied int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, en := range s.queue {
+		if en.kind == kindWrite && en.req.Xid == xid && en.resp == nil {
+			en.resp = resultResponse(en.req, r)
+			break
+		}
+	}
+	s.drainLocked(t, applied)
+}
+
+// drainLocked answers the queue from its head for as long as it can: done
+// entries are sent, reads run now (the caller holds the FSM lock, read or
+// write, so they see a consistent state), a pending write or sync stops it.
+func (s *Session) drainLocked(t *tree.Tree, applied int64) {
+	if s.ended {
+		return // nothing more is sent, and no watch may be left behind
+	}
+	popped := false
+	for len(s.queue) > 0 {
+		en := s.queue[0]
+		if en.resp == nil {
+			if en.kind != kindRead {
+				break
+			}
+			en.resp = s.read(en.req, t, applied)
+		}
+		if en.kind != kindWrite {
+			en.resp.Zxid = applied
+		}
+		en.resp.Xid, en.resp.Op = en.req.Xid, en.req.Op
+		s.pushLocked(Message{Response: en.resp})
+		s.queue[0] = nil
+		s.queue = s.queue[1:]
+		popped = true
+		if en.kind == kindSync {
+			s.dispatchHeldLocked()
+		}
+	}
+	if popped && len(s.queue) == 0 {
+		s.queue = nil
+	}
+}
+
+// dispatchHeldLocked submits the writes that waited behind a sync (a write
+// that follows a pending sync is held back until the sync completes, so
+// that its fixed zxid is never queued behind a later one).
+func (s *Session) dispatchHeldLocked() {
+	for _, en := range s.queue {
+		if en.kind == kindSync && en.resp == nil {
+			return
+		}
+		if en.kind == kindWrite && !en.dispatched {
+			en.dispatched = true
+			s.e.cfg.Cluster.Submit(en.cmd)
+		}
+	}
+}

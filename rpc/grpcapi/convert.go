@@ -1,0 +1,129 @@
+package grpcapi
+
+import (
+	"github.com/coordd/coordd/rpc/apipb"
+	"github.com/coordd/coordd/rpc/engine"
+	"github.com/coordd/coordd/tree"
+)
+
+// This file maps between the public API and the engine, once in each
+// direction.
+
+// codeToAPI maps an engine code to the public API's (ZooKeeper's absolute
+// numbers; coordd's Unavailable is 200).
+func codeToAPI(c engine.Code) apipb.ErrorCode {
+	if c == engine.Unavailable {
+		return apipb.ErrorCode_UNAVAILABLE
+	}
+	return apipb.ErrorCode(-int32(c))
+}
+
+// statToAPI converts a stat (nil stays nil).
+func statToAPI(s *tree.Stat) *apipb.Stat {
+	if s == nil {
+		return nil
+	}
+	return &apipb.Stat{
+		Czxid: s.Czxid, Mzxid: s.Mzxid, Pzxid: s.Pzxid, Ctime: s.Ctime, Mtime: s.Mtime,
+		Version: s.Version, Cversion: s.Cversion, Aversion: s.Aversion,
+		EphemeralOwner: s.EphemeralOwner, DataLength: s.DataLength, NumChildren: s.NumChildren,
+		Kind: apipb.NodeKind(s.Kind), TtlMs: s.TTL,
+	}
+}
+
+func createOf(c *apipb.CreateRequest) engine.Request {
+	return engine.Request{Op: engine.OpCreate, Path: c.Path, Data: c.Data,
+		Create: engine.Create{Kind: tree.Kind(c.Kind), Sequential: c.Sequential, TTL: c.TtlMs}}
+}
+
+// watcherType maps the public API's watch kinds to ZooKeeper's.
+var watcherType = map[apipb.WatchKind]engine.WatcherType{
+	apipb.WatchKind_WATCH_ANY:   engine.WatchAny,
+	apipb.WatchKind_WATCH_DATA:  engine.WatchData,
+	apipb.WatchKind_WATCH_CHILD: engine.WatchChildren,
+}
+
+// requestOf converts a request; ok is false for one without an operation.
+func requestOf(r *apipb.Request) (req engine.Request, ok bool) {
+	switch op := r.Op.(type) {
+	case *apipb.Request_Create:
+		req = createOf(op.Create)
+	case *apipb.Request_Delete:
+		req = engine.Request{Op: engine.OpDelete, Path: op.Delete.Path, Version: op.Delete.Version}
+	case *apipb.Request_SetData:
+		req = engine.Request{Op: engine.OpSetData, Path: op.SetData.Path, Data: op.SetData.Data, Version: op.SetData.Version}
+	case *apipb.Request_GetData:
+		req = engine.Request{Op: engine.OpGetData, Path: op.GetData.Path, Watch: op.GetData.Watch}
+	case *apipb.Request_Exists:
+		req = engine.Request{Op: engine.OpExists, Path: op.Exists.Path, Watch: op.Exists.Watch}
+	case *apipb.Request_GetChildren:
+		req = engine.Request{Op: engine.OpGetChildren, Path: op.GetChildren.Path, Watch: op.GetChildren.Watch}
+	case *apipb.Request_Sync:
+		req = engine.Request{Op: engine.OpSync, Path: op.Sync.Path}
+	case *apipb.Request_Multi:
+		req = engine.Request{Op: engine.OpMulti, Ops: make([]engine.Request, 0, len(op.Multi.Ops))}
+		for _, o := range op.Multi.Ops {
+			var sub engine.Request
+			switch x := o.Op.(type) {
+			case *apipb.MultiOp_Create:
+				sub = createOf(x.Create)
+			case *apipb.MultiOp_Delete:
+				sub = engine.Request{Op: engine.OpDelete, Path: x.Delete.Path, Version: x.Delete.Version}
+			case *apipb.MultiOp_SetData:
+				sub = engine.Request{Op: engine.OpSetData, Path: x.SetData.Path, Data: x.SetData.Data, Version: x.SetData.Version}
+			case *apipb.MultiOp_Check:
+				sub = engine.Request{Op: engine.OpCheck, Path: x.Check.Path, Version: x.Check.Version}
+			default:
+				// An op with no body: a check of no path, which fails
+				// cleanly with BadArguments and fails the multi.
+				sub = engine.Request{Op: engine.OpCheck}
+			}
+			req.Ops = append(req.Ops, sub)
+		}
+	case *apipb.Request_Ping:
+		req = engine.Request{Op: engine.OpPing}
+	case *apipb.Request_Close:
+		req = engine.Request{Op: engine.OpClose}
+	case *apipb.Request_RemoveWatches:
+		req = engine.Request{Op: engine.OpRemoveWatches, Path: op.RemoveWatches.Path, WatcherType: watcherType[op.RemoveWatches.Kind]}
+	default:
+		return engine.Request{Xid: r.Xid}, false
+	}
+	req.Xid, req.LowestPendingXid = r.Xid, r.LowestPendingXid
+	return req, true
+}
+
+// responseToAPI converts a reply; the result is set only on success (a
+// multi's results always).
+func responseToAPI(r *engine.Response) *apipb.Response {
+	out := &apipb.Response{Xid: r.Xid, Zxid: r.Zxid, Error: codeToAPI(r.Code), Message: r.Message}
+	if r.Code != engine.OK && r.Op != engine.OpMulti {
+		return out
+	}
+	switch r.Op {
+	case engine.OpCreate:
+		out.Result = &apipb.Response_Create{Create: &apipb.CreateResponse{Path: r.Path, Stat: statToAPI(r.Stat)}}
+	case engine.OpSetData:
+		out.Result = &apipb.Response_SetData{SetData: &apipb.SetDataResponse{Stat: statToAPI(r.Stat)}}
+	case engine.OpGetData:
+		out.Result = &apipb.Response_GetData{GetData: &apipb.GetDataResponse{Data: r.Data, Stat: statToAPI(r.Stat)}}
+	case engine.OpExists:
+		out.Result = &apipb.Response_Exists{Exists: &apipb.ExistsResponse{Stat: statToAPI(r.Stat)}}
+	case engine.OpGetChildren:
+		out.Result = &apipb.Response_GetChildren{GetChildren: &apipb.GetChildrenResponse{Children: r.Children, Stat: statToAPI(r.Stat)}}
+	case engine.OpSync:
+		out.Result = &apipb.Response_Sync{Sync: &apipb.SyncResponse{Path: r.Path}}
+	case engine.OpMulti:
+		m := &apipb.MultiResponse{Results: make([]*apipb.MultiResult, 0, len(r.Results))}
+		for i := range r.Results {
+			res := &r.Results[i]
+			m.Results = append(m.Results, &apipb.MultiResult{Error: codeToAPI(res.Code), Path: res.Path, Stat: statToAPI(res.Stat)})
+		}
+		out.Result = &apipb.Response_Multi{Multi: m}
+	}
+	return out
+}
+
+func eventToAPI(ev *engine.Event) *apipb.WatchEvent {
+	return &apipb.WatchEvent{Type: apipb.EventType(ev.Type), Path: ev.Path, Zxid: ev.Zxid}
+}

@@ -1,0 +1,180 @@
+package grpcapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/coordd/coordd/rpc/apipb"
+	"github.com/coordd/coordd/rpc/engine"
+)
+
+// Config configures the service.
+type Config struct {
+	// ServerID is said in every ConnectResponse.
+	ServerID string
+	// MaxRequestBytes is said in every ConnectResponse: the largest
+	// request, encoded, the server accepts (the client fails a larger one
+	// itself: gRPC would end the stream on it).
+	MaxRequestBytes int64
+	// Status and Sessions answer the RPCs of the same names.
+	Status   func(context.Context) (*apipb.StatusResponse, error)
+	Sessions func(context.Context) (*apipb.SessionsResponse, error)
+}
+
+// Service implements apipb.CoordServer on an engine.
+type Service struct {
+	apipb.UnimplementedCoordServer
+	cfg Config
+	e   *engine.Engine
+}
+
+// New returns the service of engine e.
+func New(e *engine.Engine, cfg Config) *Service { return &Service{cfg: cfg, e: e} }
+
+// Status reports the server's view of the cluster.
+func (s *Service) Status(ctx context.Context, _ *apipb.StatusRequest) (*apipb.StatusResponse, error) {
+	return s.cfg.Status(ctx)
+}
+
+// Sessions lists the open sessions of the cluster.
+func (s *Service) Sessions(ctx context.Context, _ *apipb.SessionsRequest) (*apipb.SessionsResponse, error) {
+	return s.cfg.Sessions(ctx)
+}
+
+// connectTimeout bounds the wait for a stream's first message.
+const connectTimeout = 10 * time.Second
+
+// Session serves one client session stream: a ConnectRequest first, then
+// requests, each answered in order, with watch events and vouches between.
+func (s *Service) Session(stream apipb.Coord_SessionServer) error {
+	ctx := stream.Context()
+	first, err := recvWithin(stream, connectTimeout)
+	if err != nil {
+		return err
+	}
+	creq := first.GetConnect()
+	if creq == nil {
+		return sendFinal(stream, apipb.ErrorCode_MARSHALLING_ERROR, "the first message of a session must be a connect request")
+	}
+	sess, err := s.e.Connect(ctx, engine.ConnectRequest{
+		SessionID: creq.SessionId, Password: creq.Password, TimeoutMs: creq.TimeoutMs, LastZxid: creq.LastZxid,
+		Watches: engine.Watches{RelZxid: creq.LastZxid, Data: creq.DataWatches, Exist: creq.ExistWatches, Child: creq.ChildWatches},
+		Vouches: creq.Vouches,
+	})
+	if err != nil {
+		var ce *engine.ConnectError
+		if errors.As(err, &ce) {
+			return sendFinal(stream, codeToAPI(ce.Code), ce.Message)
+		}
+		return sendFinal(stream, apipb.ErrorCode_SYSTEM_ERROR, err.Error())
+	}
+	defer sess.Detach()
+
+	recvErr := make(chan error, 1)
+	go func() { recvErr <- recvLoop(stream, sess) }()
+	err = s.sendLoop(ctx, stream, sess)
+	sess.End(nil)
+	select {
+	case rerr := <-recvErr:
+		if err == nil && rerr != nil && !errors.Is(rerr, context.Canceled) {
+			err = rerr
+		}
+	default:
+	}
+	return err
+}
+
+// recvLoop reads requests until the stream ends.
+func recvLoop(stream apipb.Coord_SessionServer, sess *engine.Session) error {
+	var lastXid int64
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			sess.End(nil)
+			return err
+		}
+		r := msg.GetRequest()
+		if r == nil {
+			sess.End(&engine.Response{Code: engine.MarshallingError, Message: "expected a request after connect"})
+			return nil
+		}
+		if r.Xid <= lastXid {
+			sess.End(&engine.Response{Xid: r.Xid, Code: engine.MarshallingError,
+				Message: fmt.Sprintf("xid %d does not follow %d: xids must increase", r.Xid, lastXid)})
+			return nil
+		}
+		lastXid = r.Xid
+		req, ok := requestOf(r)
+		if !ok {
+			sess.Reject(&req, engine.BadArguments, "request without an operation")
+			continue
+		}
+		sess.Submit(&req)
+	}
+}
+
+// sendLoop writes what the session queues until its connection ends, then
+// flushes.
+func (s *Service) sendLoop(ctx context.Context, stream apipb.Coord_SessionServer, sess *engine.Session) error {
+	for {
+		batch, ended := sess.Next(ctx)
+		for i := range batch {
+			if err := stream.Send(s.message(&batch[i])); err != nil {
+				return err
+			}
+		}
+		if ended {
+			return nil
+		}
+	}
+}
+
+// message encodes one queued message.
+func (s *Service) message(m *engine.Message) *apipb.ServerMessage {
+	switch {
+	case m.Connected != nil:
+		c := m.Connected
+		cr := &apipb.ConnectResponse{SessionId: c.SessionID, Password: c.Password, TimeoutMs: c.TimeoutMs,
+			ServerId: s.cfg.ServerID, Zxid: c.Zxid, MaxRequestBytes: s.cfg.MaxRequestBytes}
+		if c.Vouches {
+			cr.VouchIntervalMs = s.e.VouchInterval().Milliseconds()
+		}
+		return &apipb.ServerMessage{Kind: &apipb.ServerMessage_Connected{Connected: cr}}
+	case m.Response != nil:
+		return &apipb.ServerMessage{Kind: &apipb.ServerMessage_Response{Response: responseToAPI(m.Response)}}
+	case m.Event != nil:
+		return &apipb.ServerMessage{Kind: &apipb.ServerMessage_Event{Event: eventToAPI(m.Event)}}
+	default:
+		return &apipb.ServerMessage{Kind: &apipb.ServerMessage_Vouch{Vouch: &apipb.Vouch{Xid: m.Vouch}}}
+	}
+}
+
+func recvWithin(stream apipb.Coord_SessionServer, d time.Duration) (*apipb.ClientMessage, error) {
+	type res struct {
+		m   *apipb.ClientMessage
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		m, err := stream.Recv()
+		ch <- res{m, err}
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case r := <-ch:
+		return r.m, r.err
+	case <-t.C:
+		return nil, status.Error(codes.DeadlineExceeded, "no connect request received")
+	}
+}
+
+func sendFinal(stream apipb.Coord_SessionServer, code apipb.ErrorCode, msg string) error {
+	_ = stream.Send(&apipb.ServerMessage{Kind: &apipb.ServerMessage_Response{Response: &apipb.Response{Error: code, Message: msg}}})
+	return nil
+}
