@@ -5,6 +5,7 @@
 #                  the whole suite with -race
 #   make cluster   a local 3-node cluster in the foreground (N=5 for five)
 #   make release   static, version-stamped archives of both binaries in dist/
+#   make deploy-check  the systemd unit and the Kubernetes manifests, checked
 
 GO        ?= go
 BIN       ?= bin
@@ -21,7 +22,7 @@ LDFLAGS   := -X main.version=$(VERSION)
 DIST      ?= dist
 PLATFORMS ?= linux/amd64 linux/arm64 darwin/arm64
 
-.PHONY: all build test unit lint fmt vet deps docs raftfork proto proto-check cluster bench compare-zookeeper compare-etcd scale fuzz clean release release-check
+.PHONY: all build test unit lint fmt vet deps docs raftfork proto proto-check cluster bench compare-zookeeper compare-etcd scale fuzz clean release release-check deploy-check
 
 all: build
 
@@ -114,6 +115,12 @@ release:
 ## settings of every binary, and the linux/amd64 one run (scripts/release-check.sh).
 release-check: release
 	GO=$(GO) VERSION=$(VERSION) DIST=$(DIST) bash scripts/release-check.sh $(PLATFORMS)
+
+## deploy-check: systemd-analyze verify and security on deploy/systemd, and the
+## Kubernetes manifests decoded strictly into k8s.io/api types and checked
+## (deploy/kubecheck); installs Debian's systemd if systemd-analyze is missing.
+deploy-check:
+	GO=$(GO) bash scripts/deploy-check.sh
 
 clean:
 	rm -rf $(BIN) .cluster $(DIST)
