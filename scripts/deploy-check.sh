@@ -18,7 +18,8 @@ cd "$(dirname "$0")/.."
 
 if ! command -v systemd-analyze >/dev/null || ! command -v systemd-sysusers >/dev/null; then
   echo "deploy-check: installing systemd (for systemd-analyze and systemd-sysusers)"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends systemd >/dev/null
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends systemd >/dev/null
 fi
 units=""
 for d in /usr/lib/systemd/system /lib/systemd/system; do
