@@ -4,6 +4,8 @@
 #                  direction, doc comments, the raft fork (rpc/third_party/raft), then
 #                  the whole suite with -race
 #   make cluster   a local 3-node cluster in the foreground (N=5 for five)
+#   make release   static, version-stamped archives of both binaries in dist/
+#   make deploy-check  the systemd unit and the Kubernetes manifests, checked
 
 GO        ?= go
 BIN       ?= bin
@@ -13,8 +15,14 @@ PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 PROTOS    := rpc/apipb/api.proto rpc/peerpb/peer.proto fsm/cmdpb/command.proto
 GOBIN_DIR := $(shell $(GO) env GOPATH)/bin
+# VERSION is what the binaries report (coordd --version, coordctl version,
+# status): git describe, or "dev" without git.
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -X main.version=$(VERSION)
+DIST      ?= dist
+PLATFORMS ?= linux/amd64 linux/arm64 darwin/arm64
 
-.PHONY: all build test unit lint fmt vet deps docs raftfork proto proto-check cluster bench compare-zookeeper compare-etcd scale fuzz clean
+.PHONY: all build test unit lint fmt vet deps docs raftfork proto proto-check cluster bench compare-zookeeper compare-etcd scale fuzz clean release release-check deploy-check
 
 all: build
 
@@ -97,8 +105,25 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzReadRegistry -fuzztime=30s ./session/
 	$(GO) test -run='^$$' -fuzz=FuzzApply -fuzztime=30s ./fsm/
 
+## release: coordd and coordctl for each of PLATFORMS, static (CGO off),
+## -trimpath, VERSION stamped, as $(DIST)/coordd-VERSION-OS-ARCH.tar.gz, and
+## $(DIST)/SHA256SUMS (scripts/release.sh).
+release:
+	GO=$(GO) VERSION=$(VERSION) LDFLAGS="$(LDFLAGS)" DIST=$(DIST) bash scripts/release.sh $(PLATFORMS)
+
+## release-check: make release, then check the archives: checksums, build
+## settings of every binary, and the linux/amd64 one run (scripts/release-check.sh).
+release-check: release
+	GO=$(GO) VERSION=$(VERSION) DIST=$(DIST) bash scripts/release-check.sh $(PLATFORMS)
+
+## deploy-check: systemd-analyze verify and security on deploy/systemd, and the
+## Kubernetes manifests decoded strictly into k8s.io/api types and checked
+## (deploy/kubecheck); installs Debian's systemd if systemd-analyze is missing.
+deploy-check:
+	GO=$(GO) bash scripts/deploy-check.sh
+
 clean:
-	rm -rf $(BIN) .cluster
+	rm -rf $(BIN) .cluster $(DIST)
 
 ## chaos: the fault-injection suite against real coordd processes (needs root
 ## and iptables for partitions and slow links; skipped with a log line if not).
