@@ -28,10 +28,13 @@ import (
 var version = "dev"
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stderr))
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run(args []string, stderr io.Writer) int {
+// run is coordd's entry point: it runs the server until SIGINT or SIGTERM
+// and returns the exit status. --version prints to stdout, everything else
+// (the usage included) to stderr.
+func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("coordd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
@@ -71,7 +74,7 @@ func run(args []string, stderr io.Writer) int {
 		return 2
 	}
 	if *showVersion {
-		fmt.Println("coordd", buildVersion())
+		fmt.Fprintln(stdout, "coordd", buildVersion())
 		return 0
 	}
 	var level slog.Level

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -48,7 +49,7 @@ func TestStartupErrors(t *testing.T) {
 		{"min above max", []string{"--data-dir", t.TempDir(), "--min-session-timeout", "30s", "--max-session-timeout", "10s"}, 1, "exceeds max"},
 	} {
 		var stderr bytes.Buffer
-		code := run(tc.args, &stderr)
+		code := run(tc.args, io.Discard, &stderr)
 		if code != tc.code || !strings.Contains(stderr.String(), tc.msg) {
 			t.Errorf("%s: exit %d, stderr %q; want exit %d and %q", tc.name, code, stderr.String(), tc.code, tc.msg)
 		}
@@ -57,7 +58,7 @@ func TestStartupErrors(t *testing.T) {
 
 func TestHelp(t *testing.T) {
 	var stderr bytes.Buffer
-	if code := run([]string{"--help"}, &stderr); code != 0 {
+	if code := run([]string{"--help"}, io.Discard, &stderr); code != 0 {
 		t.Fatalf("--help exit %d", code)
 	}
 	for _, flag := range []string{"-id", "-data-dir", "-client-addr", "-peer-addr", "-peers", "-tick", "-ttl-nodes", "-idle-memory-check"} {
