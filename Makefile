@@ -13,14 +13,19 @@ PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 PROTOS    := rpc/apipb/api.proto rpc/peerpb/peer.proto fsm/cmdpb/command.proto
 GOBIN_DIR := $(shell $(GO) env GOPATH)/bin
+## VERSION is what the binaries report (coordd --version, coordctl version,
+## each member in coordctl status): git describe of the checkout, "dev"
+## outside one; make build VERSION=... overrides it.
+VERSION   := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -X main.version=$(VERSION)
 
 .PHONY: all build test unit lint fmt vet deps docs raftfork proto proto-check cluster bench compare-zookeeper compare-etcd scale fuzz clean
 
 all: build
 
 build:
-	$(GO) build -o $(BIN)/coordd ./cmd/coordd
-	$(GO) build -o $(BIN)/coordctl ./cmd/coordctl
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/coordd ./cmd/coordd
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/coordctl ./cmd/coordctl
 
 ## test: lint, then the whole suite with the race detector.
 test: lint unit
