@@ -70,6 +70,7 @@ func (s *clientService) Session(stream apipb.Coord_SessionServer) error {
 	}
 
 	c := newConn(n.sessions, info.ID)
+	c.vouches = creq.Vouches
 	var old *conn
 	var gone bool
 	n.fsm.Read(func(v fsm.View) {
@@ -82,10 +83,14 @@ func (s *clientService) Session(stream apipb.Coord_SessionServer) error {
 		n.sessions.conns[info.ID] = c
 		n.sessions.mu.Unlock()
 		c.mu.Lock()
-		c.pushLocked(&apipb.ServerMessage{Kind: &apipb.ServerMessage_Connected{Connected: &apipb.ConnectResponse{
+		cresp := &apipb.ConnectResponse{
 			SessionId: info.ID, Password: info.Password, TimeoutMs: info.TimeoutMs, ServerId: n.cfg.ID, Zxid: v.Applied,
 			MaxRequestBytes: int64(n.cfg.maxMessageSize()),
-		}}})
+		}
+		if c.vouches {
+			cresp.VouchIntervalMs = n.sessions.vouchInterval().Milliseconds()
+		}
+		c.pushLocked(&apipb.ServerMessage{Kind: &apipb.ServerMessage_Connected{Connected: cresp}})
 		if len(creq.DataWatches)+len(creq.ExistWatches)+len(creq.ChildWatches) > 0 {
 			fired := v.Watches.Reregister(info.ID, creq.LastZxid, creq.DataWatches, creq.ExistWatches, creq.ChildWatches, v.Tree)
 			// Deliver in zxid order, like live events (a NodeDeleted whose
@@ -105,7 +110,7 @@ func (s *clientService) Session(stream apipb.Coord_SessionServer) error {
 	if old != nil {
 		old.end(nil)
 	}
-	n.sessions.touch(info.ID)
+	n.sessions.touch(info.ID, 0)
 	n.log.Debug("session connected", "session", info.ID, "resumed", creq.SessionId != 0)
 
 	recvErr := make(chan error, 1)
@@ -153,7 +158,7 @@ func (s *clientService) recvLoop(stream apipb.Coord_SessionServer, c *conn) erro
 			return nil
 		}
 		c.lastXid = req.Xid
-		s.n.sessions.touch(c.id)
+		s.n.sessions.touch(c.id, req.Xid)
 		c.enqueue(req)
 	}
 }

@@ -138,10 +138,8 @@ func NewNode(cfg Config) (_ *Node, err error) {
 		}
 	}()
 
-	if err := claimDataDir(cfg.DataDir, cfg.ID); err != nil {
-		return nil, err
-	}
-
+	// Bind both listeners before touching the data dir, so that a server
+	// that cannot start (a port in use) leaves no trace in it.
 	peerLn, err := net.Listen("tcp", cfg.PeerAddr)
 	if err != nil {
 		return nil, fmt.Errorf("rpc: peer address %s: %w", cfg.PeerAddr, err)
@@ -152,6 +150,10 @@ func NewNode(cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("rpc: client address %s: %w", cfg.ClientAddr, err)
 	}
 	cleanup = append(cleanup, func() { n.clientLn.Close() })
+
+	if err := claimDataDir(cfg.DataDir, cfg.ID); err != nil {
+		return nil, err
+	}
 
 	dial := cfg.DialPeer
 	if dial == nil {
@@ -359,6 +361,14 @@ func claimDataDir(dir, id string) error {
 	}
 }
 
+// routineRaftLogs lowers the level of hashicorp/raft's messages that
+// report normal operation: every cluster elects its first leader (and a new
+// one after a leader stops) after a heartbeat timeout, which hashicorp/raft
+// logs as a warning.
+var routineRaftLogs = map[string]slog.Level{
+	"heartbeat timeout reached, starting election": slog.LevelInfo,
+}
+
 // hclog routing: Raft logs through an intercept logger whose sink writes to
 // slog; the intercept logger itself prints nothing.
 type slogSink struct{ l *slog.Logger }
@@ -372,6 +382,9 @@ func (s slogSink) Accept(name string, level hclog.Level, msg string, args ...int
 		lvl = slog.LevelWarn
 	case level == hclog.Info:
 		lvl = slog.LevelInfo
+	}
+	if l, ok := routineRaftLogs[msg]; ok && l < lvl {
+		lvl = l
 	}
 	if !s.l.Enabled(context.Background(), lvl) {
 		return

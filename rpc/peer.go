@@ -159,12 +159,20 @@ func (s *peerService) Term(context.Context, *peerpb.TermRequest) (*peerpb.TermRe
 	return &peerpb.TermResponse{Term: s.n.raft.CurrentTerm()}, nil
 }
 
-// Touch passes keep-alives to the leader's session tracker.
-func (s *peerService) Touch(_ context.Context, req *peerpb.TouchRequest) (*peerpb.TouchResponse, error) {
+// Touch passes keep-alives to the leader's session tracker. When the
+// sender said its term, the leader then has that term confirmed by a
+// majority (counting the sender when it is in this term, as a read index
+// does) and says so: the sender may then vouch for the sessions.
+func (s *peerService) Touch(ctx context.Context, req *peerpb.TouchRequest) (*peerpb.TouchResponse, error) {
 	if !s.n.leader.touch(req.Sessions) {
 		return nil, errNoLeader
 	}
-	return &peerpb.TouchResponse{}, nil
+	resp := &peerpb.TouchResponse{}
+	if req.Term != 0 {
+		_, err := s.n.leaderReadIndexFor(ctx, req.ServerId, req.Term)
+		resp.Confirmed = err == nil
+	}
+	return resp, nil
 }
 
 // Info reports this server's own view.
@@ -247,13 +255,17 @@ func (p *peerClients) leader() (peerpb.PeerClient, error) {
 	return peerpb.NewPeerClient(cc), nil
 }
 
-func (p *peerClients) touchLeader(ctx context.Context, ids []int64) error {
+// touchLeader passes touches to the leader and reports whether it
+// confirmed them (see peerService.Touch). The term is read after the
+// touches were collected.
+func (p *peerClients) touchLeader(ctx context.Context, ids []int64) (bool, error) {
 	c, err := p.leader()
 	if err != nil {
-		return err
+		return false, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, p.n.cfg.Tick)
-	defer cancel()
-	_, err = c.Touch(ctx, &peerpb.TouchRequest{Sessions: ids})
-	return err
+	resp, err := c.Touch(ctx, &peerpb.TouchRequest{Sessions: ids, Term: p.n.raft.CurrentTerm(), ServerId: p.n.cfg.ID})
+	if err != nil {
+		return false, err
+	}
+	return resp.Confirmed, nil
 }

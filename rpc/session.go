@@ -31,7 +31,9 @@ type sessionTable struct {
 	mu       sync.Mutex
 	conns    map[int64]*conn
 	openWait map[string]chan session.Info // keyed by password
-	touched  map[int64]struct{}
+	// touched maps each session heard from since the last touch batch to
+	// the highest xid it sent meanwhile (0: none, only a connect).
+	touched map[int64]int64
 }
 
 func newSessionTable(n *Node) *sessionTable {
@@ -39,7 +41,7 @@ func newSessionTable(n *Node) *sessionTable {
 		n:        n,
 		conns:    make(map[int64]*conn),
 		openWait: make(map[string]chan session.Info),
-		touched:  make(map[int64]struct{}),
+		touched:  make(map[int64]int64),
 	}
 }
 
@@ -118,15 +120,28 @@ func (t *sessionTable) closeAll() {
 	}
 }
 
-func (t *sessionTable) touch(id int64) {
+// touch records that the session was heard from, with the xid of the
+// request that arrived (0 for a connect).
+func (t *sessionTable) touch(id, xid int64) {
 	t.mu.Lock()
-	t.touched[id] = struct{}{}
+	t.touched[id] = max(t.touched[id], xid)
 	t.mu.Unlock()
 }
 
-// runTouches passes the sessions heard from to the leader once per tick.
+// vouchInterval is how often the sessions heard from are passed to the
+// leader, and vouched for once it confirms them (apipb.Vouch).
+func (t *sessionTable) vouchInterval() time.Duration { return t.n.cfg.Tick / 2 }
+
+// runTouches passes the sessions heard from to the leader every vouch
+// interval and, once the leader confirms it refreshed their deadlines in a
+// term a majority confirmed after that, vouches for them to their clients.
+//
+// A batch is taken only after the previous one was answered, so a slow
+// leader delays the vouches (the clients then suspend early: safe) rather
+// than piling up batches. A server cut off from the leader vouches for
+// nothing: its touches fail, and are kept for the next round.
 func (t *sessionTable) runTouches() {
-	tk := time.NewTicker(t.n.cfg.Tick / 2)
+	tk := time.NewTicker(t.vouchInterval())
 	defer tk.Stop()
 	for {
 		select {
@@ -139,22 +154,58 @@ func (t *sessionTable) runTouches() {
 			t.mu.Unlock()
 			continue
 		}
-		ids := make([]int64, 0, len(t.touched))
-		for id := range t.touched {
+		batch := t.touched
+		t.touched = make(map[int64]int64, len(batch))
+		t.mu.Unlock()
+		ids := make([]int64, 0, len(batch))
+		for id := range batch {
 			ids = append(ids, id)
 		}
-		t.touched = make(map[int64]struct{})
-		t.mu.Unlock()
-		if t.n.leader.touch(ids) {
-			continue
-		}
-		if err := t.n.peers.touchLeader(t.n.ctx, ids); err != nil {
+		confirmed, err := t.passTouches(ids)
+		if err != nil {
 			// Keep them for the next round: the leader may be changing.
 			t.mu.Lock()
-			for _, id := range ids {
-				t.touched[id] = struct{}{}
+			for id, xid := range batch {
+				t.touched[id] = max(t.touched[id], xid)
 			}
 			t.mu.Unlock()
+			continue
+		}
+		if confirmed {
+			t.vouch(batch)
+		}
+	}
+}
+
+// passTouches refreshes the sessions' deadlines on the leader (this server
+// or another) and reports whether the leader then had its term confirmed
+// by a majority, so that the sessions may be vouched for.
+func (t *sessionTable) passTouches(ids []int64) (confirmed bool, err error) {
+	n := t.n
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Tick)
+	defer cancel()
+	if n.leader.touch(ids) {
+		// The round starts after the touches were recorded: a majority then
+		// confirms that no later leader existed when they were.
+		if _, err := n.leaderReadIndex(ctx); err != nil {
+			return false, nil // recorded, but not confirmed: no vouch
+		}
+		return true, nil
+	}
+	return n.peers.touchLeader(ctx, ids)
+}
+
+// vouch tells each session of batch connected here that the leader has
+// confirmed hearing from it as of the xid recorded.
+func (t *sessionTable) vouch(batch map[int64]int64) {
+	for id, xid := range batch {
+		if xid == 0 {
+			continue
+		}
+		if c := t.get(id); c != nil && c.vouches {
+			c.mu.Lock()
+			c.pushLocked(&apipb.ServerMessage{Kind: &apipb.ServerMessage_Vouch{Vouch: &apipb.Vouch{Xid: xid}}})
+			c.mu.Unlock()
 		}
 	}
 }
@@ -208,6 +259,8 @@ type entry struct {
 type conn struct {
 	t  *sessionTable
 	id int64
+	// vouches: the client asked for Vouch messages.
+	vouches bool
 
 	mu      sync.Mutex
 	queue   []*entry

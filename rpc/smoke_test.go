@@ -1,9 +1,12 @@
 package rpc
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"net"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -207,9 +210,20 @@ func threeNodes(t *testing.T, edits ...func(*Config)) ([]*Node, *Node) {
 // newTestNode starts one server on the config testConfig makes.
 func newTestNode(t testing.TB, id string) *Node {
 	t.Helper()
+	return newTestNodeWith(t, id)
+}
+
+// newTestNodeWith starts one server on the config testConfig makes, as
+// changed by edits.
+func newTestNodeWith(t testing.TB, id string, edits ...func(*Config)) *Node {
+	t.Helper()
 	var n *Node
 	startOver(t, func() (err error) {
-		n, err = NewNode(testConfig(t, id))
+		c := testConfig(t, id)
+		for _, e := range edits {
+			e(&c)
+		}
+		n, err = NewNode(c)
 		return err
 	})
 	t.Cleanup(func() { n.Close() })
@@ -284,4 +298,35 @@ func TestFollowersLearnCommitsAtOnce(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("a write through a follower was not answered within 10s")
 	}
+}
+
+// TestRoutineRaftLogsAreNotWarnings: a cluster's first election is normal
+// operation and logs nothing at the default level (warn).
+func TestRoutineRaftLogsAreNotWarnings(t *testing.T) {
+	var buf syncBuffer
+	h := slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn})
+	n := newTestNodeWith(t, "1", func(c *Config) { c.Logger = slog.New(h) })
+	waitLeader(t, n)
+	waitFor(t, n.LeaderReady)
+	if out := buf.String(); out != "" {
+		t.Fatalf("a single server's start logged at warn or above:\n%s", out)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

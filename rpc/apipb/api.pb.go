@@ -687,9 +687,12 @@ type ConnectRequest struct {
 	// refuses the session so that the client never sees time go backwards.
 	LastZxid int64 `protobuf:"varint,4,opt,name=last_zxid,json=lastZxid,proto3" json:"last_zxid,omitempty"`
 	// Watches to re-register on resume (paths), relative to last_zxid.
-	DataWatches   []string `protobuf:"bytes,5,rep,name=data_watches,json=dataWatches,proto3" json:"data_watches,omitempty"`
-	ExistWatches  []string `protobuf:"bytes,6,rep,name=exist_watches,json=existWatches,proto3" json:"exist_watches,omitempty"`
-	ChildWatches  []string `protobuf:"bytes,7,rep,name=child_watches,json=childWatches,proto3" json:"child_watches,omitempty"`
+	DataWatches  []string `protobuf:"bytes,5,rep,name=data_watches,json=dataWatches,proto3" json:"data_watches,omitempty"`
+	ExistWatches []string `protobuf:"bytes,6,rep,name=exist_watches,json=existWatches,proto3" json:"exist_watches,omitempty"`
+	ChildWatches []string `protobuf:"bytes,7,rep,name=child_watches,json=childWatches,proto3" json:"child_watches,omitempty"`
+	// vouches asks the server to send Vouch messages (a client that does not
+	// ask gets none: an older client would not know them).
+	Vouches       bool `protobuf:"varint,8,opt,name=vouches,proto3" json:"vouches,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -773,6 +776,13 @@ func (x *ConnectRequest) GetChildWatches() []string {
 	return nil
 }
 
+func (x *ConnectRequest) GetVouches() bool {
+	if x != nil {
+		return x.Vouches
+	}
+	return false
+}
+
 // ConnectResponse accepts a session on this server.
 type ConnectResponse struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -788,7 +798,7 @@ type ConnectResponse struct {
 	MaxRequestBytes int64 `protobuf:"varint,6,opt,name=max_request_bytes,json=maxRequestBytes,proto3" json:"max_request_bytes,omitempty"`
 	// vouch_interval_ms is how often, at most, this server passes its
 	// sessions' keep-alives to the leader and sends Vouch messages (0: it
-	// sends none, being older than Vouch).
+	// sends none, being older than Vouch or not asked to).
 	VouchIntervalMs int64 `protobuf:"varint,7,opt,name=vouch_interval_ms,json=vouchIntervalMs,proto3" json:"vouch_interval_ms,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
@@ -2957,7 +2967,7 @@ const file_rpc_apipb_api_proto_rawDesc = "" +
 	"\x05vouch\x18\x04 \x01(\v2\x14.coordd.api.v1.VouchH\x00R\x05vouchB\x06\n" +
 	"\x04kind\"\x19\n" +
 	"\x05Vouch\x12\x10\n" +
-	"\x03xid\x18\x01 \x01(\x03R\x03xid\"\xf4\x01\n" +
+	"\x03xid\x18\x01 \x01(\x03R\x03xid\"\x8e\x02\n" +
 	"\x0eConnectRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x03R\tsessionId\x12\x1a\n" +
@@ -2967,7 +2977,8 @@ const file_rpc_apipb_api_proto_rawDesc = "" +
 	"\tlast_zxid\x18\x04 \x01(\x03R\blastZxid\x12!\n" +
 	"\fdata_watches\x18\x05 \x03(\tR\vdataWatches\x12#\n" +
 	"\rexist_watches\x18\x06 \x03(\tR\fexistWatches\x12#\n" +
-	"\rchild_watches\x18\a \x03(\tR\fchildWatches\"\xf4\x01\n" +
+	"\rchild_watches\x18\a \x03(\tR\fchildWatches\x12\x18\n" +
+	"\avouches\x18\b \x01(\bR\avouches\"\xf4\x01\n" +
 	"\x0fConnectResponse\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x03R\tsessionId\x12\x1a\n" +
