@@ -2,11 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"strings"
+	"slices"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -77,21 +76,30 @@ when known. A one-shot call opens no session of its own.`,
 }
 
 // unary runs call against the servers in turn (the session's server first)
-// until one answers, each within the command's timeout.
+// until one answers, each within the command's timeout. Servers that do not
+// accept a connection are skipped at once; when none answers, the error
+// says why each failed.
 func (x *cmd) unary(call func(ctx context.Context, c apipb.CoordClient) error) error {
-	servers := x.servers
+	var servers []string
 	if x.sess != nil {
 		if cur := x.sess.cl.Server(); cur != "" {
-			servers = append([]string{cur}, servers...)
+			servers = append(servers, cur)
 		}
 	}
-	var errs []string
-	tried := map[string]bool{}
+	for _, addr := range x.servers {
+		if !slices.Contains(servers, addr) {
+			servers = append(servers, addr)
+		}
+	}
+	failed := probe(x.ctx, servers, min(x.timeout, probeTimeout))
+	if x.ctx.Err() != nil {
+		return x.ctx.Err()
+	}
+	later := map[string]error{}
 	for _, addr := range servers {
-		if tried[addr] {
+		if failed[addr] != nil {
 			continue
 		}
-		tried[addr] = true
 		err := func() error {
 			cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 			if err != nil {
@@ -108,7 +116,7 @@ func (x *cmd) unary(call func(ctx context.Context, c apipb.CoordClient) error) e
 		if x.ctx.Err() != nil {
 			return x.ctx.Err()
 		}
-		errs = append(errs, fmt.Sprintf("%s: %v", addr, err))
+		later[addr] = err
 	}
-	return errors.New(strings.Join(errs, "; "))
+	return &connectError{what: "no server answered", servers: failures(servers, failed, func(addr string) error { return later[addr] })}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"reflect"
@@ -418,9 +419,213 @@ func TestErrors(t *testing.T) {
 
 func TestConnectFailure(t *testing.T) {
 	var out, errOut bytes.Buffer
-	code := runWith([]string{"--servers", freeAddr(t), "--timeout", "300ms", "get", "/"}, strings.NewReader(""), &out, &errOut, nil)
-	if code != 1 || !strings.HasPrefix(errOut.String(), "coordctl: cannot connect to ") {
-		t.Errorf("exit %d, stderr %q", code, errOut.String())
+	addr := freeAddr(t)
+	code := runWith([]string{"--servers", addr, "--timeout", "300ms", "get", "/"}, strings.NewReader(""), &out, &errOut, nil)
+	want := "coordctl: cannot connect: no server accepts connections:\n  " + addr + ": connection refused\n"
+	if code != 1 || errOut.String() != want {
+		t.Errorf("exit %d, stderr %q; want exit 1, stderr %q", code, errOut.String(), want)
+	}
+}
+
+// bare runs coordctl with the given arguments (no default --servers).
+func bare(t *testing.T, args ...string) result {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := runWith(args, strings.NewReader(""), &out, &errOut, nil)
+	return result{out.String(), errOut.String(), code}
+}
+
+// loopbackHost is a 127.0.0.x address no other test of the package uses.
+func loopbackHost(t *testing.T) string {
+	t.Helper()
+	for i := 0; i < 100; i++ {
+		host := fmt.Sprintf("127.0.0.%d", 100+rand.IntN(150))
+		ln, err := net.Listen("tcp", host+":2181")
+		if err == nil {
+			ln.Close()
+			return host
+		}
+	}
+	t.Fatal("no 127.0.0.x with port 2181 free")
+	return ""
+}
+
+// proxy listens on addr and relays every connection to the test server.
+func proxy(t *testing.T, addr string) {
+	t.Helper()
+	target := server(t)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			wg.Add(2)
+			go func() { defer wg.Done(); io.Copy(s, c); s.Close() }()
+			go func() { defer wg.Done(); io.Copy(c, s); c.Close() }()
+		}
+	}()
+}
+
+func TestNormalizeServer(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"127.0.0.1", "127.0.0.1:2181"},
+		{"127.0.0.1:2182", "127.0.0.1:2182"},
+		{"localhost", "localhost:2181"},
+		{"zk1.example.com:3000", "zk1.example.com:3000"},
+		{"[::1]", "[::1]:2181"},
+		{"[::1]:2182", "[::1]:2182"},
+		{"::1", "[::1]:2181"},
+		{"2001:db8::7", "[2001:db8::7]:2181"},
+		{"[2001:db8::7]:2183", "[2001:db8::7]:2183"},
+	} {
+		got, err := normalizeServer(tc.in)
+		if err != nil || got != tc.want {
+			t.Errorf("normalizeServer(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+	for _, in := range []string{"host:abc", "host:0", "host:65536", ":2181", "[::1", "a:b:c", "[::1]x", "host:"} {
+		if got, err := normalizeServer(in); err == nil {
+			t.Errorf("normalizeServer(%q) = %q, want an error", in, got)
+		}
+	}
+	if r := bare(t, "--servers", "127.0.0.1:x", "ls", "/"); r.code != 2 || !strings.HasPrefix(r.stderr, "coordctl: --servers: bad port in \"127.0.0.1:x\"\n") {
+		t.Errorf("bad port: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// TestDefaultPort: a server given without a port is dialled on 2181, as a
+// host, as an IPv4 address or in brackets (it was dialled on gRPC's
+// default, 443).
+func TestDefaultPort(t *testing.T) {
+	host := loopbackHost(t)
+	// Nothing there yet: the error names port 2181.
+	r := bare(t, "--servers", host, "ls", "/")
+	if r.code != 1 || !strings.Contains(r.stderr, "  "+host+":2181: connection refused\n") {
+		t.Errorf("exit %d, stderr %q; want %s:2181 refused", r.code, r.stderr, host)
+	}
+	proxy(t, host+":2181")
+	for _, s := range []string{host, "[" + host + "]", host + ":2181"} {
+		if r := bare(t, "--servers", s, "ls", "/"); r.code != 0 {
+			t.Errorf("--servers %s: exit %d, stderr %q", s, r.code, r.stderr)
+		}
+		if r := bare(t, "--servers", s, "status"); r.code != 0 {
+			t.Errorf("--servers %s status: exit %d, stderr %q", s, r.code, r.stderr)
+		}
+	}
+}
+
+// TestUnreachableServers: when no server accepts a connection, coordctl
+// fails at once (not after --timeout) and says why each server failed; a
+// server that is up without a leader is named as such once --timeout has
+// passed.
+func TestUnreachableServers(t *testing.T) {
+	a, b := freeAddr(t), freeAddr(t)
+	start := time.Now()
+	r := bare(t, "--servers", a+","+b, "--timeout", "1m", "ls", "/")
+	want := "coordctl: cannot connect: no server accepts connections:\n  " + a + ": connection refused\n  " + b + ": connection refused\n"
+	if r.code != 1 || r.stderr != want {
+		t.Errorf("exit %d, stderr %q; want exit 1 and %q", r.code, r.stderr, want)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("took %v: waited for --timeout", d)
+	}
+	r = bare(t, "--servers", a, "--timeout", "1m", "status")
+	if want := "coordctl: status: no server answered:\n  " + a + ": connection refused\n"; r.code != 1 || r.stderr != want {
+		t.Errorf("status: exit %d, stderr %q; want %q", r.code, r.stderr, want)
+	}
+
+	// A server of a 3-node cluster whose peers never came up: it has no
+	// leader.
+	dir := t.TempDir()
+	peer := freeAddr(t)
+	n, err := rpc.NewNode(rpc.Config{
+		ID: "1", DataDir: dir, ClientAddr: freeAddr(t), PeerAddr: peer, Tick: 100 * time.Millisecond,
+		Peers:            []rpc.Peer{{ID: "1", Addr: peer}, {ID: "2", Addr: freeAddr(t)}, {ID: "3", Addr: freeAddr(t)}},
+		HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond,
+		LeaderLeaseTimeout: 50 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	// A first attempt may come before the server knows it has no leader,
+	// and wait for a session that never opens (the client gives an attempt
+	// 2s); later ones are refused at once.
+	r = bare(t, "--servers", n.ClientAddr()+","+a, "--timeout", "5s", "ls", "/")
+	if r.code != 1 || !strings.HasPrefix(r.stderr, "coordctl: cannot connect to any server within 5s:\n") ||
+		!strings.Contains(r.stderr, "\n  "+n.ClientAddr()+": unavailable: server 1 has no leader\n") ||
+		!strings.Contains(r.stderr, "\n  "+a+": connection refused\n") {
+		t.Errorf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	m := decode(t, strings.TrimSpace(bare(t, "--servers", n.ClientAddr(), "--timeout", "1s", "-o", "json", "ls", "/").stderr), "error")
+	e := decode(t, string(m["error"]), "code", "message", "servers")
+	servers := unmarshal[[]serverFailure](t, e["servers"])
+	if unmarshal[string](t, e["code"]) != "ConnectionFailed" || unmarshal[string](t, e["message"]) != "cannot connect to any server within 1s" ||
+		len(servers) != 1 || servers[0] != (serverFailure{Address: n.ClientAddr(), Error: "unavailable: server 1 has no leader"}) {
+		t.Errorf("JSON error %s", m["error"])
+	}
+}
+
+// TestJSONErrors: with -o json (global, or the verb's), errors are one JSON
+// object on stderr: {"error": {"code": ..., "message": ...}}.
+func TestJSONErrors(t *testing.T) {
+	fresh(t, "/jerr")
+	ok(t, "create", "/jerr", "x")
+	ok(t, "create", "/jerr/c")
+	for _, tc := range []struct {
+		args    []string
+		exit    int
+		code    string
+		message string
+	}{
+		{[]string{"-o", "json", "get", "/jerr/missing"}, 1, "NoNode", "/jerr/missing: node does not exist"},
+		{[]string{"get", "-o", "json", "/jerr/missing"}, 1, "NoNode", "/jerr/missing: node does not exist"},
+		{[]string{"get", "/jerr/missing", "-o", "json"}, 1, "NoNode", "/jerr/missing: node does not exist"},
+		{[]string{"-o", "json", "create", "/jerr"}, 1, "NodeExists", "/jerr: node already exists"},
+		{[]string{"-o", "json", "set", "-v", "9", "/jerr", "y"}, 1, "BadVersion", "/jerr: version does not match"},
+		{[]string{"-o", "json", "delete", "/jerr"}, 1, "NotEmpty", "/jerr: node has children"},
+		{[]string{"-o", "json", "create", "bad"}, 1, "BadArguments", "bad: bad arguments"},
+		{[]string{"-o", "json", "get"}, 2, "Usage", "get: missing argument"},
+		{[]string{"-o", "json", "nosuchverb"}, 2, "Usage", `unknown verb "nosuchverb"`},
+		{[]string{"get", "-x", "-o", "json", "/jerr"}, 2, "Usage", "get: flag provided but not defined: -x"},
+		{[]string{"-o", "json", "--bogus", "get", "/jerr"}, 2, "Usage", "flag provided but not defined: -bogus"},
+	} {
+		r := ctl(t, tc.args...)
+		if r.code != tc.exit || r.stdout != "" {
+			t.Errorf("coordctl %q: exit %d, stdout %q; want exit %d", tc.args, r.code, r.stdout, tc.exit)
+		}
+		m := decode(t, strings.TrimSuffix(r.stderr, "\n"), "error")
+		e := decode(t, string(m["error"]), "code", "message")
+		if c, msg := unmarshal[string](t, e["code"]), unmarshal[string](t, e["message"]); c != tc.code || !strings.HasPrefix(msg, tc.message) {
+			t.Errorf("coordctl %q: code %q, message %q; want %q, %q...", tc.args, c, msg, tc.code, tc.message)
+		}
+	}
+	// In the shell, each command's own -o decides.
+	r := ctlIn(t, "get /jerr/missing\nget -o json /jerr/missing\n", "shell")
+	lines := strings.Split(r.stderr, "\n")
+	var errs []string
+	for _, l := range lines {
+		if strings.Contains(l, "/jerr/missing") {
+			errs = append(errs, l)
+		}
+	}
+	want := []string{"coordctl: /jerr/missing: node does not exist", `{"error":{"code":"NoNode","message":"/jerr/missing: node does not exist"}}`}
+	if !reflect.DeepEqual(errs, want) {
+		t.Errorf("shell errors %q, want %q", errs, want)
 	}
 }
 

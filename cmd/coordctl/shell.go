@@ -71,6 +71,7 @@ func (c *cli) shell() int {
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
+		c.errJSON = c.format == "json"
 		argv, err := splitLine(line)
 		if err != nil {
 			c.report(usagef("", "%v", err))

@@ -103,6 +103,7 @@ func newVerbFlags(v *verb, format *string) (*flag.FlagSet, func(x *cmd, args []s
 
 // execute parses argv (a verb and its arguments) and runs the verb.
 func (c *cli) execute(ctx context.Context, argv []string) error {
+	c.errJSON = c.format == "json" || wantsJSON(argv[1:])
 	v := lookupVerb(argv[0])
 	if v == nil {
 		return usagef("", "unknown verb %q", argv[0])
@@ -125,6 +126,7 @@ func (c *cli) execute(ctx context.Context, argv []string) error {
 	if err := checkFormat(v.name, format); err != nil {
 		return err
 	}
+	c.errJSON = format == "json"
 	x := &cmd{cli: c, ctx: ctx, verb: v, out: &printer{w: c.stdout, json: format == "json"}}
 	return run(x, args)
 }
