@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -19,10 +20,15 @@ import (
 var statusVerb = &verb{
 	name:     "status",
 	synopsis: "status",
-	summary:  "show every member of the cluster: id, client address, role, applied zxid; and the leader",
+	summary:  "show every member of the cluster: id, client address, role, applied zxid, version; and the leader",
 	detail: `
 Asks the first server that answers (the shell's own server first) for its
-view of the cluster. A member that server cannot reach shows as unreachable.`,
+view of the cluster. A member that server cannot reach shows as unreachable.
+
+As a health check: the exit status is 0 when every member is reachable and
+there is a leader, 3 when a member is unreachable or there is no leader (the
+members are printed all the same, and stderr says what is wrong), 1 when no
+server answered.`,
 	define: func(fs *flag.FlagSet) func(x *cmd, args []string) error {
 		return func(x *cmd, args []string) error {
 			if err := x.nargs(args, 0, 0); err != nil {
@@ -38,11 +44,32 @@ view of the cluster. A member that server cannot reach shows as unreachable.`,
 			}
 			out := statusJSON{Leader: resp.GetLeader(), Members: []memberJSON{}}
 			for _, m := range resp.GetMembers() {
-				out.Members = append(out.Members, memberJSON{ID: m.GetId(), Address: m.GetClientAddress(), Role: m.GetRole(), Applied: m.GetApplied()})
+				out.Members = append(out.Members, memberJSON{ID: m.GetId(), Address: m.GetClientAddress(), Role: m.GetRole(), Applied: m.GetApplied(), Version: m.GetVersion()})
 			}
-			return x.out.emit(out, func(w io.Writer) { writeStatus(w, out) })
+			if err := x.out.emit(out, func(w io.Writer) { writeStatus(w, out) }); err != nil {
+				return err
+			}
+			return unhealthy(out)
 		}
 	},
+}
+
+// unhealthy says what makes a status unfit for service: members that are
+// unreachable, or no leader; nil when there is nothing.
+func unhealthy(st statusJSON) error {
+	var probs []string
+	for _, m := range st.Members {
+		if m.Role == "unreachable" {
+			probs = append(probs, fmt.Sprintf("member %s is unreachable", m.ID))
+		}
+	}
+	if st.Leader == "" {
+		probs = append(probs, "there is no leader")
+	}
+	if len(probs) == 0 {
+		return nil
+	}
+	return &cliError{code: "Unhealthy", status: exitUnhealthy, msg: "status: " + strings.Join(probs, ", ")}
 }
 
 var sessionsVerb = &verb{

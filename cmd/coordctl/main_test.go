@@ -50,6 +50,9 @@ func freeAddr(t testing.TB) string {
 	return ln.Addr().String()
 }
 
+// testServerVersion is the build version the shared server reports.
+const testServerVersion = "v0.0.0-test"
+
 // server returns the address of the shared server, starting it on first use
 // and waiting until it leads.
 func server(t *testing.T) string {
@@ -63,7 +66,7 @@ func server(t *testing.T) string {
 			ID: "1", DataDir: srvDir, ClientAddr: freeAddr(t), PeerAddr: freeAddr(t),
 			Tick: 100 * time.Millisecond, MaxSessionTimeout: 10 * time.Second,
 			HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond,
-			LeaderLeaseTimeout: 150 * time.Millisecond,
+			LeaderLeaseTimeout: 150 * time.Millisecond, Version: testServerVersion,
 		})
 		if srvErr != nil {
 			return
@@ -291,7 +294,8 @@ func TestTextOutput(t *testing.T) {
 		t.Errorf("version printed %q", got)
 	}
 	status := ok(t, "status")
-	if !strings.Contains(status, srvNode.ClientAddr()) || !strings.Contains(status, "leader: 1\n") {
+	if !strings.Contains(status, srvNode.ClientAddr()) || !strings.Contains(status, "leader: 1\n") ||
+		!strings.HasPrefix(status, "ID  ADDRESS ") || !strings.Contains(status, " VERSION\n") || !strings.Contains(status, " "+testServerVersion+"\n") {
 		t.Errorf("status printed:\n%s", status)
 	}
 }
@@ -354,9 +358,10 @@ func TestJSONOutput(t *testing.T) {
 	if err := json.Unmarshal(m["members"], &members); err != nil || len(members) != 1 {
 		t.Fatalf("members %s (%v)", m["members"], err)
 	}
-	mem := decode(t, mustMarshal(t, members[0]), "id", "address", "role", "applied")
+	mem := decode(t, mustMarshal(t, members[0]), "id", "address", "role", "applied", "version")
 	if unmarshal[string](t, mem["id"]) != "1" || unmarshal[string](t, mem["address"]) != srvNode.ClientAddr() ||
-		unmarshal[string](t, mem["role"]) != "leader" || unmarshal[int64](t, mem["applied"]) <= 0 {
+		unmarshal[string](t, mem["role"]) != "leader" || unmarshal[int64](t, mem["applied"]) <= 0 ||
+		unmarshal[string](t, mem["version"]) != testServerVersion {
 		t.Errorf("member %v", members[0])
 	}
 
@@ -548,20 +553,7 @@ func TestUnreachableServers(t *testing.T) {
 		t.Errorf("status: exit %d, stderr %q; want %q", r.code, r.stderr, want)
 	}
 
-	// A server of a 3-node cluster whose peers never came up: it has no
-	// leader.
-	dir := t.TempDir()
-	peer := freeAddr(t)
-	n, err := rpc.NewNode(rpc.Config{
-		ID: "1", DataDir: dir, ClientAddr: freeAddr(t), PeerAddr: peer, Tick: 100 * time.Millisecond,
-		Peers:            []rpc.Peer{{ID: "1", Addr: peer}, {ID: "2", Addr: freeAddr(t)}, {ID: "3", Addr: freeAddr(t)}},
-		HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond,
-		LeaderLeaseTimeout: 50 * time.Millisecond,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
+	n := leaderless(t)
 	// A first attempt may come before the server knows it has no leader,
 	// and wait for a session that never opens (the client gives an attempt
 	// 2s); later ones are refused at once.
@@ -577,6 +569,62 @@ func TestUnreachableServers(t *testing.T) {
 	if unmarshal[string](t, e["code"]) != "ConnectionFailed" || unmarshal[string](t, e["message"]) != "cannot connect to any server within 1s" ||
 		len(servers) != 1 || servers[0] != (serverFailure{Address: n.ClientAddr(), Error: "unavailable: server 1 has no leader"}) {
 		t.Errorf("JSON error %s", m["error"])
+	}
+}
+
+// leaderless starts a server of a 3-node cluster whose peers never come
+// up: it has no leader, and its peers are unreachable.
+func leaderless(t *testing.T) *rpc.Node {
+	t.Helper()
+	peer := freeAddr(t)
+	n, err := rpc.NewNode(rpc.Config{
+		ID: "1", DataDir: t.TempDir(), ClientAddr: freeAddr(t), PeerAddr: peer, Tick: 100 * time.Millisecond,
+		Peers:            []rpc.Peer{{ID: "1", Addr: peer}, {ID: "2", Addr: freeAddr(t)}, {ID: "3", Addr: freeAddr(t)}},
+		HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond,
+		LeaderLeaseTimeout: 50 * time.Millisecond, Version: testServerVersion,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return n
+}
+
+// TestStatusHealthCheck: status exits 0 on a healthy cluster and 3 when a
+// member is unreachable or there is no leader, still printing the members.
+func TestStatusHealthCheck(t *testing.T) {
+	if r := ctl(t, "status"); r.code != 0 || r.stderr != "" {
+		t.Errorf("healthy: exit %d, stderr %q", r.code, r.stderr)
+	}
+	n := leaderless(t)
+	r := bare(t, "--servers", n.ClientAddr(), "status")
+	if r.code != 3 || r.stderr != "coordctl: status: member 2 is unreachable, member 3 is unreachable, there is no leader\n" {
+		t.Errorf("no quorum: exit %d, stderr %q", r.code, r.stderr)
+	}
+	for _, want := range []string{"\n2   -  ", "unreachable", "leader: none\n", testServerVersion} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("status output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	r = bare(t, "--servers", n.ClientAddr(), "-o", "json", "status")
+	if r.code != 3 {
+		t.Errorf("JSON: exit %d", r.code)
+	}
+	decode(t, strings.TrimSpace(r.stdout), "leader", "members")
+	e := decode(t, string(decode(t, strings.TrimSpace(r.stderr), "error")["error"]), "code", "message")
+	if unmarshal[string](t, e["code"]) != "Unhealthy" {
+		t.Errorf("JSON error %s", r.stderr)
+	}
+}
+
+// TestVersion: coordctl version prints the version make build stamps into
+// main.version.
+func TestVersion(t *testing.T) {
+	old := version
+	version = "v1.2.3-test"
+	defer func() { version = old }()
+	if got := ok(t, "version"); got != "coordctl v1.2.3-test\n" {
+		t.Errorf("version printed %q", got)
 	}
 }
 

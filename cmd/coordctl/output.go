@@ -72,6 +72,7 @@ type memberJSON struct {
 	Address string `json:"address"`
 	Role    string `json:"role"`
 	Applied int64  `json:"applied"`
+	Version string `json:"version"` // "" when unreachable
 }
 
 type sessionsJSON struct {
@@ -124,13 +125,15 @@ func (p *printer) emitEvent(ev client.Event) error {
 
 func writeStatus(w io.Writer, st statusJSON) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tADDRESS\tROLE\tAPPLIED")
-	for _, m := range st.Members {
-		addr := m.Address
-		if addr == "" {
-			addr = "-"
+	fmt.Fprintln(tw, "ID\tADDRESS\tROLE\tAPPLIED\tVERSION")
+	dash := func(s string) string {
+		if s == "" {
+			return "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", m.ID, addr, m.Role, m.Applied)
+		return s
+	}
+	for _, m := range st.Members {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", m.ID, dash(m.Address), m.Role, m.Applied, dash(m.Version))
 	}
 	tw.Flush()
 	leader := st.Leader
