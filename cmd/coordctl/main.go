@@ -51,13 +51,17 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // runWith is run with the interrupt signals coming from sig (nil: none), so
 // that tests can interrupt a blocking verb.
 func runWith(args []string, stdin io.Reader, stdout, stderr io.Writer, sig <-chan os.Signal) int {
-	c := &cli{
+	return newCLI(stdin, stdout, stderr, sig).main(args)
+}
+
+// newCLI makes an invocation with its I/O and interrupt signals.
+func newCLI(stdin io.Reader, stdout, stderr io.Writer, sig <-chan os.Signal) *cli {
+	return &cli{
 		stdin:  stdin,
 		stdout: &syncWriter{w: stdout},
 		stderr: &syncWriter{w: stderr},
 		sig:    sig,
 	}
-	return c.main(args)
 }
 
 // cli is one invocation of coordctl: its global settings, its I/O and, once
@@ -72,9 +76,14 @@ type cli struct {
 	timeout        time.Duration
 	sessionTimeout time.Duration
 
-	inShell bool     // running the shell: verbs do not block for ephemerals
-	errJSON bool     // the running command asked for -o json: errors too
-	sess    *session // nil until a verb needs it
+	inShell     bool       // running the shell: verbs do not block for ephemerals
+	interactive bool       // the shell reads a terminal: it may ask questions
+	lines       lineReader // where the shell reads its commands (and answers)
+	errJSON     bool       // the running command asked for -o json: errors too
+	// terminal makes the shell take stdin for a terminal (without line
+	// editing), for tests.
+	terminal bool
+	sess     *session // nil until a verb needs it
 }
 
 // usageError is a mistake in the command line (exit status 2). verb names the

@@ -680,7 +680,7 @@ func TestJSONErrors(t *testing.T) {
 func TestHelp(t *testing.T) {
 	for _, args := range [][]string{{"help"}, {"-h"}} {
 		r := ctl(t, args...)
-		if r.code != 0 || !strings.Contains(r.stdout, "deleteall PATH") || !strings.Contains(r.stdout, "--servers") {
+		if r.code != 0 || !strings.Contains(r.stdout, "deleteall [-force] PATH") || !strings.Contains(r.stdout, "--servers") {
 			t.Errorf("coordctl %q: exit %d, stdout:\n%s", args, r.code, r.stdout)
 		}
 	}
@@ -717,6 +717,82 @@ func TestDeleteallAndRecursiveLs(t *testing.T) {
 	decode(t, ok(t, "-o", "json", "deleteall", "/tree"), "path")
 	if r := ctl(t, "stat", "/tree"); r.code != 1 {
 		t.Errorf("/tree survived deleteall: %+v", r)
+	}
+}
+
+// ownServer starts a single-node server of the test's own, for a test that
+// changes the whole tree.
+func ownServer(t *testing.T) string {
+	t.Helper()
+	n, err := rpc.NewNode(rpc.Config{
+		ID: "1", DataDir: t.TempDir(), ClientAddr: freeAddr(t), PeerAddr: freeAddr(t),
+		Tick: 100 * time.Millisecond, HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond,
+		LeaderLeaseTimeout: 150 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	if !poll(10*time.Second, n.IsLeader) {
+		t.Fatal("the server did not become leader")
+	}
+	return n.ClientAddr()
+}
+
+// terminalShell runs the shell as on a terminal (it may ask questions),
+// reading stdin.
+func terminalShell(t *testing.T, addr, stdin string) result {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	c := newCLI(strings.NewReader(stdin), &out, &errOut, nil)
+	c.terminal = true
+	code := c.main([]string{"--servers", addr})
+	return result{out.String(), errOut.String(), code}
+}
+
+// TestDeleteallRoot: deleteall / is refused without -force, except in an
+// interactive shell, which asks; it spares the root and /zookeeper.
+func TestDeleteallRoot(t *testing.T) {
+	addr := ownServer(t)
+	at := func(args ...string) result { return bare(t, append([]string{"--servers", addr}, args...)...) }
+	for _, p := range []string{"/a", "/a/b", "/c", "/zookeeper"} {
+		if r := at("create", p); r.code != 0 {
+			t.Fatalf("create %s: %+v", p, r)
+		}
+	}
+	all := "a\nc\nzookeeper\n"
+	if r := at("deleteall", "/"); r.code != 2 || !strings.HasPrefix(r.stderr, "coordctl: deleteall: deleteall / deletes every node: add -force to mean it\n") {
+		t.Errorf("one-shot deleteall /: exit %d, stderr %q", r.code, r.stderr)
+	}
+	r := bare(t, "--servers", addr, "-o", "json", "deleteall", "/")
+	if r.code != 2 || !strings.Contains(r.stderr, `"code":"Usage"`) {
+		t.Errorf("one-shot deleteall / -o json: exit %d, stderr %q", r.code, r.stderr)
+	}
+	var out, errOut bytes.Buffer
+	if code := runWith([]string{"--servers", addr}, strings.NewReader("deleteall /\nls /\n"), &out, &errOut, nil); code != 1 || out.String() != all {
+		t.Errorf("deleteall / from a pipe: exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
+	}
+	if got := at("ls", "/").stdout; got != all {
+		t.Fatalf("a refused deleteall / deleted nodes: ls / %q", got)
+	}
+	r = terminalShell(t, addr, "deleteall /\nno\nls /\n")
+	if r.stdout != all || !strings.Contains(r.stderr, "coordctl: deleteall /: not confirmed; nothing deleted\n") {
+		t.Errorf("answered no: stdout %q, stderr %q", r.stdout, r.stderr)
+	}
+	r = terminalShell(t, addr, "deleteall /\ny\nls /\n")
+	if r.stdout != "zookeeper\n" || r.code != 0 {
+		t.Errorf("answered y: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	for _, p := range []string{"/a", "/a/b", "/c"} {
+		if r := at("create", p); r.code != 0 {
+			t.Fatalf("create %s: %+v", p, r)
+		}
+	}
+	if r := at("deleteall", "-force", "/"); r.code != 0 || r.stdout != "" {
+		t.Errorf("deleteall -force /: %+v", r)
+	}
+	if got := at("ls", "/").stdout; got != "zookeeper\n" {
+		t.Errorf("after deleteall -force /: ls / %q", got)
 	}
 }
 

@@ -233,18 +233,35 @@ var deleteVerb = &verb{
 
 var deleteallVerb = &verb{
 	name:     "deleteall",
-	synopsis: "deleteall PATH",
+	synopsis: "deleteall [-force] PATH",
 	summary:  "delete a node and all its descendants",
 	detail: `
 Deletes depth first: every child's subtree, then the node. Nodes that vanish
 meanwhile are skipped; children created meanwhile are deleted too (a few
-retries). deleteall / deletes everything but the root.`,
+retries).
+
+deleteall / deletes every node but the root and ZooKeeper's own /zookeeper
+subtree. It asks first in an interactive shell; elsewhere (a one-shot call,
+commands from a pipe or file) it is refused unless -force is given.`,
 	define: func(fs *flag.FlagSet) func(x *cmd, args []string) error {
+		force := fs.Bool("force", false, "delete everything when PATH is /, without asking")
 		return func(x *cmd, args []string) error {
 			if err := x.nargs(args, 1, 1); err != nil {
 				return err
 			}
 			path := args[0]
+			if path == "/" && !*force {
+				if !x.interactive {
+					return x.usage("deleteall / deletes every node: add -force to mean it")
+				}
+				yes, err := x.confirm("delete every node of the cluster? [y/N] ")
+				if err != nil {
+					return err
+				}
+				if !yes {
+					return &cliError{code: "NotConfirmed", status: 1, msg: "deleteall /: not confirmed; nothing deleted"}
+				}
+			}
 			ctx, cancel, cl, err := x.connected()
 			if err != nil {
 				return err
@@ -258,6 +275,10 @@ retries). deleteall / deletes everything but the root.`,
 	},
 }
 
+// zookeeperNode is ZooKeeper's own subtree, which deleteall / leaves alone
+// (as ZooKeeper's deleteall does: the server refuses to delete it).
+const zookeeperNode = "zookeeper"
+
 // deleteAll deletes path's subtree depth first. Only for the top node is a
 // missing node an error.
 func deleteAll(ctx context.Context, cl *client.Client, path string, top bool) error {
@@ -270,6 +291,9 @@ func deleteAll(ctx context.Context, cl *client.Client, path string, top bool) er
 			return fmt.Errorf("%s: %w", path, err)
 		}
 		for _, c := range children {
+			if path == "/" && c == zookeeperNode {
+				continue
+			}
 			if err := deleteAll(ctx, cl, childPath(path, c), false); err != nil {
 				return err
 			}

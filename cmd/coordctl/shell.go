@@ -36,6 +36,7 @@ func (c *cli) shell() int {
 
 	src, interactive := c.lineSource()
 	defer src.close()
+	c.lines, c.interactive = src, interactive
 	type lineResult struct {
 		line string
 		err  error
@@ -101,12 +102,31 @@ func exitStatus(failed, interactive bool) int {
 // lineReader is where the shell reads its commands.
 type lineReader interface {
 	readLine() (string, error)
+	// ask shows prompt and reads the answer.
+	ask(prompt string) (string, error)
 	close()
+}
+
+// confirm asks a yes/no question in the interactive shell; only "y" or
+// "yes" is yes. An interrupt is no.
+func (c *cli) confirm(question string) (bool, error) {
+	answer, err := c.lines.ask(question)
+	if errors.Is(err, readline.ErrInterrupt) {
+		return false, nil
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		return false, err
+	}
+	a := strings.ToLower(strings.TrimSpace(answer))
+	return a == "y" || a == "yes", nil
 }
 
 // lineSource returns a readline editor when stdin is a terminal, else a
 // plain line reader; interactive says which.
 func (c *cli) lineSource() (lineReader, bool) {
+	if c.terminal {
+		return &plainLines{r: bufio.NewReader(c.stdin)}, true
+	}
 	if f, ok := c.stdin.(*os.File); ok && readline.IsTerminal(int(f.Fd())) {
 		cfg := &readline.Config{
 			Prompt:            "coordctl> ",
@@ -164,6 +184,11 @@ func (e *editor) readLine() (string, error) {
 	}
 }
 
+func (e *editor) ask(prompt string) (string, error) {
+	e.rl.SetPrompt(prompt)
+	return e.rl.Readline()
+}
+
 func (e *editor) close() { e.rl.Close() }
 
 // prompt shows the server and, unless connected, the session's state.
@@ -190,6 +215,8 @@ func (p *plainLines) readLine() (string, error) {
 	}
 	return line, err
 }
+
+func (p *plainLines) ask(prompt string) (string, error) { return p.readLine() }
 
 func (p *plainLines) close() {}
 
