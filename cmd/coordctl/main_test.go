@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
@@ -686,7 +687,7 @@ func TestHelp(t *testing.T) {
 	}
 	for _, args := range [][]string{{"help", "create"}, {"create", "-h"}} {
 		r := ctl(t, args...)
-		if r.code != 0 || !strings.Contains(r.stdout, "usage: create [-e] [-s] [-c] [-t ttl_ms] PATH [DATA]") || !strings.Contains(r.stdout, "until it is interrupted") {
+		if r.code != 0 || !strings.Contains(r.stdout, "usage: create [-e] [-s] [-c] [-t ttl_ms] [-f FILE] PATH [DATA]") || !strings.Contains(r.stdout, "until it is interrupted") {
 			t.Errorf("coordctl %q: exit %d, stdout:\n%s", args, r.code, r.stdout)
 		}
 	}
@@ -717,6 +718,101 @@ func TestDeleteallAndRecursiveLs(t *testing.T) {
 	decode(t, ok(t, "-o", "json", "deleteall", "/tree"), "path")
 	if r := ctl(t, "stat", "/tree"); r.code != 1 {
 		t.Errorf("/tree survived deleteall: %+v", r)
+	}
+}
+
+// getData reads path's data through coordctl get -o json.
+func getData(t *testing.T, path string) []byte {
+	t.Helper()
+	m := decode(t, ok(t, "-o", "json", "get", path), "path", "data", "stat")
+	d, err := base64.StdEncoding.DecodeString(unmarshal[string](t, m["data"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// TestDataFromFile: create and set take their data from a file (-f FILE)
+// or standard input (-f -), byte for byte, beyond what fits in an argument.
+func TestDataFromFile(t *testing.T) {
+	fresh(t, "/df")
+	ok(t, "create", "/df")
+	// 512 KiB of every byte value, newlines and NULs included (an argument
+	// list holds at most 128 KiB per argument).
+	data := make([]byte, 512<<10)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	file := filepath.Join(t.TempDir(), "data")
+	if err := os.WriteFile(file, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ok(t, "create", "-f", file, "/df/a")
+	if got := getData(t, "/df/a"); !bytes.Equal(got, data) {
+		t.Errorf("create -f stored %d bytes, want the file's %d", len(got), len(data))
+	}
+	if r := ctlIn(t, "from stdin\x00\n", "set", "-f", "-", "/df/a"); r.code != 0 {
+		t.Fatalf("set -f -: %+v", r)
+	}
+	if got := getData(t, "/df/a"); string(got) != "from stdin\x00\n" {
+		t.Errorf("set -f - stored %q", got)
+	}
+	if r := ctlIn(t, string(data), "create", "-s", "-f", "-", "/df/s-"); r.code != 0 || r.stdout != "/df/s-0000000001\n" {
+		t.Fatalf("create -f -: %+v", r)
+	}
+	if got := getData(t, "/df/s-0000000001"); !bytes.Equal(got, data) {
+		t.Errorf("create -f - stored %d bytes", len(got))
+	}
+	ok(t, "set", "-v", "1", "-f", file, "/df/a")
+	if got := getData(t, "/df/a"); !bytes.Equal(got, data) {
+		t.Errorf("set -f stored %d bytes", len(got))
+	}
+	// An empty file is empty data.
+	empty := filepath.Join(t.TempDir(), "empty")
+	os.WriteFile(empty, nil, 0o600)
+	ok(t, "create", "-f", empty, "/df/e")
+	if got := getData(t, "/df/e"); len(got) != 0 {
+		t.Errorf("empty file stored %q", got)
+	}
+
+	// Bad input: a clear error, and nothing changes.
+	huge := filepath.Join(t.TempDir(), "huge")
+	if err := os.WriteFile(huge, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(huge, maxFileData+1); err != nil { // sparse
+		t.Fatal(err)
+	}
+	big := filepath.Join(t.TempDir(), "big") // over the server's 1 MiB
+	if err := os.WriteFile(big, bytes.Repeat([]byte("x"), 2<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args   []string
+		code   int
+		stderr string
+	}{
+		{[]string{"set", "-f", file, "/df/a", "x"}, 2, "coordctl: set: -f and DATA exclude each other\n"},
+		{[]string{"create", "-f", file, "/df/b", "x"}, 2, "coordctl: create: -f and DATA exclude each other\n"},
+		{[]string{"set", "/df/a"}, 2, "coordctl: set: missing argument\n"},
+		{[]string{"set", "-f", filepath.Join(t.TempDir(), "none"), "/df/a"}, 1, "coordctl: -f: open "},
+		{[]string{"set", "-f", huge, "/df/a"}, 1, fmt.Sprintf("coordctl: -f: %s: %d bytes, more than a znode may hold (64 MiB)\n", huge, maxFileData+1)},
+		{[]string{"set", "-f", big, "/df/a"}, 1, "coordctl: /df/a: bad arguments"},
+		{[]string{"create", "-f", big, "/df/b"}, 1, "coordctl: /df/b: bad arguments"},
+	} {
+		r := ctl(t, tc.args...)
+		if r.code != tc.code || !strings.HasPrefix(r.stderr, tc.stderr) {
+			t.Errorf("coordctl %q: exit %d, stderr %q; want exit %d, stderr %q...", tc.args, r.code, r.stderr, tc.code, tc.stderr)
+		}
+	}
+	if r := ctlIn(t, "set -f - /df/a\n", "shell"); r.code != 1 || !strings.Contains(r.stderr, "coordctl: set: -f -: standard input holds the shell's commands; give a file\n") {
+		t.Errorf("set -f - in the shell: %+v", r)
+	}
+	if got := getData(t, "/df/a"); !bytes.Equal(got, data) {
+		t.Errorf("a failed set changed the data (%d bytes)", len(got))
+	}
+	if r := ctl(t, "stat", "/df/b"); r.code != 1 {
+		t.Errorf("a failed create made the node")
 	}
 }
 

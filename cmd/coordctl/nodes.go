@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"time"
 
@@ -16,9 +17,12 @@ import (
 
 var createVerb = &verb{
 	name:     "create",
-	synopsis: "create [-e] [-s] [-c] [-t ttl_ms] PATH [DATA]",
+	synopsis: "create [-e] [-s] [-c] [-t ttl_ms] [-f FILE] PATH [DATA]",
 	summary:  "create a node and print its path",
 	detail: `
+The data is DATA, or the contents of FILE with -f (-f - reads standard
+input, except in the shell); without either the node has no data.
+
 -e makes an ephemeral node, which lives as long as the session that made it.
 In a one-shot call that session is coordctl's own: coordctl prints the path,
 then keeps the session (and the node) alive until it is interrupted (SIGINT
@@ -35,6 +39,7 @@ deletes when it has had no children and no change for ttl_ms milliseconds.
 		seq := fs.Bool("s", false, "make a sequential node")
 		ctr := fs.Bool("c", false, "make a container node")
 		ttl := fs.Int64("t", 0, "make a TTL node living `ttl_ms` milliseconds without change")
+		file := fs.String("f", "", "read the data from `FILE` (- for standard input)")
 		return func(x *cmd, args []string) error {
 			if err := x.nargs(args, 1, 2); err != nil {
 				return err
@@ -60,9 +65,9 @@ deletes when it has had no children and no change for ttl_ms milliseconds.
 				return x.usage("-e, -c and -t exclude each other")
 			}
 			path := args[0]
-			var data []byte
-			if len(args) == 2 {
-				data = []byte(args[1])
+			data, err := x.data(args[1:], *file)
+			if err != nil {
+				return err
 			}
 			ctx, cancel, cl, err := x.connected()
 			if err != nil {
@@ -159,17 +164,24 @@ and the read, sent together; Client.SyncGet).`,
 
 var setVerb = &verb{
 	name:     "set",
-	synopsis: "set [-s] [-v VERSION] PATH DATA",
+	synopsis: "set [-s] [-v VERSION] [-f FILE] PATH [DATA]",
 	summary:  "replace a node's data",
 	detail: `
-With -v the write applies only if the node's version is VERSION (-1: any).
+The data is DATA, or the contents of FILE with -f (-f - reads standard
+input, except in the shell). With -v the write applies only if the node's
+version is VERSION (-1: any).
 Text output is empty unless -s asks for the new stat; -o json prints the path
 and the new stat.`,
 	define: func(fs *flag.FlagSet) func(x *cmd, args []string) error {
 		withStat := fs.Bool("s", false, "print the new stat")
 		version := fs.Int("v", -1, "expected `version` (-1: any)")
+		file := fs.String("f", "", "read the data from `FILE` (- for standard input)")
 		return func(x *cmd, args []string) error {
-			if err := x.nargs(args, 2, 2); err != nil {
+			min := 2
+			if *file != "" {
+				min = 1
+			}
+			if err := x.nargs(args, min, 2); err != nil {
 				return err
 			}
 			v, err := version32(x, *version)
@@ -177,12 +189,16 @@ and the new stat.`,
 				return err
 			}
 			path := args[0]
+			data, err := x.data(args[1:], *file)
+			if err != nil {
+				return err
+			}
 			ctx, cancel, cl, err := x.connected()
 			if err != nil {
 				return err
 			}
 			defer cancel()
-			stat, err := cl.Set(ctx, path, []byte(args[1]), v)
+			stat, err := cl.Set(ctx, path, data, v)
 			if err != nil {
 				return fmt.Errorf("%s: %w", path, err)
 			}
@@ -193,6 +209,48 @@ and the new stat.`,
 			})
 		}
 	},
+}
+
+// maxFileData is the most data -f reads: the most any coordd server admits
+// (fsm.DataSizeCap; a server's own --max-data-size is usually less, and it
+// refuses a larger write with BadArguments).
+const maxFileData = 64 << 20
+
+// data is a create's or set's data: the DATA argument (rest holds it, if
+// given) or, with -f, the contents of file ("-": standard input).
+func (x *cmd) data(rest []string, file string) ([]byte, error) {
+	switch {
+	case file == "":
+		if len(rest) == 0 {
+			return nil, nil
+		}
+		return []byte(rest[0]), nil
+	case len(rest) > 0:
+		return nil, x.usage("-f and DATA exclude each other")
+	case file == "-" && x.inShell:
+		return nil, x.usage("-f -: standard input holds the shell's commands; give a file")
+	}
+	var r io.Reader = x.stdin
+	name := "standard input"
+	if file != "-" {
+		f, err := os.Open(file)
+		if err != nil {
+			return nil, fmt.Errorf("-f: %w", err)
+		}
+		defer f.Close()
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > maxFileData {
+			return nil, fmt.Errorf("-f: %s: %d bytes, more than a znode may hold (%d MiB)", file, fi.Size(), maxFileData>>20)
+		}
+		r, name = f, file
+	}
+	b, err := io.ReadAll(io.LimitReader(r, maxFileData+1))
+	if err != nil {
+		return nil, fmt.Errorf("-f: reading %s: %w", name, err)
+	}
+	if len(b) > maxFileData {
+		return nil, fmt.Errorf("-f: %s: more than a znode may hold (%d MiB)", name, maxFileData>>20)
+	}
+	return b, nil
 }
 
 func version32(x *cmd, v int) (int32, error) {
