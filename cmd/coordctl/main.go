@@ -79,6 +79,7 @@ type cli struct {
 	inShell     bool       // running the shell: verbs do not block for ephemerals
 	interactive bool       // the shell reads a terminal: it may ask questions
 	lines       lineReader // where the shell reads its commands (and answers)
+	bg          *shellJobs // in the shell: the watches left running
 	errJSON     bool       // the running command asked for -o json: errors too
 	// terminal makes the shell take stdin for a terminal (without line
 	// editing), for tests.

@@ -979,6 +979,79 @@ func TestShellPipe(t *testing.T) {
 	}
 }
 
+// TestShellWatches: in a shell reading a pipe, get -w, ls -w, stat -w and
+// watch set their watches and the shell goes on (it used to wait for the
+// next change, forever); every event that fires before the shell ends is
+// printed as a WATCHER:: line (or the event's JSON).
+func TestShellWatches(t *testing.T) {
+	fresh(t, "/sw")
+	script := strings.Join([]string{
+		"create /sw v0",
+		"get -w /sw",
+		"set /sw v1",
+		"ls -w /sw",
+		"create /sw/c",
+		"stat -w /sw/later",
+		"create /sw/later",
+		"watch /sw/w",
+		"create /sw/w",
+		"get -w -o json /sw/c",
+		"delete /sw/c",
+		"get /sw",
+	}, "\n") + "\n"
+	done := make(chan result, 1)
+	go func() { done <- ctlIn(t, script, "shell") }()
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the shell did not finish its script: a watch stopped it")
+	}
+	if r.code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	var results, events []string
+	var jsonEvent map[string]json.RawMessage
+	for _, l := range strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n") {
+		switch {
+		case strings.HasPrefix(l, "WATCHER:: "):
+			typ, rest, _ := strings.Cut(strings.TrimPrefix(l, "WATCHER:: "), " ")
+			path, zxid, _ := strings.Cut(rest, " ")
+			if !strings.HasPrefix(zxid, "zxid=0x") {
+				t.Errorf("event line %q", l)
+			}
+			events = append(events, typ+" "+path)
+		case strings.HasPrefix(l, `{"type":`):
+			jsonEvent = decode(t, l, "type", "path", "zxid")
+		default:
+			results = append(results, l)
+		}
+	}
+	sort.Strings(events)
+	want := []string{"NodeChildrenChanged /sw", "NodeCreated /sw/later", "NodeCreated /sw/w", "NodeDataChanged /sw"}
+	if !reflect.DeepEqual(events, want) {
+		t.Errorf("events %q, want %q; stdout:\n%s", events, want, r.stdout)
+	}
+	if jsonEvent == nil || unmarshal[string](t, jsonEvent["type"]) != "NodeDeleted" || unmarshal[string](t, jsonEvent["path"]) != "/sw/c" {
+		t.Errorf("no NodeDeleted /sw/c event in JSON; stdout:\n%s", r.stdout)
+	}
+	// The results in order, the events aside (the JSON get's result is
+	// one line starting {"path":).
+	wantResults := []string{"/sw", "v0", "/sw/c", "/sw/later", "/sw/w"}
+	if len(results) != 7 || !reflect.DeepEqual(results[:5], wantResults) || !strings.HasPrefix(results[5], `{"path":"/sw/c"`) || results[6] != "v1" {
+		t.Errorf("results %q; stdout:\n%s", results, r.stdout)
+	}
+	for _, want := range []string{
+		"coordctl: /sw/later: node does not exist; the watch reports its creation\n",
+		"coordctl: /sw/w: node does not exist; waiting for its creation\n",
+		"coordctl: watching /sw/w; until the shell ends\n",
+	} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+		}
+	}
+}
+
 func TestSplitLine(t *testing.T) {
 	cases := []struct {
 		in   string
@@ -1151,8 +1224,8 @@ func TestCreateEphemeralBlocks(t *testing.T) {
 	}
 }
 
-// TestShellInterrupt: SIGINT ends a running watch in the shell, not the
-// shell; the next command runs on the same session.
+// TestShellInterrupt: SIGINT ends a running watch in an interactive shell,
+// not the shell; the next command runs on the same session.
 func TestShellInterrupt(t *testing.T) {
 	fresh(t, "/si")
 	ok(t, "create", "/si")
@@ -1161,8 +1234,10 @@ func TestShellInterrupt(t *testing.T) {
 	var stdout, stderr lockedBuffer
 	sig := make(chan os.Signal, 1)
 	done := make(chan int, 1)
+	c := newCLI(pr, &stdout, &stderr, sig)
+	c.terminal = true // watch waits on a terminal, until interrupted
 	go func() {
-		done <- runWith([]string{"--servers", server(t)}, pr, &stdout, &stderr, sig)
+		done <- c.main([]string{"--servers", server(t)})
 	}()
 	io.WriteString(pw, "create -e /si/e\nwatch /si\n")
 	if !poll(10*time.Second, func() bool { return strings.Contains(stderr.String(), "watching /si") }) {

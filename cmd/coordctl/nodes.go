@@ -103,7 +103,9 @@ var getVerb = &verb{
 Text output is the data followed by a newline; -o json gives the data in
 base64 with the node's stat. -s also prints the stat (text). -w leaves a
 data watch: coordctl prints the data, waits for the node's next change or
-deletion, prints that event and exits.
+deletion, prints that event and exits. In the shell -w does not wait: the
+shell goes on, and the event is printed when it fires ("WATCHER:: TYPE PATH
+zxid=...", or its JSON).
 
 The server a command reaches answers from its own copy, which may lag the
 leader by a few milliseconds. -sync makes the read linearizable: it sees
@@ -157,7 +159,7 @@ and the read, sent together; Client.SyncGet).`,
 			if err != nil || !*watch {
 				return err
 			}
-			return x.waitEvent(ch)
+			return x.watchEvent(ch)
 		}
 	},
 }
@@ -385,7 +387,9 @@ var lsVerb = &verb{
 Text output is one child name per line. -R lists every descendant's full
 path instead, sorted. -s also prints the node's stat. -w leaves a child
 watch: coordctl prints the children, waits for a child to be created or
-deleted (or the node to be deleted), prints that event and exits.`,
+deleted (or the node to be deleted), prints that event and exits. In the
+shell -w does not wait: the shell goes on, and the event is printed when it
+fires ("WATCHER:: TYPE PATH zxid=...", or its JSON).`,
 	define: func(fs *flag.FlagSet) func(x *cmd, args []string) error {
 		recursive := fs.Bool("R", false, "list every descendant, by full path")
 		withStat := fs.Bool("s", false, "also print the node's stat")
@@ -437,7 +441,7 @@ deleted (or the node to be deleted), prints that event and exits.`,
 			if err != nil || !*watch {
 				return err
 			}
-			return x.waitEvent(ch)
+			return x.watchEvent(ch)
 		}
 	},
 }
@@ -483,7 +487,9 @@ var statVerb = &verb{
 Text output is zkCli's: one "field = value" line per field. -w leaves an
 exists watch: coordctl prints the stat, waits for the node's next change or
 deletion, prints that event and exits. On a node that does not exist, -w
-reports so on stderr and waits for the node's creation (exit status 0).`,
+reports so on stderr and waits for the node's creation (exit status 0). In
+the shell -w does not wait: the shell goes on, and the event is printed when
+it fires ("WATCHER:: TYPE PATH zxid=...", or its JSON).`,
 	define: func(fs *flag.FlagSet) func(x *cmd, args []string) error {
 		watch := fs.Bool("w", false, "wait for and print the next change of the node")
 		return func(x *cmd, args []string) error {
@@ -513,7 +519,11 @@ reports so on stderr and waits for the node's creation (exit status 0).`,
 				if !*watch {
 					return fmt.Errorf("%s: %w", path, client.ErrNoNode)
 				}
-				fmt.Fprintf(x.stderr, "coordctl: %s: node does not exist; waiting for its creation\n", path)
+				if x.bg != nil {
+					fmt.Fprintf(x.stderr, "coordctl: %s: node does not exist; the watch reports its creation\n", path)
+				} else {
+					fmt.Fprintf(x.stderr, "coordctl: %s: node does not exist; waiting for its creation\n", path)
+				}
 			} else {
 				err := x.out.emit(statJSON{Path: path, Stat: stat}, func(w io.Writer) { writeStat(w, stat) })
 				if err != nil {
@@ -523,7 +533,7 @@ reports so on stderr and waits for the node's creation (exit status 0).`,
 			if !*watch {
 				return nil
 			}
-			return x.waitEvent(ch)
+			return x.watchEvent(ch)
 		}
 	},
 }

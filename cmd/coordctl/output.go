@@ -15,6 +15,9 @@ import (
 type printer struct {
 	w    io.Writer
 	json bool
+	// eventPrefix starts each text line of a watch event: "WATCHER:: " for
+	// the events of watches the shell left running.
+	eventPrefix string
 }
 
 // emit writes v as JSON, or calls text to write it as text.
@@ -119,7 +122,7 @@ func formatMillis(ms int64) string {
 // emitEvent prints one watch event.
 func (p *printer) emitEvent(ev client.Event) error {
 	return p.emit(eventJSON{Type: ev.Type.String(), Path: ev.Path, Zxid: ev.Zxid}, func(w io.Writer) {
-		fmt.Fprintf(w, "%s %s zxid=%s\n", ev.Type, ev.Path, hexID(ev.Zxid))
+		fmt.Fprintf(w, "%s%s %s zxid=%s\n", p.eventPrefix, ev.Type, ev.Path, hexID(ev.Zxid))
 	})
 }
 

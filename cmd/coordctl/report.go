@@ -125,7 +125,15 @@ func (c *cli) report(err error) int {
 	case errors.As(err, &me):
 		status = me.status
 	}
-	if c.errJSON {
+	c.printError(err, c.errJSON)
+	return status
+}
+
+// printError prints err on stderr, as JSON or as text.
+func (c *cli) printError(err error, asJSON bool) {
+	var ue *usageError
+	errors.As(err, &ue)
+	if asJSON {
 		body := errorBody{Code: errCode(err), Message: errText(err)}
 		var ce *connectError
 		if errors.As(err, &ce) {
@@ -137,7 +145,7 @@ func (c *cli) report(err error) int {
 		}
 		b, _ := json.Marshal(errorJSON{Error: body})
 		c.stderr.Write(append(b, '\n'))
-		return status
+		return
 	}
 	if ue != nil {
 		// One write, so that a shell prompt is redrawn only once.
@@ -154,10 +162,9 @@ func (c *cli) report(err error) int {
 			fmt.Fprintf(&b, "Run '%s %s' for details.\n", help, v.name)
 		}
 		io.WriteString(c.stderr, b.String())
-		return status
+		return
 	}
 	fmt.Fprintf(c.stderr, "coordctl: %s\n", errText(err))
-	return status
 }
 
 // wantsJSON reports whether a command line asks for -o json (so that even

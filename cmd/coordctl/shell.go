@@ -31,6 +31,8 @@ func (c *cli) shell() int {
 			fmt.Fprintf(c.stderr, "coordctl: %s\n", errText(err))
 		}
 	}()
+	// Runs before the session closes: the watches left running stop first.
+	defer c.startBackground()()
 	cl := c.sess.cl
 	fmt.Fprintf(c.stderr, "coordctl: connected to %s, session 0x%x (timeout %s)\n", cl.Server(), cl.SessionID(), cl.SessionTimeout())
 

@@ -226,7 +226,14 @@ On a terminal the shell offers line editing and history (kept in
 $HOME/.coordctl_history). Otherwise it reads commands line by line from
 stdin, runs them in order and exits at end of input with status 1 if any
 command failed, else 0; so (echo 'create -e /a x'; sleep 30) | coordctl keeps
-/a for 30 seconds. Connection state changes are reported on stderr.`,
+/a for 30 seconds. Connection state changes are reported on stderr.
+
+No command of the shell waits for a watch: get -w, ls -w and stat -w set
+theirs and the shell goes on, and so does watch when the commands come from
+a pipe or file (on a terminal it runs until Ctrl-C). Each event is printed
+when it fires, as zkCli does: "WATCHER:: TYPE PATH zxid=..." (with -o json,
+the event's JSON); the events that fired before the shell ends are printed
+before it exits.`,
 	define: func(fs *flag.FlagSet) func(x *cmd, args []string) error {
 		return func(x *cmd, args []string) error {
 			return x.usage("already in a shell")
