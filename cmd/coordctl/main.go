@@ -7,8 +7,9 @@
 // With no verb (or with "shell") it opens an interactive shell on one session,
 // in which every verb works on that same session. Results go to stdout, as
 // text or as one JSON value per result (-o json); errors go to stderr as
-// "coordctl: <message>", with exit status 1 for a failed operation and 2 for a
-// usage error.
+// "coordctl: <message>" (with -o json as {"error": {"code", "message"}}),
+// with exit status 1 for a failed operation, 2 for a usage error and 3 for a
+// status that finds the cluster unhealthy.
 //
 // It speaks to the cluster only through package client, plus the unary Status
 // and Sessions calls of the public API.

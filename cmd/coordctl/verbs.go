@@ -160,14 +160,18 @@ Verbs:
 	tw.Flush()
 	fmt.Fprint(w, `
 Global flags (before the verb):
-  --servers host:port,...   servers to try (default $COORD_SERVERS, else `+defaultServers+`)
-  -o json|text              output format (default text; verbs accept -o too)
-  --timeout DURATION        deadline of each command, connecting included (default 10s)
+  --servers host[:port],... servers to try (default $COORD_SERVERS, else `+defaultServers+`);
+                            the port is `+defaultPort+` when omitted ([IPv6] or [IPv6]:port)
+  -o json|text              output format (default text; verbs accept -o too); with
+                            json, errors too: {"error":{"code":"NoNode","message":"..."}}
+  --timeout DURATION        deadline of each command, connecting included (default 10s);
+                            when no server accepts a connection, a command fails at once
   --session-timeout DURATION
                             session timeout to ask for (default 10s)
 
 Exit status: 0 on success, 1 when an operation failed, 2 on a usage error;
-lock and elect exit with CMD's status (see 'coordctl help lock').
+status exits 3 when a member is unreachable or there is no leader; lock and
+elect exit with CMD's status (see 'coordctl help lock').
 Run 'coordctl help VERB' for a verb's flags.
 `)
 }
