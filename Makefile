@@ -16,7 +16,8 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 PROTOS    := rpc/apipb/api.proto rpc/peerpb/peer.proto fsm/cmdpb/command.proto
 GOBIN_DIR := $(shell $(GO) env GOPATH)/bin
 # VERSION is what the binaries report (coordd --version, coordctl version,
-# status): git describe, or "dev" without git.
+# each member in coordctl status): git describe of the checkout, "dev"
+# outside one; make build VERSION=... overrides it.
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X main.version=$(VERSION)
 DIST      ?= dist
@@ -27,8 +28,8 @@ PLATFORMS ?= linux/amd64 linux/arm64 darwin/arm64
 all: build
 
 build:
-	$(GO) build -o $(BIN)/coordd ./cmd/coordd
-	$(GO) build -o $(BIN)/coordctl ./cmd/coordctl
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/coordd ./cmd/coordd
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/coordctl ./cmd/coordctl
 
 ## test: lint, then the whole suite with the race detector.
 test: lint unit

@@ -124,16 +124,43 @@ func (fs *fstream) doMute() { fs.muteOnce.Do(func() { close(fs.mute) }) }
 
 func (cl *fakeCluster) newServer(t *testing.T, name string) *fakeServer {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	s, err := cl.listen(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &fakeServer{t: t, name: name, cl: cl, addr: lis.Addr().String(), gs: grpc.NewServer(),
+	s.t = t
+	t.Cleanup(s.gs.Stop)
+	return s
+}
+
+// listen starts a server of cl on a free 127.0.0.1 port; gs.Stop stops it.
+func (cl *fakeCluster) listen(name string) (*fakeServer, error) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s := &fakeServer{name: name, cl: cl, addr: lis.Addr().String(), gs: grpc.NewServer(),
 		release: make(chan struct{}), active: map[*fstream]struct{}{}}
 	apipb.RegisterCoordServer(s.gs, s)
 	go s.gs.Serve(countingListener{lis, &s.tcpConns})
-	t.Cleanup(s.gs.Stop)
-	return s
+	return s, nil
+}
+
+// FakeServers starts n in-memory servers of one fake cluster, for the
+// package's examples (which may not start a real server: client's tests do
+// not import the server packages), and returns their addresses. They run
+// until the test binary exits.
+func FakeServers(n int) []string {
+	cl := newFakeCluster()
+	var addrs []string
+	for i := 0; i < n; i++ {
+		s, err := cl.listen(fmt.Sprintf("example-%d", i+1))
+		if err != nil {
+			panic(err)
+		}
+		addrs = append(addrs, s.addr)
+	}
+	return addrs
 }
 
 func (s *fakeServer) setRefuse(f func(*apipb.ConnectRequest) (apipb.ErrorCode, string)) {

@@ -10,6 +10,22 @@ root=$(pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
+# missing MODULE VERSION FORK OUTPUT: the upstream module could not be had;
+# say which, why, and how to get it, and fail.
+missing() {
+  local why
+  why=$(sed -n 's/^[[:space:]]*"Error": "\(.*\)",\{0,1\}$/\1/p' <<<"$4" | sed 's/\\"/"/g')
+  [ -n "$why" ] || why=$4
+  cat <<MSG
+raftfork: cannot get $1 $2, the upstream module that $3 is checked against:
+raftfork:   $why
+raftfork: it comes from the module cache (GOMODCACHE=$(go env GOMODCACHE)), else from the module proxy (GOPROXY=$(go env GOPROXY)).
+raftfork: Online, fetch it once with: go mod download $1@$2
+raftfork: The rest of make test runs without it: make fmt vet deps docs unit
+MSG
+  exit 1
+}
+
 # check MODULE DIR [EXTRA...]: DIR must be MODULE's LICENSE, go.mod, go.sum,
 # top-level non-test .go files and the EXTRA files, plus DIR/coordd.patch.
 check() {
@@ -18,9 +34,14 @@ check() {
   local ver dir want
   ver=$(awk -v m="$mod" '$1 == m && $2 ~ /^v/ { print $2; exit }' go.mod)
   [ -n "$ver" ] || { echo "raftfork: go.mod requires no version of $mod"; exit 1; }
-  # Outside the module, so that go.sum is left alone.
-  dir=$(cd "$tmp" && go mod download -json "$mod@$ver" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-  [ -n "$dir" ] || { echo "raftfork: cannot download $mod@$ver"; exit 1; }
+  # Outside the module, so that go.sum is left alone. On failure go mod
+  # download -json says why in its "Error" field (on stdout).
+  local out
+  if ! out=$(cd "$tmp" && go mod download -json "$mod@$ver" 2>&1); then
+    missing "$mod" "$ver" "$fork" "$out"
+  fi
+  dir=$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p' <<<"$out")
+  [ -n "$dir" ] || missing "$mod" "$ver" "$fork" "$out"
   want=$tmp/$(basename "$fork")
   mkdir -p "$want"
   cp "$dir"/LICENSE "$dir"/go.mod "$dir"/go.sum "$want/"

@@ -1,39 +1,47 @@
 #!/usr/bin/env bash
-# Starts N coordd servers on 127.0.0.1 in the foreground (make cluster).
-# Clients on 2181.., peers on 2888..; data under .cluster/N<id>. Ctrl-C
-# stops them all. Data persists between runs: rm -rf .cluster to start
-# afresh.
+# Starts N coordd servers in the foreground (make cluster), each server's
+# log lines prefixed with its id. Ctrl-C, or a TERM, INT or HUP sent to
+# this script, stops them all. Data persists between runs: remove the data
+# directory to start afresh.
+#
+# Environment: BIN (default bin), LOG_LEVEL (default warn), GOMAXPROCS (of
+# each server; default cores / N, at least 1), CLUSTER_HOST (default
+# 127.0.0.1), CLIENT_PORT and PEER_PORT (server 1's ports, default 2181 and
+# 2888; server i uses the port + i - 1), CLUSTER_DIR (default .cluster; data
+# in CLUSTER_DIR/<id>).
 set -euo pipefail
 n=${1:-3}
 case $n in 1|3|5|7) ;; *) echo "cluster: N must be 1, 3, 5 or 7" >&2; exit 2 ;; esac
 bin=${BIN:-bin}
+host=${CLUSTER_HOST:-127.0.0.1}
+client_port=${CLIENT_PORT:-2181}
+peer_port=${PEER_PORT:-2888}
+dir=${CLUSTER_DIR:-.cluster}
 peers=""
 servers=""
 for i in $(seq 1 "$n"); do
-  peers+="${peers:+,}$i=127.0.0.1:$((2887 + i))"
-  servers+="${servers:+,}127.0.0.1:$((2180 + i))"
+  peers+="${peers:+,}$i=$host:$((peer_port + i - 1))"
+  servers+="${servers:+,}$host:$((client_port + i - 1))"
 done
-# Servers sharing this machine split its cores (scripts/procs.sh).
+# Servers sharing this machine split its cores (scripts/procs.sh); pids and
+# stop_on_exit come from scripts/local-cluster.sh.
 . "$(dirname "$0")/procs.sh"
+. "$(dirname "$0")/local-cluster.sh"
 procs=$(server_procs "$n")
 pids=()
-stop() {
-  trap - INT TERM EXIT
-  echo
-  echo "stopping ${#pids[@]} servers"
-  kill "${pids[@]}" 2>/dev/null || true
-  wait "${pids[@]}" 2>/dev/null || true
-}
-trap stop INT TERM EXIT
+stop_on_exit 'echo "stopped ${#pids[@]} servers"'
 for i in $(seq 1 "$n"); do
-  mkdir -p ".cluster/$i"
-  GOMAXPROCS=$procs "$bin/coordd" --id "$i" --data-dir ".cluster/$i" \
-    --client-addr "127.0.0.1:$((2180 + i))" --peer-addr "127.0.0.1:$((2887 + i))" \
-    --peers "$peers" --log-level "${LOG_LEVEL:-warn}" 2>&1 | sed -u "s/^/[$i] /" &
+  mkdir -p "$dir/$i"
+  # The prefixing sed reads a process substitution, so that $! is the
+  # server itself (in a pipeline it would be the sed, and a signal would
+  # stop only the seds); the sed ends when the server closes its output.
+  GOMAXPROCS=$procs "$bin/coordd" --id "$i" --data-dir "$dir/$i" \
+    --client-addr "$host:$((client_port + i - 1))" --peer-addr "$host:$((peer_port + i - 1))" \
+    --peers "$peers" --log-level "${LOG_LEVEL:-warn}" > >(sed -u "s/^/[$i] /") 2>&1 &
   pids+=($!)
 done
 echo
-echo "coordd: $n servers running (GOMAXPROCS=$procs each). Use:"
+echo "coordd: $n servers running (GOMAXPROCS=$procs each; pids ${pids[*]}). Use:"
 echo "  export COORD_SERVERS=$servers"
 echo "  $bin/coordctl status"
 echo "Ctrl-C stops them all."

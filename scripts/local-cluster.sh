@@ -1,11 +1,11 @@
-# Sourced by bench.sh and compare.sh. start_local_cluster DIR
+# Sourced by cluster.sh, bench.sh and compare.sh. start_local_cluster DIR
 # starts a 3-node coordd cluster on 127.0.0.1 (clients on 2281-2283, peers
 # on 2981-2983, data and logs in DIR) from $bin, and waits up to 30s for a
 # leader with every member reachable. It sets servers (the client
 # addresses) and appends the servers' pids to pids; stop_local_cluster
 # kills them. Uses LOG_LEVEL and GOMAXPROCS (scripts/procs.sh).
-# cleanup_on_exit DIR makes the script, when it exits or is interrupted,
-# kill every process in pids and remove DIR.
+# cleanup_on_exit DIR makes the script, when it exits or is interrupted
+# (INT, TERM, HUP), kill every process in pids and remove DIR.
 start_local_cluster() {
   local dir=$1 peers="" i mine=()
   servers=""
@@ -24,7 +24,7 @@ start_local_cluster() {
     pids+=($!)
     mine+=($!)
   done
-  local pid st
+  local pid
   for _ in $(seq 1 150); do
     for pid in "${mine[@]}"; do
       if ! kill -0 "$pid" 2>/dev/null; then
@@ -33,8 +33,8 @@ start_local_cluster() {
         return 1
       fi
     done
-    if st=$("$bin/coordctl" --servers "$servers" --timeout 2s status 2>/dev/null) &&
-       grep -q '^leader: [^n]' <<<"$st" && ! grep -q unreachable <<<"$st"; then
+    # status exits 0 once there is a leader and every member is reachable.
+    if "$bin/coordctl" --servers "$servers" --timeout 2s status >/dev/null 2>&1; then
       return 0
     fi
     sleep 0.2
@@ -51,10 +51,21 @@ stop_local_cluster() {
   fi
 }
 
+# stop_on_exit [CMD] makes the script, when it exits or receives INT, TERM
+# or HUP, kill every process in pids, wait for them, then run CMD. Each
+# signal ends the script with 128 + its number (bash runs a trap only
+# between commands, so a long foreground command delays it: run those in
+# the background and wait for them).
+stop_on_exit() {
+  stop_cmd=${1:-:}
+  trap 'trap - INT TERM HUP EXIT; stop_local_cluster; eval "$stop_cmd"' EXIT
+  trap 'exit 129' HUP
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+}
+
 cleanup_on_exit() {
   cleanup_dir=$1
   pids=()
-  trap 'trap - INT TERM EXIT; stop_local_cluster; rm -rf "$cleanup_dir"' EXIT
-  trap 'exit 130' INT
-  trap 'exit 143' TERM
+  stop_on_exit 'rm -rf "$cleanup_dir"'
 }

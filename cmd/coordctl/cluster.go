@@ -2,10 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -20,10 +20,15 @@ import (
 var statusVerb = &verb{
 	name:     "status",
 	synopsis: "status",
-	summary:  "show every member of the cluster: id, client address, role, applied zxid; and the leader",
+	summary:  "show every member of the cluster: id, client address, role, applied zxid, version; and the leader",
 	detail: `
 Asks the first server that answers (the shell's own server first) for its
-view of the cluster. A member that server cannot reach shows as unreachable.`,
+view of the cluster. A member that server cannot reach shows as unreachable.
+
+As a health check: the exit status is 0 when every member is reachable and
+there is a leader, 3 when a member is unreachable or there is no leader (the
+members are printed all the same, and stderr says what is wrong), 1 when no
+server answered.`,
 	define: func(fs *flag.FlagSet) func(x *cmd, args []string) error {
 		return func(x *cmd, args []string) error {
 			if err := x.nargs(args, 0, 0); err != nil {
@@ -39,11 +44,32 @@ view of the cluster. A member that server cannot reach shows as unreachable.`,
 			}
 			out := statusJSON{Leader: resp.GetLeader(), Members: []memberJSON{}}
 			for _, m := range resp.GetMembers() {
-				out.Members = append(out.Members, memberJSON{ID: m.GetId(), Address: m.GetClientAddress(), Role: m.GetRole(), Applied: m.GetApplied()})
+				out.Members = append(out.Members, memberJSON{ID: m.GetId(), Address: m.GetClientAddress(), Role: m.GetRole(), Applied: m.GetApplied(), Version: m.GetVersion()})
 			}
-			return x.out.emit(out, func(w io.Writer) { writeStatus(w, out) })
+			if err := x.out.emit(out, func(w io.Writer) { writeStatus(w, out) }); err != nil {
+				return err
+			}
+			return unhealthy(out)
 		}
 	},
+}
+
+// unhealthy says what makes a status unfit for service: members that are
+// unreachable, or no leader; nil when there is nothing.
+func unhealthy(st statusJSON) error {
+	var probs []string
+	for _, m := range st.Members {
+		if m.Role == "unreachable" {
+			probs = append(probs, fmt.Sprintf("member %s is unreachable", m.ID))
+		}
+	}
+	if st.Leader == "" {
+		probs = append(probs, "there is no leader")
+	}
+	if len(probs) == 0 {
+		return nil
+	}
+	return &cliError{code: "Unhealthy", status: exitUnhealthy, msg: "status: " + strings.Join(probs, ", ")}
 }
 
 var sessionsVerb = &verb{
@@ -77,21 +103,30 @@ when known. A one-shot call opens no session of its own.`,
 }
 
 // unary runs call against the servers in turn (the session's server first)
-// until one answers, each within the command's timeout.
+// until one answers, each within the command's timeout. Servers that do not
+// accept a connection are skipped at once; when none answers, the error
+// says why each failed.
 func (x *cmd) unary(call func(ctx context.Context, c apipb.CoordClient) error) error {
-	servers := x.servers
+	var servers []string
 	if x.sess != nil {
 		if cur := x.sess.cl.Server(); cur != "" {
-			servers = append([]string{cur}, servers...)
+			servers = append(servers, cur)
 		}
 	}
-	var errs []string
-	tried := map[string]bool{}
+	for _, addr := range x.servers {
+		if !slices.Contains(servers, addr) {
+			servers = append(servers, addr)
+		}
+	}
+	failed := probe(x.ctx, servers, min(x.timeout, probeTimeout))
+	if x.ctx.Err() != nil {
+		return x.ctx.Err()
+	}
+	later := map[string]error{}
 	for _, addr := range servers {
-		if tried[addr] {
+		if failed[addr] != nil {
 			continue
 		}
-		tried[addr] = true
 		err := func() error {
 			cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 			if err != nil {
@@ -108,7 +143,7 @@ func (x *cmd) unary(call func(ctx context.Context, c apipb.CoordClient) error) e
 		if x.ctx.Err() != nil {
 			return x.ctx.Err()
 		}
-		errs = append(errs, fmt.Sprintf("%s: %v", addr, err))
+		later[addr] = err
 	}
-	return errors.New(strings.Join(errs, "; "))
+	return &connectError{what: "no server answered", servers: failures(servers, failed, func(addr string) error { return later[addr] })}
 }

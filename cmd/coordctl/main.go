@@ -7,8 +7,9 @@
 // With no verb (or with "shell") it opens an interactive shell on one session,
 // in which every verb works on that same session. Results go to stdout, as
 // text or as one JSON value per result (-o json); errors go to stderr as
-// "coordctl: <message>", with exit status 1 for a failed operation and 2 for a
-// usage error.
+// "coordctl: <message>" (with -o json as {"error": {"code", "message"}}),
+// with exit status 1 for a failed operation, 2 for a usage error and 3 for a
+// status that finds the cluster unhealthy.
 //
 // It speaks to the cluster only through package client, plus the unary Status
 // and Sessions calls of the public API.
@@ -23,6 +24,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -50,13 +52,17 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // runWith is run with the interrupt signals coming from sig (nil: none), so
 // that tests can interrupt a blocking verb.
 func runWith(args []string, stdin io.Reader, stdout, stderr io.Writer, sig <-chan os.Signal) int {
-	c := &cli{
+	return newCLI(stdin, stdout, stderr, sig).main(args)
+}
+
+// newCLI makes an invocation with its I/O and interrupt signals.
+func newCLI(stdin io.Reader, stdout, stderr io.Writer, sig <-chan os.Signal) *cli {
+	return &cli{
 		stdin:  stdin,
 		stdout: &syncWriter{w: stdout},
 		stderr: &syncWriter{w: stderr},
 		sig:    sig,
 	}
-	return c.main(args)
 }
 
 // cli is one invocation of coordctl: its global settings, its I/O and, once
@@ -71,8 +77,15 @@ type cli struct {
 	timeout        time.Duration
 	sessionTimeout time.Duration
 
-	inShell bool     // running the shell: verbs do not block for ephemerals
-	sess    *session // nil until a verb needs it
+	inShell     bool       // running the shell: verbs do not block for ephemerals
+	interactive bool       // the shell reads a terminal: it may ask questions
+	lines       lineReader // where the shell reads its commands (and answers)
+	bg          *shellJobs // in the shell: the watches left running
+	errJSON     bool       // the running command asked for -o json: errors too
+	// terminal makes the shell take stdin for a terminal (without line
+	// editing), for tests.
+	terminal bool
+	sess     *session // nil until a verb needs it
 }
 
 // usageError is a mistake in the command line (exit status 2). verb names the
@@ -103,6 +116,7 @@ func (c *cli) main(args []string) int {
 	fs.StringVar(&c.format, "output", "text", "")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "")
 	fs.DurationVar(&c.sessionTimeout, "session-timeout", 10*time.Second, "")
+	c.errJSON = wantsJSON(args)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printGlobalUsage(c.stdout)
@@ -110,6 +124,7 @@ func (c *cli) main(args []string) int {
 		}
 		return c.report(&usageError{msg: err.Error()})
 	}
+	c.errJSON = c.format == "json"
 	if err := c.checkGlobals(servers); err != nil {
 		return c.report(err)
 	}
@@ -134,7 +149,13 @@ func (c *cli) checkGlobals(servers string) error {
 	}
 	for _, s := range strings.Split(servers, ",") {
 		if s = strings.TrimSpace(s); s != "" {
-			c.servers = append(c.servers, s)
+			addr, err := normalizeServer(s)
+			if err != nil {
+				return usagef("", "%v", err)
+			}
+			if !slices.Contains(c.servers, addr) {
+				c.servers = append(c.servers, addr)
+			}
 		}
 	}
 	if len(c.servers) == 0 {
@@ -189,69 +210,6 @@ func (c *cli) interruptible(f func(ctx context.Context) error) (terminated bool,
 			cancel()
 		}
 	}
-}
-
-// report prints err as coordctl reports errors and returns the exit status.
-func (c *cli) report(err error) int {
-	if err == nil {
-		return 0
-	}
-	if errors.Is(err, errHelp) {
-		return 0
-	}
-	var xs *exitStatusError
-	if errors.As(err, &xs) {
-		if xs.msg != "" {
-			fmt.Fprintf(c.stderr, "coordctl: %s\n", errText(xs))
-		}
-		return xs.code
-	}
-	var ue *usageError
-	if errors.As(err, &ue) {
-		// One write, so that a shell prompt is redrawn only once.
-		var b strings.Builder
-		fmt.Fprintf(&b, "coordctl: %s\n", ue.msg)
-		help := "coordctl help"
-		if c.inShell {
-			help = "help"
-		}
-		if ue.verb == "" {
-			fmt.Fprintf(&b, "Run '%s' for usage.\n", help)
-		} else if v := lookupVerb(ue.verb); v != nil {
-			fmt.Fprintf(&b, "usage: %s\n", v.synopsis)
-			fmt.Fprintf(&b, "Run '%s %s' for details.\n", help, v.name)
-		}
-		io.WriteString(c.stderr, b.String())
-		return 2
-	}
-	fmt.Fprintf(c.stderr, "coordctl: %s\n", errText(err))
-	return 1
-}
-
-// errText renders an error for a human: package prefixes ("client: ",
-// "tree: ", ...) are dropped, and so is a server message that repeats the
-// error's own text ("node does not exist: node does not exist").
-func errText(err error) string {
-	s := err.Error()
-	for _, p := range []string{"client: ", "tree: ", "fsm: ", "rpc: ", "session: "} {
-		s = strings.ReplaceAll(s, p, "")
-	}
-	for {
-		parts := strings.Split(s, ": ")
-		changed := false
-		for i := 0; i+1 < len(parts); i++ {
-			if parts[i] == parts[i+1] {
-				parts = append(parts[:i+1], parts[i+2:]...)
-				changed = true
-				break
-			}
-		}
-		s = strings.Join(parts, ": ")
-		if !changed {
-			break
-		}
-	}
-	return s
 }
 
 func buildVersion() string {

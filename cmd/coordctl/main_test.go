@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
+	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
@@ -49,6 +51,9 @@ func freeAddr(t testing.TB) string {
 	return ln.Addr().String()
 }
 
+// testServerVersion is the build version the shared server reports.
+const testServerVersion = "v0.0.0-test"
+
 // server returns the address of the shared server, starting it on first use
 // and waiting until it leads.
 func server(t *testing.T) string {
@@ -62,7 +67,7 @@ func server(t *testing.T) string {
 			ID: "1", DataDir: srvDir, ClientAddr: freeAddr(t), PeerAddr: freeAddr(t),
 			Tick: 100 * time.Millisecond, MaxSessionTimeout: 10 * time.Second,
 			HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond,
-			LeaderLeaseTimeout: 150 * time.Millisecond,
+			LeaderLeaseTimeout: 150 * time.Millisecond, Version: testServerVersion,
 		})
 		if srvErr != nil {
 			return
@@ -290,7 +295,8 @@ func TestTextOutput(t *testing.T) {
 		t.Errorf("version printed %q", got)
 	}
 	status := ok(t, "status")
-	if !strings.Contains(status, srvNode.ClientAddr()) || !strings.Contains(status, "leader: 1\n") {
+	if !strings.Contains(status, srvNode.ClientAddr()) || !strings.Contains(status, "leader: 1\n") ||
+		!strings.HasPrefix(status, "ID  ADDRESS ") || !strings.Contains(status, " VERSION\n") || !strings.Contains(status, " "+testServerVersion+"\n") {
 		t.Errorf("status printed:\n%s", status)
 	}
 }
@@ -353,9 +359,10 @@ func TestJSONOutput(t *testing.T) {
 	if err := json.Unmarshal(m["members"], &members); err != nil || len(members) != 1 {
 		t.Fatalf("members %s (%v)", m["members"], err)
 	}
-	mem := decode(t, mustMarshal(t, members[0]), "id", "address", "role", "applied")
+	mem := decode(t, mustMarshal(t, members[0]), "id", "address", "role", "applied", "version")
 	if unmarshal[string](t, mem["id"]) != "1" || unmarshal[string](t, mem["address"]) != srvNode.ClientAddr() ||
-		unmarshal[string](t, mem["role"]) != "leader" || unmarshal[int64](t, mem["applied"]) <= 0 {
+		unmarshal[string](t, mem["role"]) != "leader" || unmarshal[int64](t, mem["applied"]) <= 0 ||
+		unmarshal[string](t, mem["version"]) != testServerVersion {
 		t.Errorf("member %v", members[0])
 	}
 
@@ -418,22 +425,269 @@ func TestErrors(t *testing.T) {
 
 func TestConnectFailure(t *testing.T) {
 	var out, errOut bytes.Buffer
-	code := runWith([]string{"--servers", freeAddr(t), "--timeout", "300ms", "get", "/"}, strings.NewReader(""), &out, &errOut, nil)
-	if code != 1 || !strings.HasPrefix(errOut.String(), "coordctl: cannot connect to ") {
-		t.Errorf("exit %d, stderr %q", code, errOut.String())
+	addr := freeAddr(t)
+	code := runWith([]string{"--servers", addr, "--timeout", "300ms", "get", "/"}, strings.NewReader(""), &out, &errOut, nil)
+	want := "coordctl: cannot connect: no server accepts connections:\n  " + addr + ": connection refused\n"
+	if code != 1 || errOut.String() != want {
+		t.Errorf("exit %d, stderr %q; want exit 1, stderr %q", code, errOut.String(), want)
+	}
+}
+
+// bare runs coordctl with the given arguments (no default --servers).
+func bare(t *testing.T, args ...string) result {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := runWith(args, strings.NewReader(""), &out, &errOut, nil)
+	return result{out.String(), errOut.String(), code}
+}
+
+// loopbackHost is a 127.0.0.x address no other test of the package uses.
+func loopbackHost(t *testing.T) string {
+	t.Helper()
+	for i := 0; i < 100; i++ {
+		host := fmt.Sprintf("127.0.0.%d", 100+rand.IntN(150))
+		ln, err := net.Listen("tcp", host+":2181")
+		if err == nil {
+			ln.Close()
+			return host
+		}
+	}
+	t.Fatal("no 127.0.0.x with port 2181 free")
+	return ""
+}
+
+// proxy listens on addr and relays every connection to the test server.
+func proxy(t *testing.T, addr string) {
+	t.Helper()
+	target := server(t)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			wg.Add(2)
+			go func() { defer wg.Done(); io.Copy(s, c); s.Close() }()
+			go func() { defer wg.Done(); io.Copy(c, s); c.Close() }()
+		}
+	}()
+}
+
+func TestNormalizeServer(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"127.0.0.1", "127.0.0.1:2181"},
+		{"127.0.0.1:2182", "127.0.0.1:2182"},
+		{"localhost", "localhost:2181"},
+		{"zk1.example.com:3000", "zk1.example.com:3000"},
+		{"[::1]", "[::1]:2181"},
+		{"[::1]:2182", "[::1]:2182"},
+		{"::1", "[::1]:2181"},
+		{"2001:db8::7", "[2001:db8::7]:2181"},
+		{"[2001:db8::7]:2183", "[2001:db8::7]:2183"},
+	} {
+		got, err := normalizeServer(tc.in)
+		if err != nil || got != tc.want {
+			t.Errorf("normalizeServer(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+	for _, in := range []string{"host:abc", "host:0", "host:65536", ":2181", "[::1", "a:b:c", "[::1]x", "host:"} {
+		if got, err := normalizeServer(in); err == nil {
+			t.Errorf("normalizeServer(%q) = %q, want an error", in, got)
+		}
+	}
+	if r := bare(t, "--servers", "127.0.0.1:x", "ls", "/"); r.code != 2 || !strings.HasPrefix(r.stderr, "coordctl: --servers: bad port in \"127.0.0.1:x\"\n") {
+		t.Errorf("bad port: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// TestDefaultPort: a server given without a port is dialled on 2181, as a
+// host, as an IPv4 address or in brackets (it was dialled on gRPC's
+// default, 443).
+func TestDefaultPort(t *testing.T) {
+	host := loopbackHost(t)
+	// Nothing there yet: the error names port 2181.
+	r := bare(t, "--servers", host, "ls", "/")
+	if r.code != 1 || !strings.Contains(r.stderr, "  "+host+":2181: connection refused\n") {
+		t.Errorf("exit %d, stderr %q; want %s:2181 refused", r.code, r.stderr, host)
+	}
+	proxy(t, host+":2181")
+	for _, s := range []string{host, "[" + host + "]", host + ":2181"} {
+		if r := bare(t, "--servers", s, "ls", "/"); r.code != 0 {
+			t.Errorf("--servers %s: exit %d, stderr %q", s, r.code, r.stderr)
+		}
+		if r := bare(t, "--servers", s, "status"); r.code != 0 {
+			t.Errorf("--servers %s status: exit %d, stderr %q", s, r.code, r.stderr)
+		}
+	}
+}
+
+// TestUnreachableServers: when no server accepts a connection, coordctl
+// fails at once (not after --timeout) and says why each server failed; a
+// server that is up without a leader is named as such once --timeout has
+// passed.
+func TestUnreachableServers(t *testing.T) {
+	a, b := freeAddr(t), freeAddr(t)
+	start := time.Now()
+	r := bare(t, "--servers", a+","+b, "--timeout", "1m", "ls", "/")
+	want := "coordctl: cannot connect: no server accepts connections:\n  " + a + ": connection refused\n  " + b + ": connection refused\n"
+	if r.code != 1 || r.stderr != want {
+		t.Errorf("exit %d, stderr %q; want exit 1 and %q", r.code, r.stderr, want)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("took %v: waited for --timeout", d)
+	}
+	r = bare(t, "--servers", a, "--timeout", "1m", "status")
+	if want := "coordctl: status: no server answered:\n  " + a + ": connection refused\n"; r.code != 1 || r.stderr != want {
+		t.Errorf("status: exit %d, stderr %q; want %q", r.code, r.stderr, want)
+	}
+
+	n := leaderless(t)
+	// A first attempt may come before the server knows it has no leader,
+	// and wait for a session that never opens (the client gives an attempt
+	// 2s); later ones are refused at once.
+	r = bare(t, "--servers", n.ClientAddr()+","+a, "--timeout", "5s", "ls", "/")
+	if r.code != 1 || !strings.HasPrefix(r.stderr, "coordctl: cannot connect to any server within 5s:\n") ||
+		!strings.Contains(r.stderr, "\n  "+n.ClientAddr()+": unavailable: server 1 has no leader\n") ||
+		!strings.Contains(r.stderr, "\n  "+a+": connection refused\n") {
+		t.Errorf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	m := decode(t, strings.TrimSpace(bare(t, "--servers", n.ClientAddr(), "--timeout", "1s", "-o", "json", "ls", "/").stderr), "error")
+	e := decode(t, string(m["error"]), "code", "message", "servers")
+	servers := unmarshal[[]serverFailure](t, e["servers"])
+	if unmarshal[string](t, e["code"]) != "ConnectionFailed" || unmarshal[string](t, e["message"]) != "cannot connect to any server within 1s" ||
+		len(servers) != 1 || servers[0] != (serverFailure{Address: n.ClientAddr(), Error: "unavailable: server 1 has no leader"}) {
+		t.Errorf("JSON error %s", m["error"])
+	}
+}
+
+// leaderless starts a server of a 3-node cluster whose peers never come
+// up: it has no leader, and its peers are unreachable.
+func leaderless(t *testing.T) *rpc.Node {
+	t.Helper()
+	peer := freeAddr(t)
+	n, err := rpc.NewNode(rpc.Config{
+		ID: "1", DataDir: t.TempDir(), ClientAddr: freeAddr(t), PeerAddr: peer, Tick: 100 * time.Millisecond,
+		Peers:            []rpc.Peer{{ID: "1", Addr: peer}, {ID: "2", Addr: freeAddr(t)}, {ID: "3", Addr: freeAddr(t)}},
+		HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond,
+		LeaderLeaseTimeout: 50 * time.Millisecond, Version: testServerVersion,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return n
+}
+
+// TestStatusHealthCheck: status exits 0 on a healthy cluster and 3 when a
+// member is unreachable or there is no leader, still printing the members.
+func TestStatusHealthCheck(t *testing.T) {
+	if r := ctl(t, "status"); r.code != 0 || r.stderr != "" {
+		t.Errorf("healthy: exit %d, stderr %q", r.code, r.stderr)
+	}
+	n := leaderless(t)
+	r := bare(t, "--servers", n.ClientAddr(), "status")
+	if r.code != 3 || r.stderr != "coordctl: status: member 2 is unreachable, member 3 is unreachable, there is no leader\n" {
+		t.Errorf("no quorum: exit %d, stderr %q", r.code, r.stderr)
+	}
+	for _, want := range []string{"\n2   -  ", "unreachable", "leader: none\n", testServerVersion} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("status output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	r = bare(t, "--servers", n.ClientAddr(), "-o", "json", "status")
+	if r.code != 3 {
+		t.Errorf("JSON: exit %d", r.code)
+	}
+	decode(t, strings.TrimSpace(r.stdout), "leader", "members")
+	e := decode(t, string(decode(t, strings.TrimSpace(r.stderr), "error")["error"]), "code", "message")
+	if unmarshal[string](t, e["code"]) != "Unhealthy" {
+		t.Errorf("JSON error %s", r.stderr)
+	}
+}
+
+// TestVersion: coordctl version prints the version make build stamps into
+// main.version.
+func TestVersion(t *testing.T) {
+	old := version
+	version = "v1.2.3-test"
+	defer func() { version = old }()
+	if got := ok(t, "version"); got != "coordctl v1.2.3-test\n" {
+		t.Errorf("version printed %q", got)
+	}
+}
+
+// TestJSONErrors: with -o json (global, or the verb's), errors are one JSON
+// object on stderr: {"error": {"code": ..., "message": ...}}.
+func TestJSONErrors(t *testing.T) {
+	fresh(t, "/jerr")
+	ok(t, "create", "/jerr", "x")
+	ok(t, "create", "/jerr/c")
+	for _, tc := range []struct {
+		args    []string
+		exit    int
+		code    string
+		message string
+	}{
+		{[]string{"-o", "json", "get", "/jerr/missing"}, 1, "NoNode", "/jerr/missing: node does not exist"},
+		{[]string{"get", "-o", "json", "/jerr/missing"}, 1, "NoNode", "/jerr/missing: node does not exist"},
+		{[]string{"get", "/jerr/missing", "-o", "json"}, 1, "NoNode", "/jerr/missing: node does not exist"},
+		{[]string{"-o", "json", "create", "/jerr"}, 1, "NodeExists", "/jerr: node already exists"},
+		{[]string{"-o", "json", "set", "-v", "9", "/jerr", "y"}, 1, "BadVersion", "/jerr: version does not match"},
+		{[]string{"-o", "json", "delete", "/jerr"}, 1, "NotEmpty", "/jerr: node has children"},
+		{[]string{"-o", "json", "create", "bad"}, 1, "BadArguments", "bad: bad arguments"},
+		{[]string{"-o", "json", "get"}, 2, "Usage", "get: missing argument"},
+		{[]string{"-o", "json", "nosuchverb"}, 2, "Usage", `unknown verb "nosuchverb"`},
+		{[]string{"get", "-x", "-o", "json", "/jerr"}, 2, "Usage", "get: flag provided but not defined: -x"},
+		{[]string{"-o", "json", "--bogus", "get", "/jerr"}, 2, "Usage", "flag provided but not defined: -bogus"},
+	} {
+		r := ctl(t, tc.args...)
+		if r.code != tc.exit || r.stdout != "" {
+			t.Errorf("coordctl %q: exit %d, stdout %q; want exit %d", tc.args, r.code, r.stdout, tc.exit)
+		}
+		m := decode(t, strings.TrimSuffix(r.stderr, "\n"), "error")
+		e := decode(t, string(m["error"]), "code", "message")
+		if c, msg := unmarshal[string](t, e["code"]), unmarshal[string](t, e["message"]); c != tc.code || !strings.HasPrefix(msg, tc.message) {
+			t.Errorf("coordctl %q: code %q, message %q; want %q, %q...", tc.args, c, msg, tc.code, tc.message)
+		}
+	}
+	// In the shell, each command's own -o decides.
+	r := ctlIn(t, "get /jerr/missing\nget -o json /jerr/missing\n", "shell")
+	lines := strings.Split(r.stderr, "\n")
+	var errs []string
+	for _, l := range lines {
+		if strings.Contains(l, "/jerr/missing") {
+			errs = append(errs, l)
+		}
+	}
+	want := []string{"coordctl: /jerr/missing: node does not exist", `{"error":{"code":"NoNode","message":"/jerr/missing: node does not exist"}}`}
+	if !reflect.DeepEqual(errs, want) {
+		t.Errorf("shell errors %q, want %q", errs, want)
 	}
 }
 
 func TestHelp(t *testing.T) {
 	for _, args := range [][]string{{"help"}, {"-h"}} {
 		r := ctl(t, args...)
-		if r.code != 0 || !strings.Contains(r.stdout, "deleteall PATH") || !strings.Contains(r.stdout, "--servers") {
+		if r.code != 0 || !strings.Contains(r.stdout, "deleteall [-force] PATH") || !strings.Contains(r.stdout, "--servers") {
 			t.Errorf("coordctl %q: exit %d, stdout:\n%s", args, r.code, r.stdout)
 		}
 	}
 	for _, args := range [][]string{{"help", "create"}, {"create", "-h"}} {
 		r := ctl(t, args...)
-		if r.code != 0 || !strings.Contains(r.stdout, "usage: create [-e] [-s] [-c] [-t ttl_ms] PATH [DATA]") || !strings.Contains(r.stdout, "until it is interrupted") {
+		if r.code != 0 || !strings.Contains(r.stdout, "usage: create [-e] [-s] [-c] [-t ttl_ms] [-f FILE] PATH [DATA]") || !strings.Contains(r.stdout, "until it is interrupted") {
 			t.Errorf("coordctl %q: exit %d, stdout:\n%s", args, r.code, r.stdout)
 		}
 	}
@@ -464,6 +718,177 @@ func TestDeleteallAndRecursiveLs(t *testing.T) {
 	decode(t, ok(t, "-o", "json", "deleteall", "/tree"), "path")
 	if r := ctl(t, "stat", "/tree"); r.code != 1 {
 		t.Errorf("/tree survived deleteall: %+v", r)
+	}
+}
+
+// getData reads path's data through coordctl get -o json.
+func getData(t *testing.T, path string) []byte {
+	t.Helper()
+	m := decode(t, ok(t, "-o", "json", "get", path), "path", "data", "stat")
+	d, err := base64.StdEncoding.DecodeString(unmarshal[string](t, m["data"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// TestDataFromFile: create and set take their data from a file (-f FILE)
+// or standard input (-f -), byte for byte, beyond what fits in an argument.
+func TestDataFromFile(t *testing.T) {
+	fresh(t, "/df")
+	ok(t, "create", "/df")
+	// 512 KiB of every byte value, newlines and NULs included (an argument
+	// list holds at most 128 KiB per argument).
+	data := make([]byte, 512<<10)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	file := filepath.Join(t.TempDir(), "data")
+	if err := os.WriteFile(file, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ok(t, "create", "-f", file, "/df/a")
+	if got := getData(t, "/df/a"); !bytes.Equal(got, data) {
+		t.Errorf("create -f stored %d bytes, want the file's %d", len(got), len(data))
+	}
+	if r := ctlIn(t, "from stdin\x00\n", "set", "-f", "-", "/df/a"); r.code != 0 {
+		t.Fatalf("set -f -: %+v", r)
+	}
+	if got := getData(t, "/df/a"); string(got) != "from stdin\x00\n" {
+		t.Errorf("set -f - stored %q", got)
+	}
+	if r := ctlIn(t, string(data), "create", "-s", "-f", "-", "/df/s-"); r.code != 0 || r.stdout != "/df/s-0000000001\n" {
+		t.Fatalf("create -f -: %+v", r)
+	}
+	if got := getData(t, "/df/s-0000000001"); !bytes.Equal(got, data) {
+		t.Errorf("create -f - stored %d bytes", len(got))
+	}
+	ok(t, "set", "-v", "1", "-f", file, "/df/a")
+	if got := getData(t, "/df/a"); !bytes.Equal(got, data) {
+		t.Errorf("set -f stored %d bytes", len(got))
+	}
+	// An empty file is empty data.
+	empty := filepath.Join(t.TempDir(), "empty")
+	os.WriteFile(empty, nil, 0o600)
+	ok(t, "create", "-f", empty, "/df/e")
+	if got := getData(t, "/df/e"); len(got) != 0 {
+		t.Errorf("empty file stored %q", got)
+	}
+
+	// Bad input: a clear error, and nothing changes.
+	huge := filepath.Join(t.TempDir(), "huge")
+	if err := os.WriteFile(huge, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(huge, maxFileData+1); err != nil { // sparse
+		t.Fatal(err)
+	}
+	big := filepath.Join(t.TempDir(), "big") // over the server's 1 MiB
+	if err := os.WriteFile(big, bytes.Repeat([]byte("x"), 2<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args   []string
+		code   int
+		stderr string
+	}{
+		{[]string{"set", "-f", file, "/df/a", "x"}, 2, "coordctl: set: -f and DATA exclude each other\n"},
+		{[]string{"create", "-f", file, "/df/b", "x"}, 2, "coordctl: create: -f and DATA exclude each other\n"},
+		{[]string{"set", "/df/a"}, 2, "coordctl: set: missing argument\n"},
+		{[]string{"set", "-f", filepath.Join(t.TempDir(), "none"), "/df/a"}, 1, "coordctl: -f: open "},
+		{[]string{"set", "-f", huge, "/df/a"}, 1, fmt.Sprintf("coordctl: -f: %s: %d bytes, more than a znode may hold (64 MiB)\n", huge, maxFileData+1)},
+		{[]string{"set", "-f", big, "/df/a"}, 1, "coordctl: /df/a: bad arguments"},
+		{[]string{"create", "-f", big, "/df/b"}, 1, "coordctl: /df/b: bad arguments"},
+	} {
+		r := ctl(t, tc.args...)
+		if r.code != tc.code || !strings.HasPrefix(r.stderr, tc.stderr) {
+			t.Errorf("coordctl %q: exit %d, stderr %q; want exit %d, stderr %q...", tc.args, r.code, r.stderr, tc.code, tc.stderr)
+		}
+	}
+	if r := ctlIn(t, "set -f - /df/a\n", "shell"); r.code != 1 || !strings.Contains(r.stderr, "coordctl: set: -f -: standard input holds the shell's commands; give a file\n") {
+		t.Errorf("set -f - in the shell: %+v", r)
+	}
+	if got := getData(t, "/df/a"); !bytes.Equal(got, data) {
+		t.Errorf("a failed set changed the data (%d bytes)", len(got))
+	}
+	if r := ctl(t, "stat", "/df/b"); r.code != 1 {
+		t.Errorf("a failed create made the node")
+	}
+}
+
+// ownServer starts a single-node server of the test's own, for a test that
+// changes the whole tree.
+func ownServer(t *testing.T) string {
+	t.Helper()
+	n, err := rpc.NewNode(rpc.Config{
+		ID: "1", DataDir: t.TempDir(), ClientAddr: freeAddr(t), PeerAddr: freeAddr(t),
+		Tick: 100 * time.Millisecond, HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond,
+		LeaderLeaseTimeout: 150 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	if !poll(10*time.Second, n.IsLeader) {
+		t.Fatal("the server did not become leader")
+	}
+	return n.ClientAddr()
+}
+
+// terminalShell runs the shell as on a terminal (it may ask questions),
+// reading stdin.
+func terminalShell(t *testing.T, addr, stdin string) result {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	c := newCLI(strings.NewReader(stdin), &out, &errOut, nil)
+	c.terminal = true
+	code := c.main([]string{"--servers", addr})
+	return result{out.String(), errOut.String(), code}
+}
+
+// TestDeleteallRoot: deleteall / is refused without -force, except in an
+// interactive shell, which asks; it spares the root and /zookeeper.
+func TestDeleteallRoot(t *testing.T) {
+	addr := ownServer(t)
+	at := func(args ...string) result { return bare(t, append([]string{"--servers", addr}, args...)...) }
+	for _, p := range []string{"/a", "/a/b", "/c", "/zookeeper"} {
+		if r := at("create", p); r.code != 0 {
+			t.Fatalf("create %s: %+v", p, r)
+		}
+	}
+	all := "a\nc\nzookeeper\n"
+	if r := at("deleteall", "/"); r.code != 2 || !strings.HasPrefix(r.stderr, "coordctl: deleteall: deleteall / deletes every node: add -force to mean it\n") {
+		t.Errorf("one-shot deleteall /: exit %d, stderr %q", r.code, r.stderr)
+	}
+	r := bare(t, "--servers", addr, "-o", "json", "deleteall", "/")
+	if r.code != 2 || !strings.Contains(r.stderr, `"code":"Usage"`) {
+		t.Errorf("one-shot deleteall / -o json: exit %d, stderr %q", r.code, r.stderr)
+	}
+	var out, errOut bytes.Buffer
+	if code := runWith([]string{"--servers", addr}, strings.NewReader("deleteall /\nls /\n"), &out, &errOut, nil); code != 1 || out.String() != all {
+		t.Errorf("deleteall / from a pipe: exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
+	}
+	if got := at("ls", "/").stdout; got != all {
+		t.Fatalf("a refused deleteall / deleted nodes: ls / %q", got)
+	}
+	r = terminalShell(t, addr, "deleteall /\nno\nls /\n")
+	if r.stdout != all || !strings.Contains(r.stderr, "coordctl: deleteall /: not confirmed; nothing deleted\n") {
+		t.Errorf("answered no: stdout %q, stderr %q", r.stdout, r.stderr)
+	}
+	r = terminalShell(t, addr, "deleteall /\ny\nls /\n")
+	if r.stdout != "zookeeper\n" || r.code != 0 {
+		t.Errorf("answered y: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	for _, p := range []string{"/a", "/a/b", "/c"} {
+		if r := at("create", p); r.code != 0 {
+			t.Fatalf("create %s: %+v", p, r)
+		}
+	}
+	if r := at("deleteall", "-force", "/"); r.code != 0 || r.stdout != "" {
+		t.Errorf("deleteall -force /: %+v", r)
+	}
+	if got := at("ls", "/").stdout; got != "zookeeper\n" {
+		t.Errorf("after deleteall -force /: ls / %q", got)
 	}
 }
 
@@ -551,6 +976,79 @@ func TestShellPipe(t *testing.T) {
 	r = ctlIn(t, "get\nget 'oops\nls /sh", "shell")
 	if r.code != 1 || r.stdout != "ok\n" {
 		t.Errorf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestShellWatches: in a shell reading a pipe, get -w, ls -w, stat -w and
+// watch set their watches and the shell goes on (it used to wait for the
+// next change, forever); every event that fires before the shell ends is
+// printed as a WATCHER:: line (or the event's JSON).
+func TestShellWatches(t *testing.T) {
+	fresh(t, "/sw")
+	script := strings.Join([]string{
+		"create /sw v0",
+		"get -w /sw",
+		"set /sw v1",
+		"ls -w /sw",
+		"create /sw/c",
+		"stat -w /sw/later",
+		"create /sw/later",
+		"watch /sw/w",
+		"create /sw/w",
+		"get -w -o json /sw/c",
+		"delete /sw/c",
+		"get /sw",
+	}, "\n") + "\n"
+	done := make(chan result, 1)
+	go func() { done <- ctlIn(t, script, "shell") }()
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the shell did not finish its script: a watch stopped it")
+	}
+	if r.code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	var results, events []string
+	var jsonEvent map[string]json.RawMessage
+	for _, l := range strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n") {
+		switch {
+		case strings.HasPrefix(l, "WATCHER:: "):
+			typ, rest, _ := strings.Cut(strings.TrimPrefix(l, "WATCHER:: "), " ")
+			path, zxid, _ := strings.Cut(rest, " ")
+			if !strings.HasPrefix(zxid, "zxid=0x") {
+				t.Errorf("event line %q", l)
+			}
+			events = append(events, typ+" "+path)
+		case strings.HasPrefix(l, `{"type":`):
+			jsonEvent = decode(t, l, "type", "path", "zxid")
+		default:
+			results = append(results, l)
+		}
+	}
+	sort.Strings(events)
+	want := []string{"NodeChildrenChanged /sw", "NodeCreated /sw/later", "NodeCreated /sw/w", "NodeDataChanged /sw"}
+	if !reflect.DeepEqual(events, want) {
+		t.Errorf("events %q, want %q; stdout:\n%s", events, want, r.stdout)
+	}
+	if jsonEvent == nil || unmarshal[string](t, jsonEvent["type"]) != "NodeDeleted" || unmarshal[string](t, jsonEvent["path"]) != "/sw/c" {
+		t.Errorf("no NodeDeleted /sw/c event in JSON; stdout:\n%s", r.stdout)
+	}
+	// The results in order, the events aside (the JSON get's result is
+	// one line starting {"path":).
+	wantResults := []string{"/sw", "v0", "/sw/c", "/sw/later", "/sw/w"}
+	if len(results) != 7 || !reflect.DeepEqual(results[:5], wantResults) || !strings.HasPrefix(results[5], `{"path":"/sw/c"`) || results[6] != "v1" {
+		t.Errorf("results %q; stdout:\n%s", results, r.stdout)
+	}
+	for _, want := range []string{
+		"coordctl: /sw/later: node does not exist; the watch reports its creation\n",
+		"coordctl: /sw/w: node does not exist; waiting for its creation\n",
+		"coordctl: watching /sw/w; until the shell ends\n",
+	} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+		}
 	}
 }
 
@@ -726,8 +1224,8 @@ func TestCreateEphemeralBlocks(t *testing.T) {
 	}
 }
 
-// TestShellInterrupt: SIGINT ends a running watch in the shell, not the
-// shell; the next command runs on the same session.
+// TestShellInterrupt: SIGINT ends a running watch in an interactive shell,
+// not the shell; the next command runs on the same session.
 func TestShellInterrupt(t *testing.T) {
 	fresh(t, "/si")
 	ok(t, "create", "/si")
@@ -736,8 +1234,10 @@ func TestShellInterrupt(t *testing.T) {
 	var stdout, stderr lockedBuffer
 	sig := make(chan os.Signal, 1)
 	done := make(chan int, 1)
+	c := newCLI(pr, &stdout, &stderr, sig)
+	c.terminal = true // watch waits on a terminal, until interrupted
 	go func() {
-		done <- runWith([]string{"--servers", server(t)}, pr, &stdout, &stderr, sig)
+		done <- c.main([]string{"--servers", server(t)})
 	}()
 	io.WriteString(pw, "create -e /si/e\nwatch /si\n")
 	if !poll(10*time.Second, func() bool { return strings.Contains(stderr.String(), "watching /si") }) {

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"time"
 
@@ -16,9 +17,12 @@ import (
 
 var createVerb = &verb{
 	name:     "create",
-	synopsis: "create [-e] [-s] [-c] [-t ttl_ms] PATH [DATA]",
+	synopsis: "create [-e] [-s] [-c] [-t ttl_ms] [-f FILE] PATH [DATA]",
 	summary:  "create a node and print its path",
 	detail: `
+The data is DATA, or the contents of FILE with -f (-f - reads standard
+input, except in the shell); without either the node has no data.
+
 -e makes an ephemeral node, which lives as long as the session that made it.
 In a one-shot call that session is coordctl's own: coordctl prints the path,
 then keeps the session (and the node) alive until it is interrupted (SIGINT
@@ -35,6 +39,7 @@ deletes when it has had no children and no change for ttl_ms milliseconds.
 		seq := fs.Bool("s", false, "make a sequential node")
 		ctr := fs.Bool("c", false, "make a container node")
 		ttl := fs.Int64("t", 0, "make a TTL node living `ttl_ms` milliseconds without change")
+		file := fs.String("f", "", "read the data from `FILE` (- for standard input)")
 		return func(x *cmd, args []string) error {
 			if err := x.nargs(args, 1, 2); err != nil {
 				return err
@@ -60,9 +65,9 @@ deletes when it has had no children and no change for ttl_ms milliseconds.
 				return x.usage("-e, -c and -t exclude each other")
 			}
 			path := args[0]
-			var data []byte
-			if len(args) == 2 {
-				data = []byte(args[1])
+			data, err := x.data(args[1:], *file)
+			if err != nil {
+				return err
 			}
 			ctx, cancel, cl, err := x.connected()
 			if err != nil {
@@ -98,7 +103,9 @@ var getVerb = &verb{
 Text output is the data followed by a newline; -o json gives the data in
 base64 with the node's stat. -s also prints the stat (text). -w leaves a
 data watch: coordctl prints the data, waits for the node's next change or
-deletion, prints that event and exits.
+deletion, prints that event and exits. In the shell -w does not wait: the
+shell goes on, and the event is printed when it fires ("WATCHER:: TYPE PATH
+zxid=...", or its JSON).
 
 The server a command reaches answers from its own copy, which may lag the
 leader by a few milliseconds. -sync makes the read linearizable: it sees
@@ -152,24 +159,31 @@ and the read, sent together; Client.SyncGet).`,
 			if err != nil || !*watch {
 				return err
 			}
-			return x.waitEvent(ch)
+			return x.watchEvent(ch)
 		}
 	},
 }
 
 var setVerb = &verb{
 	name:     "set",
-	synopsis: "set [-s] [-v VERSION] PATH DATA",
+	synopsis: "set [-s] [-v VERSION] [-f FILE] PATH [DATA]",
 	summary:  "replace a node's data",
 	detail: `
-With -v the write applies only if the node's version is VERSION (-1: any).
+The data is DATA, or the contents of FILE with -f (-f - reads standard
+input, except in the shell). With -v the write applies only if the node's
+version is VERSION (-1: any).
 Text output is empty unless -s asks for the new stat; -o json prints the path
 and the new stat.`,
 	define: func(fs *flag.FlagSet) func(x *cmd, args []string) error {
 		withStat := fs.Bool("s", false, "print the new stat")
 		version := fs.Int("v", -1, "expected `version` (-1: any)")
+		file := fs.String("f", "", "read the data from `FILE` (- for standard input)")
 		return func(x *cmd, args []string) error {
-			if err := x.nargs(args, 2, 2); err != nil {
+			min := 2
+			if *file != "" {
+				min = 1
+			}
+			if err := x.nargs(args, min, 2); err != nil {
 				return err
 			}
 			v, err := version32(x, *version)
@@ -177,12 +191,16 @@ and the new stat.`,
 				return err
 			}
 			path := args[0]
+			data, err := x.data(args[1:], *file)
+			if err != nil {
+				return err
+			}
 			ctx, cancel, cl, err := x.connected()
 			if err != nil {
 				return err
 			}
 			defer cancel()
-			stat, err := cl.Set(ctx, path, []byte(args[1]), v)
+			stat, err := cl.Set(ctx, path, data, v)
 			if err != nil {
 				return fmt.Errorf("%s: %w", path, err)
 			}
@@ -193,6 +211,48 @@ and the new stat.`,
 			})
 		}
 	},
+}
+
+// maxFileData is the most data -f reads: the most any coordd server admits
+// (fsm.DataSizeCap; a server's own --max-data-size is usually less, and it
+// refuses a larger write with BadArguments).
+const maxFileData = 64 << 20
+
+// data is a create's or set's data: the DATA argument (rest holds it, if
+// given) or, with -f, the contents of file ("-": standard input).
+func (x *cmd) data(rest []string, file string) ([]byte, error) {
+	switch {
+	case file == "":
+		if len(rest) == 0 {
+			return nil, nil
+		}
+		return []byte(rest[0]), nil
+	case len(rest) > 0:
+		return nil, x.usage("-f and DATA exclude each other")
+	case file == "-" && x.inShell:
+		return nil, x.usage("-f -: standard input holds the shell's commands; give a file")
+	}
+	var r io.Reader = x.stdin
+	name := "standard input"
+	if file != "-" {
+		f, err := os.Open(file)
+		if err != nil {
+			return nil, fmt.Errorf("-f: %w", err)
+		}
+		defer f.Close()
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > maxFileData {
+			return nil, fmt.Errorf("-f: %s: %d bytes, more than a znode may hold (%d MiB)", file, fi.Size(), maxFileData>>20)
+		}
+		r, name = f, file
+	}
+	b, err := io.ReadAll(io.LimitReader(r, maxFileData+1))
+	if err != nil {
+		return nil, fmt.Errorf("-f: reading %s: %w", name, err)
+	}
+	if len(b) > maxFileData {
+		return nil, fmt.Errorf("-f: %s: more than a znode may hold (%d MiB)", name, maxFileData>>20)
+	}
+	return b, nil
 }
 
 func version32(x *cmd, v int) (int32, error) {
@@ -233,18 +293,35 @@ var deleteVerb = &verb{
 
 var deleteallVerb = &verb{
 	name:     "deleteall",
-	synopsis: "deleteall PATH",
+	synopsis: "deleteall [-force] PATH",
 	summary:  "delete a node and all its descendants",
 	detail: `
 Deletes depth first: every child's subtree, then the node. Nodes that vanish
 meanwhile are skipped; children created meanwhile are deleted too (a few
-retries). deleteall / deletes everything but the root.`,
+retries).
+
+deleteall / deletes every node but the root and ZooKeeper's own /zookeeper
+subtree. It asks first in an interactive shell; elsewhere (a one-shot call,
+commands from a pipe or file) it is refused unless -force is given.`,
 	define: func(fs *flag.FlagSet) func(x *cmd, args []string) error {
+		force := fs.Bool("force", false, "delete everything when PATH is /, without asking")
 		return func(x *cmd, args []string) error {
 			if err := x.nargs(args, 1, 1); err != nil {
 				return err
 			}
 			path := args[0]
+			if path == "/" && !*force {
+				if !x.interactive {
+					return x.usage("deleteall / deletes every node: add -force to mean it")
+				}
+				yes, err := x.confirm("delete every node of the cluster? [y/N] ")
+				if err != nil {
+					return err
+				}
+				if !yes {
+					return &cliError{code: "NotConfirmed", status: 1, msg: "deleteall /: not confirmed; nothing deleted"}
+				}
+			}
 			ctx, cancel, cl, err := x.connected()
 			if err != nil {
 				return err
@@ -258,6 +335,10 @@ retries). deleteall / deletes everything but the root.`,
 	},
 }
 
+// zookeeperNode is ZooKeeper's own subtree, which deleteall / leaves alone
+// (as ZooKeeper's deleteall does: the server refuses to delete it).
+const zookeeperNode = "zookeeper"
+
 // deleteAll deletes path's subtree depth first. Only for the top node is a
 // missing node an error.
 func deleteAll(ctx context.Context, cl *client.Client, path string, top bool) error {
@@ -270,6 +351,9 @@ func deleteAll(ctx context.Context, cl *client.Client, path string, top bool) er
 			return fmt.Errorf("%s: %w", path, err)
 		}
 		for _, c := range children {
+			if path == "/" && c == zookeeperNode {
+				continue
+			}
 			if err := deleteAll(ctx, cl, childPath(path, c), false); err != nil {
 				return err
 			}
@@ -303,7 +387,9 @@ var lsVerb = &verb{
 Text output is one child name per line. -R lists every descendant's full
 path instead, sorted. -s also prints the node's stat. -w leaves a child
 watch: coordctl prints the children, waits for a child to be created or
-deleted (or the node to be deleted), prints that event and exits.`,
+deleted (or the node to be deleted), prints that event and exits. In the
+shell -w does not wait: the shell goes on, and the event is printed when it
+fires ("WATCHER:: TYPE PATH zxid=...", or its JSON).`,
 	define: func(fs *flag.FlagSet) func(x *cmd, args []string) error {
 		recursive := fs.Bool("R", false, "list every descendant, by full path")
 		withStat := fs.Bool("s", false, "also print the node's stat")
@@ -355,7 +441,7 @@ deleted (or the node to be deleted), prints that event and exits.`,
 			if err != nil || !*watch {
 				return err
 			}
-			return x.waitEvent(ch)
+			return x.watchEvent(ch)
 		}
 	},
 }
@@ -401,7 +487,9 @@ var statVerb = &verb{
 Text output is zkCli's: one "field = value" line per field. -w leaves an
 exists watch: coordctl prints the stat, waits for the node's next change or
 deletion, prints that event and exits. On a node that does not exist, -w
-reports so on stderr and waits for the node's creation (exit status 0).`,
+reports so on stderr and waits for the node's creation (exit status 0). In
+the shell -w does not wait: the shell goes on, and the event is printed when
+it fires ("WATCHER:: TYPE PATH zxid=...", or its JSON).`,
 	define: func(fs *flag.FlagSet) func(x *cmd, args []string) error {
 		watch := fs.Bool("w", false, "wait for and print the next change of the node")
 		return func(x *cmd, args []string) error {
@@ -431,7 +519,11 @@ reports so on stderr and waits for the node's creation (exit status 0).`,
 				if !*watch {
 					return fmt.Errorf("%s: %w", path, client.ErrNoNode)
 				}
-				fmt.Fprintf(x.stderr, "coordctl: %s: node does not exist; waiting for its creation\n", path)
+				if x.bg != nil {
+					fmt.Fprintf(x.stderr, "coordctl: %s: node does not exist; the watch reports its creation\n", path)
+				} else {
+					fmt.Fprintf(x.stderr, "coordctl: %s: node does not exist; waiting for its creation\n", path)
+				}
 			} else {
 				err := x.out.emit(statJSON{Path: path, Stat: stat}, func(w io.Writer) { writeStat(w, stat) })
 				if err != nil {
@@ -441,7 +533,7 @@ reports so on stderr and waits for the node's creation (exit status 0).`,
 			if !*watch {
 				return nil
 			}
-			return x.waitEvent(ch)
+			return x.watchEvent(ch)
 		}
 	},
 }

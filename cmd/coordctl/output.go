@@ -15,6 +15,9 @@ import (
 type printer struct {
 	w    io.Writer
 	json bool
+	// eventPrefix starts each text line of a watch event: "WATCHER:: " for
+	// the events of watches the shell left running.
+	eventPrefix string
 }
 
 // emit writes v as JSON, or calls text to write it as text.
@@ -72,6 +75,7 @@ type memberJSON struct {
 	Address string `json:"address"`
 	Role    string `json:"role"`
 	Applied int64  `json:"applied"`
+	Version string `json:"version"` // "" when unreachable
 }
 
 type sessionsJSON struct {
@@ -118,19 +122,21 @@ func formatMillis(ms int64) string {
 // emitEvent prints one watch event.
 func (p *printer) emitEvent(ev client.Event) error {
 	return p.emit(eventJSON{Type: ev.Type.String(), Path: ev.Path, Zxid: ev.Zxid}, func(w io.Writer) {
-		fmt.Fprintf(w, "%s %s zxid=%s\n", ev.Type, ev.Path, hexID(ev.Zxid))
+		fmt.Fprintf(w, "%s%s %s zxid=%s\n", p.eventPrefix, ev.Type, ev.Path, hexID(ev.Zxid))
 	})
 }
 
 func writeStatus(w io.Writer, st statusJSON) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tADDRESS\tROLE\tAPPLIED")
-	for _, m := range st.Members {
-		addr := m.Address
-		if addr == "" {
-			addr = "-"
+	fmt.Fprintln(tw, "ID\tADDRESS\tROLE\tAPPLIED\tVERSION")
+	dash := func(s string) string {
+		if s == "" {
+			return "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", m.ID, addr, m.Role, m.Applied)
+		return s
+	}
+	for _, m := range st.Members {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", m.ID, dash(m.Address), m.Role, m.Applied, dash(m.Version))
 	}
 	tw.Flush()
 	leader := st.Leader

@@ -2,9 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
-	"strings"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -32,14 +33,35 @@ func (c *cli) session(ctx context.Context) (*client.Client, error) {
 	return c.sess.cl, nil
 }
 
+// probeTimeout bounds the first check of whether the servers accept
+// connections at all.
+const probeTimeout = 2 * time.Second
+
 // connect opens a session within the command timeout and starts reporting
-// its state changes.
+// its state changes. When no server accepts a connection it fails at once;
+// otherwise, when none opens the session in time, it says why each failed.
 func (c *cli) connect(ctx context.Context) (*session, error) {
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	cl, err := client.Connect(ctx, c.servers, client.WithSessionTimeout(c.sessionTimeout))
-	if err != nil {
-		return nil, fmt.Errorf("cannot connect to %s: %w", strings.Join(c.servers, ","), err)
+	interrupted := func() bool { return errors.Is(parent.Err(), context.Canceled) }
+	failed := probe(ctx, c.servers, min(c.timeout, probeTimeout))
+	if interrupted() {
+		return nil, parent.Err()
+	}
+	if len(failed) == len(c.servers) {
+		return nil, &connectError{what: "cannot connect: no server accepts connections", servers: failures(c.servers, failed, nil)}
+	}
+	rec := &connectFailures{last: map[string]error{}}
+	cl, err := client.Connect(ctx, c.servers, client.WithSessionTimeout(c.sessionTimeout), client.WithLogger(slog.New(rec)))
+	switch {
+	case err == nil:
+	case interrupted():
+		return nil, parent.Err()
+	case errors.Is(err, context.DeadlineExceeded):
+		return nil, &connectError{what: "cannot connect to any server", after: c.timeout, servers: failures(c.servers, failed, rec.get)}
+	default:
+		return nil, fmt.Errorf("cannot connect: %w", err)
 	}
 	s := &session{cl: cl, expired: make(chan struct{}), stateDone: make(chan struct{})}
 	go s.reportStates(c.stderr, c.inShell)

@@ -31,11 +31,14 @@ func (c *cli) shell() int {
 			fmt.Fprintf(c.stderr, "coordctl: %s\n", errText(err))
 		}
 	}()
+	// Runs before the session closes: the watches left running stop first.
+	defer c.startBackground()()
 	cl := c.sess.cl
 	fmt.Fprintf(c.stderr, "coordctl: connected to %s, session 0x%x (timeout %s)\n", cl.Server(), cl.SessionID(), cl.SessionTimeout())
 
 	src, interactive := c.lineSource()
 	defer src.close()
+	c.lines, c.interactive = src, interactive
 	type lineResult struct {
 		line string
 		err  error
@@ -71,6 +74,7 @@ func (c *cli) shell() int {
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
+		c.errJSON = c.format == "json"
 		argv, err := splitLine(line)
 		if err != nil {
 			c.report(usagef("", "%v", err))
@@ -100,12 +104,31 @@ func exitStatus(failed, interactive bool) int {
 // lineReader is where the shell reads its commands.
 type lineReader interface {
 	readLine() (string, error)
+	// ask shows prompt and reads the answer.
+	ask(prompt string) (string, error)
 	close()
+}
+
+// confirm asks a yes/no question in the interactive shell; only "y" or
+// "yes" is yes. An interrupt is no.
+func (c *cli) confirm(question string) (bool, error) {
+	answer, err := c.lines.ask(question)
+	if errors.Is(err, readline.ErrInterrupt) {
+		return false, nil
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		return false, err
+	}
+	a := strings.ToLower(strings.TrimSpace(answer))
+	return a == "y" || a == "yes", nil
 }
 
 // lineSource returns a readline editor when stdin is a terminal, else a
 // plain line reader; interactive says which.
 func (c *cli) lineSource() (lineReader, bool) {
+	if c.terminal {
+		return &plainLines{r: bufio.NewReader(c.stdin)}, true
+	}
 	if f, ok := c.stdin.(*os.File); ok && readline.IsTerminal(int(f.Fd())) {
 		cfg := &readline.Config{
 			Prompt:            "coordctl> ",
@@ -163,6 +186,11 @@ func (e *editor) readLine() (string, error) {
 	}
 }
 
+func (e *editor) ask(prompt string) (string, error) {
+	e.rl.SetPrompt(prompt)
+	return e.rl.Readline()
+}
+
 func (e *editor) close() { e.rl.Close() }
 
 // prompt shows the server and, unless connected, the session's state.
@@ -189,6 +217,8 @@ func (p *plainLines) readLine() (string, error) {
 	}
 	return line, err
 }
+
+func (p *plainLines) ask(prompt string) (string, error) { return p.readLine() }
 
 func (p *plainLines) close() {}
 

@@ -103,6 +103,7 @@ func newVerbFlags(v *verb, format *string) (*flag.FlagSet, func(x *cmd, args []s
 
 // execute parses argv (a verb and its arguments) and runs the verb.
 func (c *cli) execute(ctx context.Context, argv []string) error {
+	c.errJSON = c.format == "json" || wantsJSON(argv[1:])
 	v := lookupVerb(argv[0])
 	if v == nil {
 		return usagef("", "unknown verb %q", argv[0])
@@ -125,6 +126,7 @@ func (c *cli) execute(ctx context.Context, argv []string) error {
 	if err := checkFormat(v.name, format); err != nil {
 		return err
 	}
+	c.errJSON = format == "json"
 	x := &cmd{cli: c, ctx: ctx, verb: v, out: &printer{w: c.stdout, json: format == "json"}}
 	return run(x, args)
 }
@@ -158,14 +160,18 @@ Verbs:
 	tw.Flush()
 	fmt.Fprint(w, `
 Global flags (before the verb):
-  --servers host:port,...   servers to try (default $COORD_SERVERS, else `+defaultServers+`)
-  -o json|text              output format (default text; verbs accept -o too)
-  --timeout DURATION        deadline of each command, connecting included (default 10s)
+  --servers host[:port],... servers to try (default $COORD_SERVERS, else `+defaultServers+`);
+                            the port is `+defaultPort+` when omitted ([IPv6] or [IPv6]:port)
+  -o json|text              output format (default text; verbs accept -o too); with
+                            json, errors too: {"error":{"code":"NoNode","message":"..."}}
+  --timeout DURATION        deadline of each command, connecting included (default 10s);
+                            when no server accepts a connection, a command fails at once
   --session-timeout DURATION
                             session timeout to ask for (default 10s)
 
 Exit status: 0 on success, 1 when an operation failed, 2 on a usage error;
-lock and elect exit with CMD's status (see 'coordctl help lock').
+status exits 3 when a member is unreachable or there is no leader; lock and
+elect exit with CMD's status (see 'coordctl help lock').
 Run 'coordctl help VERB' for a verb's flags.
 `)
 }
@@ -224,7 +230,14 @@ On a terminal the shell offers line editing and history (kept in
 $HOME/.coordctl_history). Otherwise it reads commands line by line from
 stdin, runs them in order and exits at end of input with status 1 if any
 command failed, else 0; so (echo 'create -e /a x'; sleep 30) | coordctl keeps
-/a for 30 seconds. Connection state changes are reported on stderr.`,
+/a for 30 seconds. Connection state changes are reported on stderr.
+
+No command of the shell waits for a watch: get -w, ls -w and stat -w set
+theirs and the shell goes on, and so does watch when the commands come from
+a pipe or file (on a terminal it runs until Ctrl-C). Each event is printed
+when it fires, as zkCli does: "WATCHER:: TYPE PATH zxid=..." (with -o json,
+the event's JSON); the events that fired before the shell ends are printed
+before it exits.`,
 	define: func(fs *flag.FlagSet) func(x *cmd, args []string) error {
 		return func(x *cmd, args []string) error {
 			return x.usage("already in a shell")

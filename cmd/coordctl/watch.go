@@ -1,14 +1,92 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"reflect"
 	"sort"
+	"sync"
 
 	"github.com/coordd/coordd/client"
 )
+
+// shellJobs runs what the shell leaves running: the watches of get -w,
+// ls -w and stat -w, and watch when the commands come from a pipe or file.
+// Their events are printed when they fire, until the shell ends.
+type shellJobs struct {
+	ctx    context.Context // ended when the shell ends
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// startBackground gives the shell its background and returns the function
+// that ends it, once everything in it has returned.
+func (c *cli) startBackground() (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	c.bg = &shellJobs{ctx: ctx, cancel: cancel}
+	return func() {
+		cancel()
+		c.bg.wg.Wait()
+	}
+}
+
+// run runs f in the background.
+func (b *shellJobs) run(f func(ctx context.Context)) {
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		f(b.ctx)
+	}()
+}
+
+// watcherPrefix starts the text line of an event of a watch the shell left
+// running, as zkCli's "WATCHER::" does.
+const watcherPrefix = "WATCHER:: "
+
+// forWatcher is the printer of the events of a watch left running.
+func (p *printer) forWatcher() *printer {
+	return &printer{w: p.w, json: p.json, eventPrefix: watcherPrefix}
+}
+
+// watchEvent prints the one event of a watch left by get -w, ls -w or
+// stat -w: in a one-shot call it waits for it; in the shell it returns at
+// once and prints the event when it fires (as "WATCHER:: TYPE PATH
+// zxid=...").
+func (x *cmd) watchEvent(ch <-chan client.Event) error {
+	if x.bg == nil {
+		return x.waitEvent(ch)
+	}
+	out := x.out.forWatcher()
+	x.bg.run(func(ctx context.Context) {
+		var (
+			ev client.Event
+			ok bool
+		)
+		select {
+		case ev, ok = <-ch:
+		case <-ctx.Done():
+			// The shell ends: an event that fired before is still printed.
+			select {
+			case ev, ok = <-ch:
+			default:
+				return
+			}
+		}
+		if !ok {
+			ev = client.Event{Type: client.EventNotWatching, Err: errors.New("channel closed")}
+		}
+		if err := notWatching(ev); err != nil {
+			x.printError(err, out.json)
+			return
+		}
+		if err := out.emitEvent(ev); err != nil {
+			x.printError(err, out.json)
+		}
+	})
+	return nil
+}
 
 // waitEvent waits for the one event of a watch left by get -w, ls -w or
 // stat -w and prints it. An interrupt ends the wait quietly.
@@ -48,6 +126,11 @@ and prints every event (type, path, zxid) until interrupted. If PATH does not
 exist it waits for its creation. -R also watches every descendant, following
 children as they come and go.
 
+In a shell reading its commands from a pipe or file, watch sets its watches
+and the shell goes on with the next command; the events are printed as they
+come ("WATCHER:: TYPE PATH zxid=...", or the event's JSON) until the shell
+ends.
+
 Watches are one-shot, as in ZooKeeper: a change made between an event and
 the re-arming of its watch is seen in the state the re-arming reads, not as
 an event of its own.`,
@@ -64,7 +147,24 @@ an event of its own.`,
 				return err
 			}
 			w := &watcher{x: x, cl: cl, root: args[0], recursive: *recursive, nodes: map[string]*watchedNode{}}
-			return w.run()
+			if x.bg == nil || x.interactive {
+				if err := w.begin("interrupt (Ctrl-C) to stop"); err != nil {
+					return err
+				}
+				return w.loop()
+			}
+			// In a script: the watches are set before the next command
+			// runs, and the events come in the background.
+			w.x = &cmd{cli: x.cli, ctx: x.bg.ctx, verb: x.verb, out: x.out.forWatcher()}
+			if err := w.begin("until the shell ends"); err != nil {
+				return err
+			}
+			x.bg.run(func(context.Context) {
+				if err := w.loop(); err != nil {
+					x.printError(err, w.x.out.json)
+				}
+			})
+			return nil
 		}
 	},
 }
@@ -100,7 +200,9 @@ type firedWatch struct {
 	ev client.Event
 }
 
-func (w *watcher) run() error {
+// begin arms the watches of the root (and with -R of its descendants) and
+// says so on stderr, with until (how the watch ends).
+func (w *watcher) begin(until string) error {
 	exists, err := w.arm(w.root)
 	if err != nil {
 		return fmt.Errorf("%s: %w", w.root, err)
@@ -112,7 +214,13 @@ func (w *watcher) run() error {
 	if w.recursive {
 		what += " and its descendants"
 	}
-	fmt.Fprintf(w.x.stderr, "coordctl: watching %s; interrupt (Ctrl-C) to stop\n", what)
+	fmt.Fprintf(w.x.stderr, "coordctl: watching %s; %s\n", what, until)
+	return nil
+}
+
+// loop prints the events and re-arms the watches until the verb's context
+// ends (an interrupt, or the end of the shell).
+func (w *watcher) loop() error {
 	for {
 		batch, ok := w.next()
 		if !ok {
@@ -121,7 +229,7 @@ func (w *watcher) run() error {
 		for _, f := range batch {
 			if err := w.handle(f); err != nil {
 				if w.x.ctx.Err() != nil {
-					return nil // interrupted while re-arming
+					continue // interrupted while re-arming: print the rest
 				}
 				return err
 			}
@@ -130,22 +238,26 @@ func (w *watcher) run() error {
 }
 
 // next waits for a watch to fire and returns it with every other one already
-// fired, sorted by zxid; ok is false when the verb was interrupted.
+// fired, sorted by zxid; ok is false when the verb was interrupted. Once it
+// is, the watches that had fired are still returned (once), with ok.
 func (w *watcher) next() (batch []firedWatch, ok bool) {
+	if len(w.pending) == 0 && w.x.ctx.Err() != nil {
+		return nil, false
+	}
 	cases := make([]reflect.SelectCase, 0, len(w.pending)+1)
 	cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(w.x.ctx.Done())})
 	for _, p := range w.pending {
 		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(p.ch)})
 	}
 	i, v, recvOK := reflect.Select(cases)
-	if i == 0 {
-		return nil, false
+	taken := map[int]client.Event{}
+	if i > 0 {
+		first := client.Event{Type: client.EventNotWatching, Path: w.pending[i-1].path, Err: errors.New("channel closed")}
+		if recvOK {
+			first = v.Interface().(client.Event)
+		}
+		taken[i-1] = first
 	}
-	first := client.Event{Type: client.EventNotWatching, Path: w.pending[i-1].path, Err: errors.New("channel closed")}
-	if recvOK {
-		first = v.Interface().(client.Event)
-	}
-	taken := map[int]client.Event{i - 1: first}
 	// Collect whatever else has fired already: the client delivered those
 	// before this one's successors, so sorting by zxid restores the order.
 	for j, p := range w.pending {
@@ -170,6 +282,13 @@ func (w *watcher) next() (batch []firedWatch, ok bool) {
 		}
 	}
 	w.pending = rest
+	if i == 0 {
+		// Interrupted: what had fired is printed, and nothing waits more.
+		w.pending = nil
+		if len(batch) == 0 {
+			return nil, false
+		}
+	}
 	sort.SliceStable(batch, func(a, b int) bool { return batch[a].ev.Zxid < batch[b].ev.Zxid })
 	return batch, true
 }

@@ -28,10 +28,21 @@ import (
 var version = "dev"
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stderr))
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run(args []string, stderr io.Writer) int {
+// run is coordd's entry point: it runs the server until SIGINT or SIGTERM
+// and returns the exit status. --version prints to stdout, everything else
+// (the usage included) to stderr.
+func run(args []string, stdout, stderr io.Writer) int {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	return runUntil(args, stdout, stderr, sig)
+}
+
+// runUntil is run, with the server stopping at the first signal from stop.
+func runUntil(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) int {
 	fs := flag.NewFlagSet("coordd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
@@ -71,7 +82,7 @@ func run(args []string, stderr io.Writer) int {
 		return 2
 	}
 	if *showVersion {
-		fmt.Println("coordd", buildVersion())
+		fmt.Fprintln(stdout, "coordd", buildVersion())
 		return 0
 	}
 	var level slog.Level
@@ -90,7 +101,7 @@ func run(args []string, stderr io.Writer) int {
 		Tick: *tick, MinSessionTimeout: *minSession, MaxSessionTimeout: *maxSession,
 		SnapshotThreshold: *snapThresh, TrailingLogs: *trailing, SnapshotInterval: *snapEvery, MaxDataSize: *maxData,
 		HeartbeatTimeout: *heartbeat, ElectionTimeout: *election, Logger: logger,
-		DisableTTL: !*ttlNodes, ReapInterval: *reapEvery,
+		DisableTTL: !*ttlNodes, ReapInterval: *reapEvery, Version: buildVersion(),
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "coordd: %v\n", err)
@@ -108,11 +119,8 @@ func run(args []string, stderr io.Writer) int {
 	stopRelease := startIdleRelease(*idleRelease, os.Getenv("GOGC") == "off")
 	defer stopRelease()
 	fmt.Fprintf(stderr, "coordd %s: server %s serving clients on %s (peers on %s, data in %s)\n", buildVersion(), *id, node.ClientAddr(), *peerAddr, *dataDir)
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	s := <-sig
+	s := <-stop
 	fmt.Fprintf(stderr, "coordd: %v: shutting down\n", s)
-	signal.Stop(sig)
 	if err := node.Close(); err != nil {
 		fmt.Fprintf(stderr, "coordd: %v\n", err)
 		return 1
@@ -120,6 +128,9 @@ func run(args []string, stderr io.Writer) int {
 	return 0
 }
 
+// buildVersion is the version this binary reports: the one make build
+// stamps (git describe), else the module version go install records, else
+// "dev".
 func buildVersion() string {
 	if version != "dev" {
 		return version

@@ -2,11 +2,21 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/coordd/coordd/rpc/apipb"
 )
 
 func freeAddr(t *testing.T) string {
@@ -48,7 +58,7 @@ func TestStartupErrors(t *testing.T) {
 		{"min above max", []string{"--data-dir", t.TempDir(), "--min-session-timeout", "30s", "--max-session-timeout", "10s"}, 1, "exceeds max"},
 	} {
 		var stderr bytes.Buffer
-		code := run(tc.args, &stderr)
+		code := run(tc.args, io.Discard, &stderr)
 		if code != tc.code || !strings.Contains(stderr.String(), tc.msg) {
 			t.Errorf("%s: exit %d, stderr %q; want exit %d and %q", tc.name, code, stderr.String(), tc.code, tc.msg)
 		}
@@ -57,7 +67,7 @@ func TestStartupErrors(t *testing.T) {
 
 func TestHelp(t *testing.T) {
 	var stderr bytes.Buffer
-	if code := run([]string{"--help"}, &stderr); code != 0 {
+	if code := run([]string{"--help"}, io.Discard, &stderr); code != 0 {
 		t.Fatalf("--help exit %d", code)
 	}
 	for _, flag := range []string{"-id", "-data-dir", "-client-addr", "-peer-addr", "-peers", "-tick", "-ttl-nodes", "-idle-memory-check"} {
@@ -65,4 +75,113 @@ func TestHelp(t *testing.T) {
 			t.Errorf("--help does not document %s", flag)
 		}
 	}
+}
+
+// TestBusyPortClaimsNoDataDir: a server that cannot bind its client or peer
+// port fails before it claims its data dir, so that a second attempt, with
+// the port free or another id, starts afresh (it used to leave server-id
+// behind, and with it the id of a server that never ran).
+func TestBusyPortClaimsNoDataDir(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	for _, tc := range []struct {
+		name         string
+		client, peer string
+	}{
+		{"client port", busy.Addr().String(), freeAddr(t)},
+		{"peer port", freeAddr(t), busy.Addr().String()},
+	} {
+		dir := filepath.Join(t.TempDir(), "coordd-data")
+		var stderr bytes.Buffer
+		code := run([]string{"--data-dir", dir, "--client-addr", tc.client, "--peer-addr", tc.peer}, io.Discard, &stderr)
+		if code != 1 || !strings.Contains(stderr.String(), "address already in use") {
+			t.Errorf("%s taken: exit %d, stderr %q; want exit 1 and the address in use", tc.name, code, stderr.String())
+		}
+		if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
+			var names []string
+			for _, e := range entries {
+				names = append(names, e.Name())
+			}
+			t.Errorf("%s taken: the failed start left %v in its data dir", tc.name, names)
+		}
+	}
+}
+
+// TestVersion: --version prints the version make build stamps into
+// main.version, and the running server reports it in status, as its own
+// and as its member's.
+func TestVersion(t *testing.T) {
+	old := version
+	version = "v1.2.3-test"
+	defer func() { version = old }()
+	var out bytes.Buffer
+	if code := run([]string{"--version"}, &out, io.Discard); code != 0 || out.String() != "coordd v1.2.3-test\n" {
+		t.Errorf("--version: exit %d, stdout %q", code, out.String())
+	}
+
+	addr := freeAddr(t)
+	stop := make(chan os.Signal, 1)
+	done := make(chan int, 1)
+	var stderr syncBuffer
+	go func() {
+		done <- runUntil([]string{"--data-dir", t.TempDir(), "--client-addr", addr, "--peer-addr", freeAddr(t),
+			"--heartbeat-timeout", "200ms", "--election-timeout", "200ms"}, io.Discard, &stderr, stop)
+	}()
+	defer func() {
+		stop <- syscall.SIGTERM
+		select {
+		case code := <-done:
+			if code != 0 {
+				t.Errorf("coordd exit %d; stderr:\n%s", code, stderr.String())
+			}
+		case <-time.After(20 * time.Second):
+			t.Errorf("coordd did not stop; stderr:\n%s", stderr.String())
+		}
+	}()
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	var resp *apipb.StatusResponse
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		resp, err = apipb.NewCoordClient(cc).Status(ctx, &apipb.StatusRequest{})
+		cancel()
+		if err == nil && len(resp.GetMembers()) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no status with one member: %v, %v; stderr:\n%s", resp, err, stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if resp.GetVersion() != "v1.2.3-test" || resp.GetMembers()[0].GetVersion() != "v1.2.3-test" {
+		t.Errorf("status version %q, member version %q; want v1.2.3-test", resp.GetVersion(), resp.GetMembers()[0].GetVersion())
+	}
+	if !strings.Contains(stderr.String(), "coordd v1.2.3-test: server 1 serving clients on "+addr) {
+		t.Errorf("start line: %q", stderr.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer that a running server and the test share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -115,19 +115,27 @@ func releaseIdleMemory(tick <-chan time.Time, stop <-chan struct{}, sample func(
 // the environment: whoever set it wants no collections, and a release is
 // one). It changes neither GOGC nor GOMEMLIMIT.
 func startIdleRelease(interval time.Duration, gcOff bool) (stop func()) {
+	stop, _ = startReleaser(interval, gcOff, readMemSample, debug.FreeOSMemory)
+	return stop
+}
+
+// startReleaser is startIdleRelease with the sampling and the release
+// given; started reports whether it started the loop. stop returns once
+// the loop has ended.
+func startReleaser(interval time.Duration, gcOff bool, sample func() memSample, release func()) (stop func(), started bool) {
 	if interval <= 0 || gcOff {
-		return func() {}
+		return func() {}, false
 	}
 	t := time.NewTicker(interval)
 	done := make(chan struct{})
 	exited := make(chan struct{})
 	go func() {
 		defer close(exited)
-		releaseIdleMemory(t.C, done, readMemSample, debug.FreeOSMemory)
+		releaseIdleMemory(t.C, done, sample, release)
 	}()
 	return func() {
 		t.Stop()
 		close(done)
 		<-exited
-	}
+	}, true
 }

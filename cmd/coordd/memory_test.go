@@ -1,6 +1,7 @@
 package main
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -88,11 +89,37 @@ func TestReleaseIdleMemoryLoop(t *testing.T) {
 }
 
 // TestStartIdleRelease: a non-positive interval or GOGC=off starts
-// nothing, a positive interval starts a loop that its stop function ends.
+// nothing; a positive interval starts a loop that samples on its ticker,
+// releases once the process is idle, and ends when stopped.
 func TestStartIdleRelease(t *testing.T) {
-	startIdleRelease(0, false)()
-	startIdleRelease(-time.Second, false)()
-	startIdleRelease(time.Hour, true)()
-	stop := startIdleRelease(time.Hour, false)
+	var samples, releases atomic.Int64
+	// Every sample is idle (one byte allocated) with much to release.
+	sample := func() memSample {
+		n := samples.Add(1)
+		return memSample{allocs: uint64(n), goal: 100 << 20, releasable: 1 << 30}
+	}
+	release := func() { releases.Add(1) }
+	for _, tc := range []struct {
+		interval time.Duration
+		gcOff    bool
+	}{{0, false}, {-time.Second, false}, {time.Millisecond, true}} {
+		stop, started := startReleaser(tc.interval, tc.gcOff, sample, release)
+		stop()
+		if started || samples.Load() != 0 || releases.Load() != 0 {
+			t.Errorf("interval %v, GOGC=off %v: started %v, %d samples, %d releases; want nothing started", tc.interval, tc.gcOff, started, samples.Load(), releases.Load())
+		}
+	}
+	stop, started := startReleaser(time.Millisecond, false, sample, release)
+	if !started {
+		t.Fatal("a positive interval started nothing")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for releases.Load() < 2 {
+		if time.Now().After(deadline) {
+			stop()
+			t.Fatalf("after %d samples, %d releases; want 2 (every idle tick after the first sample)", samples.Load(), releases.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
 	stop()
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/coordd/coordd/client"
+	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/rpc"
 )
 
 var (
@@ -229,10 +231,13 @@ func TestReapingContinuesAfterLeaderKill(t *testing.T) {
 	}
 	c.Eventually(5*time.Second, "the new leader to reap the container", func() bool { return !exists(t, cl, "/c") })
 
-	// A lone server (no quorum) never reaps locally, even past a TTL.
-	if _, err := cl.Create(ctx, "/soon", nil, ttlMode(200*time.Millisecond)); err != nil {
+	// A lone server (no quorum) never reaps locally, even past a TTL. The
+	// TTL outlasts cutting the server off, which the check below confirms.
+	const ttl = 3 * time.Second
+	if _, err := cl.Create(ctx, "/soon", nil, ttlMode(ttl)); err != nil {
 		t.Fatal(err)
 	}
+	created := time.Now()
 	c.WaitConverged(5*time.Second, cl.LastZxid())
 	lone := c.LeaderIndex()
 	c.Stop((lone + 1) % 3)
@@ -241,9 +246,21 @@ func TestReapingContinuesAfterLeaderKill(t *testing.T) {
 	}
 	n := c.Members[lone].Node()
 	before := n.FSM().AppliedIndex()
-	time.Sleep(time.Second) // let the TTL pass with no quorum (a duration under test, not synchronisation)
-	if n.FSM().AppliedIndex() != before {
-		t.Fatal("a server without a quorum applied entries")
+	if !hasNode(n, "/soon") {
+		t.Fatalf("/soon was reaped before the server was cut off (%v after its creation): the TTL is too short for this machine", time.Since(created))
+	}
+	// Wait until the TTL has passed and the server has noticed it lost its
+	// quorum (it steps down). The applied index only grows, so reading it
+	// last thing before the quorum comes back covers the whole time
+	// without one: no apply, however late, can slip past it.
+	c.Eventually(30*time.Second, "the TTL to pass on the cut-off server, no longer leader", func() bool {
+		return time.Since(created) > ttl && !n.IsLeader()
+	})
+	if !hasNode(n, "/soon") {
+		t.Error("a server without a quorum reaped /soon")
+	}
+	if got := n.FSM().AppliedIndex(); got != before {
+		t.Fatalf("a server without a quorum applied entries %d..%d", before+1, got)
 	}
 	c.Start(old)
 	c.Eventually(10*time.Second, "reaping once the quorum is back", func() bool {
@@ -254,4 +271,14 @@ func TestReapingContinuesAfterLeaderKill(t *testing.T) {
 		gone = err == nil && !ok
 		return gone
 	})
+}
+
+// hasNode reports whether path is in n's own tree.
+func hasNode(n *rpc.Node, path string) bool {
+	found := false
+	n.FSM().Read(func(v fsm.View) {
+		_, err := v.Tree.Exists(path)
+		found = err == nil
+	})
+	return found
 }

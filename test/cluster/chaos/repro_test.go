@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -126,7 +127,7 @@ func TestPausedLeaderExpiresNoLiveSession(t *testing.T) {
 		if ok, why := e.c.waitHealthy(ctx, 30*time.Second); !ok {
 			t.Fatalf("not healthy after the pause: %s", why)
 		}
-		time.Sleep(3 * time.Second)
+		checkLiveAfter(t, e, l, cls)
 		mu.Lock()
 		n := len(expired)
 		for k, why := range expired {
@@ -135,6 +136,42 @@ func TestPausedLeaderExpiresNoLiveSession(t *testing.T) {
 		mu.Unlock()
 		if n > 0 {
 			t.Fatalf("round %d: %d of %d live sessions expired after the old leader woke up (see the servers' \"session expired\" log lines: proposed by the deposed leader)", round, n, clients)
+		}
+	}
+}
+
+// checkLiveAfter checks that every live session still holds its ephemeral
+// /live-K once everything the deposed leader (node l) decided has been
+// applied. A server sends the writes it does not lead on one ordered stream,
+// so a CloseSession it proposed when it woke precedes a write made through
+// it afterwards: once that write is applied, such a CloseSession would be
+// too, and would have deleted its session's ephemeral. The check reads the
+// replicated state (linearizably), not the clients' expiry events, so no
+// late expiry can slip past it, as one after a fixed wait could.
+func checkLiveAfter(t *testing.T, e *env, l int, cls []*client.Client) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	via, err := client.Connect(ctx, []string{e.c.nodes[l].clientAddr},
+		client.WithSessionTimeout(workloadSessionTimeout), client.WithDialTimeout(time.Second))
+	if err != nil {
+		t.Fatalf("connecting to the deposed leader, node %s: %v", e.c.nodes[l].id, err)
+	}
+	defer via.Close(context.Background())
+	marker, err := via.Create(ctx, "/after-wake-", nil, client.CreateMode{Sequential: true})
+	if err != nil {
+		t.Fatalf("a write through the deposed leader, node %s: %v", e.c.nodes[l].id, err)
+	}
+	for k, cl := range cls {
+		p := fmt.Sprintf("/live-%d", k)
+		_, st, err := via.SyncGet(ctx, p)
+		switch {
+		case errors.Is(err, client.ErrNoNode):
+			t.Errorf("live client %d (session %#x): its ephemeral %s is gone once %s, written through the deposed leader, applied: its session was closed", k, cl.SessionID(), p, marker)
+		case err != nil:
+			t.Fatalf("reading %s: %v", p, err)
+		case st.EphemeralOwner != cl.SessionID():
+			t.Errorf("%s belongs to session %#x, not live client %d's %#x", p, st.EphemeralOwner, k, cl.SessionID())
 		}
 	}
 }
