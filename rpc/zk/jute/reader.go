@@ -41,7 +41,11 @@ func (r *Reader) need(n int, what string) bool {
 		return false
 	}
 	if left := r.Len(); left < n {
-		r.fail(errorf(ErrTruncated, "%s needs %d bytes, %d left", what, n, left))
+		unit := "bytes"
+		if n == 1 {
+			unit = "byte"
+		}
+		r.fail(errorf(ErrTruncated, "%s needs %d %s, %d left", what, n, unit, left))
 		return false
 	}
 	return true
