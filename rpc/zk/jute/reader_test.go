@@ -166,8 +166,8 @@ func TestReaderErrorIsSticky(t *testing.T) {
 // before allocating anything of that size.
 func TestReaderDoesNotAllocateOnClaims(t *testing.T) {
 	inputs := [][]byte{
-		{0x7f, 0xff, 0xff, 0xff, 1, 2, 3},            // buffer of 2 GiB
-		{0x7f, 0xff, 0xff, 0xff},                     // vector of 2^31-1 strings
+		{0x7f, 0xff, 0xff, 0xff, 1, 2, 3},             // buffer of 2 GiB
+		{0x7f, 0xff, 0xff, 0xff},                      // vector of 2^31-1 strings
 		{0x00, 0x10, 0x00, 0x00, 0, 0, 0, 0, 0, 0, 0}, // vector of 1 Mi ACLs, 7 bytes left
 	}
 	decoders := []func(r *Reader){
