@@ -1,18 +1,18 @@
 package jute
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"io"
+	"slices"
 )
 
 // Every message of ZooKeeper's client protocol, in both directions, is a
 // frame: a 4-byte big-endian length, then that many bytes of records.
 
 // frameChunk bounds the memory ReadFrame commits before the bytes arrive: a
-// frame announced as large is read into a buffer that grows with what the
-// peer actually sends.
+// frame announced as large is read into a buffer that starts at this size and
+// doubles as the peer's bytes actually arrive.
 const frameChunk = 64 << 10
 
 // ReadFrame reads one frame from r and returns its payload (the bytes after
@@ -40,20 +40,18 @@ func ReadFrame(r io.Reader, limit int) ([]byte, error) {
 		return nil, errorf(ErrFrameTooLarge, "frame length %d exceeds the limit of %d bytes", n, limit)
 	}
 	size := int(n)
-	if size <= frameChunk {
-		buf := make([]byte, size)
-		if got, err := io.ReadFull(r, buf); err != nil {
-			return nil, truncated(err, got, size)
+	buf := make([]byte, 0, min(size, frameChunk))
+	for len(buf) < size {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, min(cap(buf), size-len(buf)))
 		}
-		return buf, nil
+		got, err := io.ReadFull(r, buf[len(buf):min(cap(buf), size)])
+		buf = buf[:len(buf)+got]
+		if err != nil {
+			return nil, truncated(err, len(buf), size)
+		}
 	}
-	var buf bytes.Buffer
-	buf.Grow(frameChunk)
-	got, err := io.CopyN(&buf, r, int64(size))
-	if err != nil {
-		return nil, truncated(err, int(got), size)
-	}
-	return buf.Bytes(), nil
+	return buf, nil
 }
 
 // truncated turns an end of stream inside a payload into ErrTruncatedFrame.

