@@ -105,6 +105,9 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzRead -fuzztime=30s ./tree/
 	$(GO) test -run='^$$' -fuzz=FuzzReadRegistry -fuzztime=30s ./session/
 	$(GO) test -run='^$$' -fuzz=FuzzApply -fuzztime=30s ./fsm/
+	$(GO) test -run='^$$' -fuzz=FuzzReadFrame -fuzztime=30s ./rpc/zk/jute/
+	$(GO) test -run='^$$' -fuzz=FuzzDecodeRequest -fuzztime=30s ./rpc/zk/jute/
+	$(GO) test -run='^$$' -fuzz=FuzzDecodeResponse -fuzztime=30s ./rpc/zk/jute/
 
 ## release: coordd and coordctl for each of PLATFORMS, static (CGO off),
 ## -trimpath, VERSION stamped, as $(DIST)/coordd-VERSION-OS-ARCH.tar.gz, and

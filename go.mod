@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/chzyer/readline v1.5.1
+	github.com/go-zookeeper/zk v1.0.4
 	github.com/google/btree v1.1.3
 	github.com/hashicorp/go-hclog v1.6.2
 	github.com/hashicorp/go-msgpack/v2 v2.1.2
