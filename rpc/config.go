@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/rpc/zk"
 )
 
 // Peer is one initial voter of the cluster.
@@ -70,6 +72,11 @@ type Config struct {
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
+
+	// FourLetterWords are the ZooKeeper four-letter words the client port
+	// answers (nil: zk.DefaultFourLetterWords; "*" alone: every word
+	// coordd knows).
+	FourLetterWords []string
 
 	// Version is this server's build version, reported by status (default
 	// "dev").
@@ -151,6 +158,15 @@ func (c *Config) setDefaults() error {
 	if c.Version == "" {
 		c.Version = "dev"
 	}
+	known := map[string]bool{"*": true}
+	for _, w := range zk.DefaultFourLetterWords {
+		known[w] = true
+	}
+	for _, w := range c.FourLetterWords {
+		if !known[w] {
+			return fmt.Errorf("rpc: unknown four-letter word %q (coordd answers %s)", w, strings.Join(zk.DefaultFourLetterWords, ", "))
+		}
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -180,6 +196,22 @@ func (c *Config) setDefaults() error {
 		}
 	}
 	return nil
+}
+
+// fourLetterWords is the set of four-letter words answered.
+func (c *Config) fourLetterWords() map[string]bool {
+	words := c.FourLetterWords
+	if words == nil {
+		words = zk.DefaultFourLetterWords
+	}
+	if len(words) == 1 && words[0] == "*" {
+		words = zk.DefaultFourLetterWords
+	}
+	out := make(map[string]bool, len(words))
+	for _, w := range words {
+		out[w] = true
+	}
+	return out
 }
 
 // ParsePeers parses "id=host:port,id=host:port".

@@ -27,6 +27,7 @@ import (
 	"github.com/coordd/coordd/rpc/engine"
 	"github.com/coordd/coordd/rpc/grpcapi"
 	"github.com/coordd/coordd/rpc/peerpb"
+	"github.com/coordd/coordd/rpc/zk"
 	"github.com/coordd/coordd/watch"
 )
 
@@ -48,9 +49,11 @@ type Node struct {
 	store   *raftboltdb.BoltStore
 	mux     *peerMux
 
-	clientLn   net.Listener
-	clientGRPC *grpc.Server
-	peerGRPC   *grpc.Server
+	clientLn    net.Listener
+	grpcClients *muxListener // the client port's gRPC connections
+	zk          *zk.Server
+	clientGRPC  *grpc.Server
+	peerGRPC    *grpc.Server
 
 	engine   *engine.Engine
 	clients  clientAddrs
@@ -277,7 +280,13 @@ func NewNode(cfg Config) (_ *Node, err error) {
 	peerpb.RegisterPeerServer(n.peerGRPC, &peerService{n: n})
 
 	n.start(func() { _ = n.peerGRPC.Serve(n.mux.grpc) })
-	n.start(func() { _ = n.clientGRPC.Serve(n.clientLn) })
+	n.grpcClients = newMuxListener(n.clientLn.Addr())
+	n.zk = zk.New(zk.Config{
+		Engine: n.engine, MaxFrame: cfg.wireLimit(), FourLetterWords: cfg.fourLetterWords(),
+		Stats: n.zkStats, Logger: n.log,
+	})
+	n.start(func() { _ = n.clientGRPC.Serve(n.grpcClients) })
+	n.start(n.serveClientPort)
 	n.start(n.prop.run)
 	n.start(n.leader.run)
 	n.start(func() { n.engine.RunTouches(n.ctx) })
@@ -329,7 +338,9 @@ func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		n.log.Info("shutting down")
 		n.cancel()
+		n.clientLn.Close()
 		n.engine.EndAll()
+		n.zk.Close()
 		stopped := make(chan struct{})
 		go func() { n.clientGRPC.GracefulStop(); close(stopped) }()
 		select {

@@ -2,7 +2,9 @@ package rpc
 
 import (
 	"context"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/rpc/apipb"
 	"github.com/coordd/coordd/rpc/peerpb"
+	"github.com/coordd/coordd/rpc/zk"
 )
 
 func roleOf(s raft.RaftState) string {
@@ -183,4 +186,74 @@ func (n *Node) watchQuorum() {
 			}
 		}
 	}
+}
+
+// zkStats are the figures ZooKeeper's four-letter words report.
+func (n *Node) zkStats() zk.Stats {
+	st := zk.Stats{Version: n.cfg.Version, Zxid: n.fsm.AppliedIndex()}
+	n.fsm.Read(func(v fsm.View) {
+		st.Znodes = int64(v.Tree.Len()) + 3 // and /zookeeper, its quota and config
+		st.Ephemerals = int64(v.Tree.Ephemerals())
+		st.DataSize = v.Tree.ApproximateDataSize()
+	})
+	w := n.engine.Watches()
+	st.Watches, st.WatchedPaths, st.WatchingSessions = int64(w.Len()), int64(w.Paths()), int64(w.Sessions())
+	var servers []raft.Server
+	if f := n.raft.GetConfiguration(); f.Error() == nil {
+		servers = f.Configuration().Servers
+	}
+	switch state := n.raft.State(); {
+	case len(servers) == 1 && state == raft.Leader:
+		st.Mode = "standalone"
+	case state == raft.Leader:
+		st.Mode = "leader"
+		st.Followers = int64(len(servers) - 1)
+		st.SyncedFollowers = st.Followers
+	default:
+		st.Mode = "follower"
+		for _, s := range servers {
+			if string(s.ID) == n.cfg.ID && s.Suffrage != raft.Voter {
+				st.Mode = "observer"
+			}
+		}
+	}
+	st.Config = [][2]string{
+		{"clientPort", portOf(n.ClientAddr())},
+		{"clientAddress", n.ClientAddr()},
+		{"peerAddress", n.cfg.PeerAddr},
+		{"dataDir", n.cfg.DataDir},
+		{"tickTime", strconv.FormatInt(n.cfg.Tick.Milliseconds(), 10)},
+		{"minSessionTimeout", strconv.FormatInt(n.cfg.MinSessionTimeout.Milliseconds(), 10)},
+		{"maxSessionTimeout", strconv.FormatInt(n.cfg.MaxSessionTimeout.Milliseconds(), 10)},
+		{"serverId", n.cfg.ID},
+	}
+	st.DataDirBytes = dirSize(n.cfg.DataDir)
+	st.OpenFiles, st.MaxFiles = fileDescriptors()
+	return st
+}
+
+// dirSize is the size of the files under dir.
+func dirSize(dir string) int64 {
+	var total int64
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if info, err := d.Info(); err == nil {
+				total += info.Size()
+			}
+		}
+		return nil
+	})
+	return total
+}
+
+// fileDescriptors returns the process's open file descriptors and its limit.
+func fileDescriptors() (open, limit int64) {
+	if ents, err := os.ReadDir("/proc/self/fd"); err == nil {
+		open = int64(len(ents))
+	}
+	var rl syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl) == nil {
+		limit = int64(rl.Cur)
+	}
+	return open, limit
 }

@@ -330,6 +330,7 @@ func readBody(d *decoder, opts Options) (*Tree, error) {
 				break
 			}
 			t.nodes.ReplaceOrInsert(packItem(append(buf, rootKey...), len(buf), n))
+			t.size += int64(len(buf) + 1)
 			prevKey = rootKey
 			declaredSum += int64(n.numChildren)
 			continue
@@ -376,6 +377,7 @@ func readBody(d *decoder, opts Options) (*Tree, error) {
 		}
 		runCount++
 		t.nodes.ReplaceOrInsert(packItem(append(buf, key...), len(buf), n))
+		t.size += int64(len(buf) + len(key))
 		declaredSum += int64(n.numChildren)
 		switch kind {
 		case Ephemeral:

@@ -157,6 +157,9 @@ type Tree struct {
 	eph     *btree.BTreeG[ephItem] // ephemerals by (owner, path)
 	reap    *btree.BTreeG[string]  // paths of container and TTL nodes
 	maxData int
+	// size is the sum of every node's path and data lengths
+	// (ApproximateDataSize).
+	size int64
 }
 
 func newEmpty(opts Options) *Tree {
@@ -173,6 +176,7 @@ func newEmpty(opts Options) *Tree {
 func New(opts Options) *Tree {
 	t := newEmpty(opts)
 	t.nodes.ReplaceOrInsert(newItem(rootKey, nil, node{}))
+	t.size = 1
 	return t
 }
 
@@ -181,6 +185,13 @@ func (t *Tree) MaxDataSize() int { return t.maxData }
 
 // Len returns the number of znodes, the root included.
 func (t *Tree) Len() int { return t.nodes.Len() }
+
+// Ephemerals returns the number of ephemeral nodes.
+func (t *Tree) Ephemerals() int { return t.eph.Len() }
+
+// ApproximateDataSize returns the sum of the lengths of every node's path
+// and data, as ZooKeeper's approximateDataSize counts them.
+func (t *Tree) ApproximateDataSize() int64 { return t.size }
 
 // Clone returns a copy of t in O(1). The copy shares t's nodes copy-on-write:
 // later writes to either do not show in the other. Clone is a write on t (it
@@ -193,6 +204,7 @@ func (t *Tree) Clone() *Tree {
 		eph:     t.eph.Clone(),
 		reap:    t.reap.Clone(),
 		maxData: t.maxData,
+		size:    t.size,
 	}
 }
 

@@ -1,6 +1,7 @@
 package tree
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"reflect"
@@ -725,5 +726,60 @@ func TestDescendants(t *testing.T) {
 	}
 	if _, err := tr.Descendants("/nope"); !errors.Is(err, ErrNoNode) {
 		t.Errorf("Descendants of an absent node: %v, want ErrNoNode", err)
+	}
+}
+
+// TestApproximateDataSize: the size follows every write, rolled-back multis
+// and snapshots included, and always equals a count over the whole tree.
+func TestApproximateDataSize(t *testing.T) {
+	tr := New(Options{})
+	count := func() int64 {
+		var n int64
+		tr.nodes.Ascend(func(it item) bool {
+			n += int64(len(pathOf(it.key)) + len(it.n.data()))
+			return true
+		})
+		return n
+	}
+	check := func(what string) {
+		t.Helper()
+		if got, want := tr.ApproximateDataSize(), count(); got != want {
+			t.Fatalf("after %s: size %d, counted %d", what, got, want)
+		}
+	}
+	check("New")
+	tx := &Tx{Zxid: 1}
+	mustDo := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, _, err := tr.Create(Create{Path: "/a", Data: []byte("hello")}, tx)
+	mustDo(err)
+	_, _, err = tr.Create(Create{Path: "/a/b", Data: []byte("xy"), Kind: Ephemeral, Owner: 7}, tx)
+	mustDo(err)
+	check("creates")
+	_, err = tr.SetData("/a", []byte("a much longer value"), -1, tx)
+	mustDo(err)
+	check("setData")
+	_, err = tr.Multi([]Op{{Type: OpSetData, Path: "/a", Data: []byte("z")}, {Type: OpCreate, Path: "/nope/x"}}, tx)
+	if err == nil {
+		t.Fatal("the multi should fail")
+	}
+	check("a rolled-back multi")
+	mustDo(tr.Delete("/a/b", -1, tx))
+	check("delete")
+	if tr.Ephemerals() != 0 {
+		t.Fatalf("%d ephemerals after deleting the only one", tr.Ephemerals())
+	}
+	var buf bytes.Buffer
+	if _, err := tr.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	read, err := Read(&buf, Options{})
+	mustDo(err)
+	if read.ApproximateDataSize() != tr.ApproximateDataSize() {
+		t.Fatalf("snapshot: size %d, want %d", read.ApproximateDataSize(), tr.ApproximateDataSize())
 	}
 }

@@ -133,6 +133,7 @@ func (t *Tree) create(path string, data []byte, kind Kind, seq bool, owner, ttl 
 	p.seq++
 	t.nodes.ReplaceOrInsert(item{key: parentKey, n: &p})
 	t.nodes.ReplaceOrInsert(it)
+	t.size += int64(len(path) + len(data))
 	switch kind {
 	case Ephemeral:
 		t.eph.ReplaceOrInsert(ephItem{owner: owner, path: path})
@@ -182,6 +183,7 @@ func (t *Tree) remove(path, key string, n *node, tx *Tx) {
 	p.numChildren--
 	t.nodes.Delete(item{key: key})
 	t.nodes.ReplaceOrInsert(item{key: parentKey, n: &p})
+	t.size -= int64(len(path) + len(n.data()))
 	switch n.kind {
 	case Ephemeral:
 		t.eph.Delete(ephItem{owner: n.aux, path: path})
@@ -228,6 +230,7 @@ func (t *Tree) setData(path string, data []byte, version int32, tx *Tx) (*node, 
 	m.mtime = tx.Now
 	it := newItem(key, data, m)
 	t.nodes.ReplaceOrInsert(it)
+	t.size += int64(len(data) - len(n.data()))
 	tx.Events = append(tx.Events, Event{Type: EventNodeDataChanged, Path: path, Zxid: tx.Zxid})
 	return it.n, nil
 }
@@ -342,7 +345,7 @@ func (t *Tree) Multi(ops []Op, tx *Tx) ([]OpResult, error) {
 			continue
 		}
 		if backup != nil {
-			t.nodes, t.eph, t.reap = backup.nodes, backup.eph, backup.reap
+			t.nodes, t.eph, t.reap, t.size = backup.nodes, backup.eph, backup.reap, backup.size
 		}
 		for j := range ops {
 			results[j] = OpResult{Type: ops[j].Type}

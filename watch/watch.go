@@ -197,6 +197,21 @@ func (m *Manager) Remove(session int64, path string, kind Kind) bool {
 	return true
 }
 
+// Paths returns the number of paths watched, and Sessions the number of
+// sessions holding watches (for ZooKeeper's wchs).
+func (m *Manager) Paths() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.byPath)
+}
+
+// Sessions returns the number of sessions holding watches.
+func (m *Manager) Sessions() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.bySession)
+}
+
 // Has reports whether session holds a watch of any of the given kinds on
 // path.
 func (m *Manager) Has(session int64, path string, kind Kind) bool {

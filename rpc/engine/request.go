@@ -155,6 +155,10 @@ type Message struct {
 	Connected *Connected
 	Response  *Response
 	Event     *Event
+	// Final is the server's last word before it ends the connection (why:
+	// the session expired, or the client broke the protocol); it answers
+	// no request.
+	Final *Response
 	// Vouch, when non-zero, is the xid the leader confirmed (apipb.Vouch).
 	Vouch int64
 }

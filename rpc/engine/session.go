@@ -89,7 +89,7 @@ func (s *Session) pushEvent(ev Event) {
 func (s *Session) End(final *Response) {
 	s.mu.Lock()
 	if final != nil {
-		s.pushLocked(Message{Response: final})
+		s.pushLocked(Message{Final: final})
 	}
 	s.endLocked()
 	s.mu.Unlock()

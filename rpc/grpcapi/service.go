@@ -147,6 +147,8 @@ func (s *Service) message(m *engine.Message) *apipb.ServerMessage {
 		return &apipb.ServerMessage{Kind: &apipb.ServerMessage_Connected{Connected: cr}}
 	case m.Response != nil:
 		return &apipb.ServerMessage{Kind: &apipb.ServerMessage_Response{Response: responseToAPI(m.Response)}}
+	case m.Final != nil:
+		return &apipb.ServerMessage{Kind: &apipb.ServerMessage_Response{Response: responseToAPI(m.Final)}}
 	case m.Event != nil:
 		return &apipb.ServerMessage{Kind: &apipb.ServerMessage_Event{Event: eventToAPI(m.Event)}}
 	default:

@@ -1,0 +1,188 @@
+package zk
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// DefaultFourLetterWords are the words answered unless configured
+// otherwise: those that only report (ZooKeeper answers only srvr by
+// default; coordd's client port listens on loopback by default, and tools
+// such as kazoo ask envi to learn the server's version).
+var DefaultFourLetterWords = []string{"conf", "cons", "dirs", "envi", "isro", "mntr", "ruok", "srvr", "stat", "wchs"}
+
+// Stats are the server's figures the four-letter words report.
+type Stats struct {
+	// Version is coordd's build version.
+	Version string
+	// Mode is "leader", "follower", "observer" or "standalone".
+	Mode string
+	// Zxid is the last zxid applied.
+	Zxid int64
+	// Znodes counts the nodes, ZooKeeper's /zookeeper subtree included.
+	Znodes     int64
+	Ephemerals int64
+	// DataSize is the sum of every node's path and data lengths.
+	DataSize int64
+	// Watches counts watch registrations; WatchedPaths the paths they are
+	// on; WatchingSessions the sessions holding them.
+	Watches, WatchedPaths, WatchingSessions int64
+	// Followers and SyncedFollowers are the leader's (0 elsewhere).
+	Followers, SyncedFollowers int64
+	// Config lists the server's settings for conf, in order.
+	Config [][2]string
+	// DataDirBytes is the size of the data directory.
+	DataDirBytes int64
+	// OpenFiles and MaxFiles are the process's file descriptors.
+	OpenFiles, MaxFiles int64
+}
+
+// ZooKeeperVersion is the ZooKeeper protocol version coordd speaks, as the
+// four-letter words report it before coordd's own (clients such as kazoo
+// parse the leading numbers to decide which requests the server knows).
+const ZooKeeperVersion = "3.8.4"
+
+// counters are the front-end's figures: requests received and replies sent
+// (ZooKeeper's packets), requests outstanding and their latency.
+type counters struct {
+	received, sent, outstanding atomic.Int64
+	latCount, latSumMicros      atomic.Int64
+	latMinMicros                atomic.Int64 // +1, so that 0 means none yet
+	latMaxMicros                atomic.Int64
+}
+
+func (c *counters) latency(d time.Duration) {
+	us := d.Microseconds()
+	c.latCount.Add(1)
+	c.latSumMicros.Add(us)
+	for {
+		old := c.latMinMicros.Load()
+		if old != 0 && old-1 <= us || c.latMinMicros.CompareAndSwap(old, us+1) {
+			break
+		}
+	}
+	for {
+		old := c.latMaxMicros.Load()
+		if old >= us || c.latMaxMicros.CompareAndSwap(old, us) {
+			break
+		}
+	}
+}
+
+// latencies returns min, average and max latency in milliseconds, as
+// ZooKeeper reports them.
+func (c *counters) latencies() (minMs, avgMs, maxMs float64) {
+	n := c.latCount.Load()
+	if n == 0 {
+		return 0, 0, 0
+	}
+	return float64(c.latMinMicros.Load()-1) / 1000, float64(c.latSumMicros.Load()) / float64(n) / 1000, float64(c.latMaxMicros.Load()) / 1000
+}
+
+// fourLetterWord answers a four-letter word in plain text; the caller
+// closes the connection.
+func (s *Server) fourLetterWord(nc net.Conn, word string) {
+	_ = nc.SetWriteDeadline(time.Now().Add(connectTimeout))
+	if !s.cfg.FourLetterWords[word] {
+		_, _ = nc.Write([]byte(word + " is not executed because it is not in the whitelist.\n"))
+		return
+	}
+	s.log.Debug("zk: four-letter word", "word", word, "remote", nc.RemoteAddr().String())
+	_, _ = nc.Write([]byte(s.answer(word)))
+}
+
+// answer is a four-letter word's text.
+func (s *Server) answer(word string) string {
+	var b strings.Builder
+	st := s.cfg.Stats()
+	version := fmt.Sprintf("%s-coordd-%s", ZooKeeperVersion, st.Version)
+	minL, avgL, maxL := s.stats.latencies()
+	switch word {
+	case "ruok":
+		return "imok"
+	case "isro":
+		return "rw"
+	case "srvr", "stat":
+		fmt.Fprintf(&b, "Zookeeper version: %s, built on coordd\n", version)
+		if word == "stat" {
+			b.WriteString("Clients:\n")
+			for _, c := range s.connections() {
+				fmt.Fprintf(&b, " /%s[1](queued=0,recved=%d,sent=%d)\n", c.remote, c.recved.Load(), c.sent.Load())
+			}
+			b.WriteString("\n")
+		}
+		fmt.Fprintf(&b, "Latency min/avg/max: %s/%s/%s\n", ms(minL), ms(avgL), ms(maxL))
+		fmt.Fprintf(&b, "Received: %d\nSent: %d\nConnections: %d\nOutstanding: %d\nZxid: 0x%x\nMode: %s\nNode count: %d\n",
+			s.stats.received.Load(), s.stats.sent.Load(), len(s.connections()), s.stats.outstanding.Load(), st.Zxid, st.Mode, st.Znodes)
+	case "mntr":
+		kv := func(k string, v any) { fmt.Fprintf(&b, "zk_%s\t%v\n", k, v) }
+		kv("version", version)
+		kv("server_state", st.Mode)
+		kv("avg_latency", ms(avgL))
+		kv("max_latency", ms(maxL))
+		kv("min_latency", ms(minL))
+		kv("packets_received", s.stats.received.Load())
+		kv("packets_sent", s.stats.sent.Load())
+		kv("num_alive_connections", len(s.connections()))
+		kv("outstanding_requests", s.stats.outstanding.Load())
+		kv("znode_count", st.Znodes)
+		kv("watch_count", st.Watches)
+		kv("ephemerals_count", st.Ephemerals)
+		kv("approximate_data_size", st.DataSize)
+		kv("open_file_descriptor_count", st.OpenFiles)
+		kv("max_file_descriptor_count", st.MaxFiles)
+		kv("uptime", time.Since(s.started).Milliseconds())
+		if st.Mode == "leader" {
+			kv("followers", st.Followers)
+			kv("synced_followers", st.SyncedFollowers)
+			kv("pending_syncs", 0)
+		}
+	case "conf":
+		for _, kv := range st.Config {
+			fmt.Fprintf(&b, "%s=%s\n", kv[0], kv[1])
+		}
+	case "cons":
+		for _, c := range s.connections() {
+			fmt.Fprintf(&b, " /%s[1](queued=0,recved=%d,sent=%d,sid=0x%x,lop=%s,est=%d,to=%d)\n",
+				c.remote, c.recved.Load(), c.sent.Load(), c.sess.ID(), c.lastOp.Load(), c.established.UnixMilli(), c.timeoutMs.Load())
+		}
+		b.WriteString("\n")
+	case "envi":
+		b.WriteString("Environment:\n")
+		fmt.Fprintf(&b, "zookeeper.version=%s, built on coordd\n", version)
+		fmt.Fprintf(&b, "coordd.version=%s\n", st.Version)
+		for _, kv := range st.Config {
+			fmt.Fprintf(&b, "coordd.%s=%s\n", kv[0], kv[1])
+		}
+	case "wchs":
+		fmt.Fprintf(&b, "%d connections watching %d paths\nTotal watches:%d\n", st.WatchingSessions, st.WatchedPaths, st.Watches)
+	case "dirs":
+		fmt.Fprintf(&b, "datadir_size: %d\nlogdir_size: 0\n", st.DataDirBytes)
+	}
+	return b.String()
+}
+
+// ms formats milliseconds as ZooKeeper does (whole when whole).
+func ms(v float64) string {
+	if v == math.Trunc(v) {
+		return fmt.Sprintf("%d", int64(v))
+	}
+	return fmt.Sprintf("%.4f", v)
+}
+
+// connections returns the open connections, by remote address.
+func (s *Server) connections() []*conn {
+	s.mu.Lock()
+	out := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		out = append(out, c)
+	}
+	s.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].remote < out[j].remote })
+	return out
+}

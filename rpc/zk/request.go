@@ -1,0 +1,173 @@
+package zk
+
+import (
+	"fmt"
+
+	"github.com/coordd/coordd/rpc/engine"
+	"github.com/coordd/coordd/rpc/zk/jute"
+	"github.com/coordd/coordd/tree"
+)
+
+// This file turns ZooKeeper requests into engine requests, once.
+
+// badRequest is a request the engine never sees: it is answered with code
+// in its place among the replies.
+type badRequest struct {
+	code engine.Code
+	msg  string
+}
+
+func (b *badRequest) Error() string { return b.msg }
+
+func bad(code engine.Code, format string, args ...any) *badRequest {
+	return &badRequest{code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+// createOf maps a create's mode to the engine's, checking it against the
+// opcode that carried it as ZooKeeper's server does: createContainer needs
+// the container mode, createTTL a TTL mode and a TTL, and the other creates
+// neither.
+func createOf(op jute.OpCode, path string, data []byte, acl []jute.ACL, mode jute.CreateMode, ttl int64) (engine.Request, *badRequest) {
+	req := engine.Request{Op: engine.OpCreate, Path: path, Data: data}
+	if !mode.Valid() {
+		return req, bad(engine.BadArguments, "invalid create mode %d", int32(mode))
+	}
+	if len(acl) == 0 {
+		return req, bad(engine.InvalidACL, "a node needs at least one ACL entry")
+	}
+	switch {
+	case op == jute.OpCreateContainer && !mode.IsContainer(),
+		op != jute.OpCreateContainer && mode.IsContainer():
+		return req, bad(engine.BadArguments, "create mode %s needs createContainer, and createContainer needs it", mode)
+	case op == jute.OpCreateTTL && !mode.IsTTL(),
+		op != jute.OpCreateTTL && mode.IsTTL():
+		return req, bad(engine.BadArguments, "create mode %s needs createTTL, and createTTL needs a TTL mode", mode)
+	}
+	req.Create.Sequential = mode.IsSequential()
+	switch {
+	case mode.IsEphemeral():
+		req.Create.Kind = tree.Ephemeral
+	case mode.IsContainer():
+		req.Create.Kind = tree.Container
+	case mode.IsTTL():
+		req.Create.Kind, req.Create.TTL = tree.TTL, ttl
+	}
+	return req, nil
+}
+
+// writeOp maps one write op (alone or in a multi).
+func writeOp(op jute.OpCode, rec jute.Record) (engine.Request, *badRequest) {
+	switch x := rec.(type) {
+	case *jute.CreateRequest:
+		return createOf(op, x.Path, x.Data, x.ACL, x.Flags, 0)
+	case *jute.CreateTTLRequest:
+		return createOf(op, x.Path, x.Data, x.ACL, x.Flags, x.TTL)
+	case *jute.DeleteRequest:
+		return engine.Request{Op: engine.OpDelete, Path: x.Path, Version: x.Version}, nil
+	case *jute.SetDataRequest:
+		return engine.Request{Op: engine.OpSetData, Path: x.Path, Data: x.Data, Version: x.Version}, nil
+	case *jute.CheckVersionRequest:
+		return engine.Request{Op: engine.OpCheck, Path: x.Path, Version: x.Version}, nil
+	}
+	return engine.Request{}, bad(engine.BadArguments, "%s is not a write", op)
+}
+
+// requestOf maps a decoded request to the engine's.
+func requestOf(h jute.RequestHeader, rec jute.Record) (engine.Request, *badRequest) {
+	var req engine.Request
+	var b *badRequest
+	switch x := rec.(type) {
+	case *jute.CreateRequest, *jute.CreateTTLRequest, *jute.DeleteRequest, *jute.SetDataRequest, *jute.CheckVersionRequest:
+		req, b = writeOp(h.Type, rec)
+	case *jute.ExistsRequest:
+		req = engine.Request{Op: engine.OpExists, Path: x.Path, Watch: x.Watch}
+	case *jute.GetDataRequest:
+		req = engine.Request{Op: engine.OpGetData, Path: x.Path, Watch: x.Watch}
+	case *jute.GetChildrenRequest:
+		req = engine.Request{Op: engine.OpGetChildren, Path: x.Path, Watch: x.Watch}
+	case *jute.GetChildren2Request:
+		req = engine.Request{Op: engine.OpGetChildren, Path: x.Path, Watch: x.Watch}
+	case *jute.SyncRequest:
+		req = engine.Request{Op: engine.OpSync, Path: x.Path}
+	case *jute.GetACLRequest:
+		req = engine.Request{Op: engine.OpGetACL, Path: x.Path}
+	case *jute.SetACLRequest:
+		req = engine.Request{Op: engine.OpSetACL, Path: x.Path, Version: x.Version}
+	case *jute.GetAllChildrenNumberRequest:
+		req = engine.Request{Op: engine.OpGetAllChildrenNumber, Path: x.Path}
+	case *jute.GetEphemeralsRequest:
+		req = engine.Request{Op: engine.OpGetEphemerals, Path: x.PrefixPath}
+	case *jute.CheckWatchesRequest:
+		req = engine.Request{Op: engine.OpCheckWatches, Path: x.Path, WatcherType: engine.WatcherType(x.Type)}
+	case *jute.RemoveWatchesRequest:
+		req = engine.Request{Op: engine.OpRemoveWatches, Path: x.Path, WatcherType: engine.WatcherType(x.Type)}
+	case *jute.SetWatches:
+		req = engine.Request{Op: engine.OpSetWatches, Watches: engine.Watches{
+			RelZxid: x.RelativeZxid, Data: x.DataWatches, Exist: x.ExistWatches, Child: x.ChildWatches}}
+	case *jute.SetWatches2:
+		if len(x.PersistentWatches)+len(x.PersistentRecursiveWatches) > 0 {
+			return req, bad(engine.Unimplemented, "persistent watches are not supported yet")
+		}
+		req = engine.Request{Op: engine.OpSetWatches, Watches: engine.Watches{
+			RelZxid: x.RelativeZxid, Data: x.DataWatches, Exist: x.ExistWatches, Child: x.ChildWatches}}
+	case *jute.AuthPacket:
+		req = engine.Request{Op: engine.OpAddAuth}
+	case *jute.ReconfigRequest:
+		req = engine.Request{Op: engine.OpReconfig}
+	case *jute.MultiRequest:
+		req = engine.Request{Op: engine.OpMulti, Ops: make([]engine.Request, 0, len(x.Ops))}
+		for _, o := range x.Ops {
+			sub, sb := writeOp(o.Type, o.Request)
+			if sb != nil {
+				return req, sb
+			}
+			req.Ops = append(req.Ops, sub)
+		}
+	case *jute.MultiReadRequest:
+		req = engine.Request{Op: engine.OpMultiRead, Ops: make([]engine.Request, 0, len(x.Ops))}
+		for _, o := range x.Ops {
+			switch r := o.Request.(type) {
+			case *jute.GetDataRequest:
+				req.Ops = append(req.Ops, engine.Request{Op: engine.OpGetData, Path: r.Path, Watch: r.Watch})
+			case *jute.GetChildrenRequest:
+				req.Ops = append(req.Ops, engine.Request{Op: engine.OpGetChildren, Path: r.Path, Watch: r.Watch})
+			default:
+				return req, bad(engine.BadArguments, "%s may not be part of a multiRead", o.Type)
+			}
+		}
+	case *jute.AddWatchRequest:
+		return req, bad(engine.Unimplemented, "persistent watches (addWatch) are not supported yet")
+	case *jute.GetSASLRequest:
+		return req, bad(engine.Unimplemented, "SASL authentication is not supported")
+	case *jute.Empty:
+		switch h.Type {
+		case jute.OpPing:
+			req = engine.Request{Op: engine.OpPing}
+		case jute.OpCloseSession:
+			req = engine.Request{Op: engine.OpClose}
+		case jute.OpWhoAmI:
+			req = engine.Request{Op: engine.OpWhoAmI}
+		}
+	default:
+		return req, bad(engine.Unimplemented, "operation %s is not supported", h.Type)
+	}
+	if b != nil {
+		return req, b
+	}
+	req.Xid = int64(h.Xid)
+	if isWrite(req.Op) {
+		// A ZooKeeper client never re-sends a request (it fails what was
+		// in flight with ConnectionLoss and goes on with new xids), so
+		// every earlier reply counts as received.
+		req.LowestPendingXid = req.Xid
+	}
+	return req, nil
+}
+
+func isWrite(op engine.Op) bool {
+	switch op {
+	case engine.OpCreate, engine.OpDelete, engine.OpSetData, engine.OpCheck, engine.OpMulti:
+		return true
+	}
+	return false
+}

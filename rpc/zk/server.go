@@ -1,0 +1,345 @@
+package zk
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coordd/coordd/rpc/engine"
+	"github.com/coordd/coordd/rpc/zk/jute"
+)
+
+// Config configures the front-end.
+type Config struct {
+	Engine *engine.Engine
+	// MaxFrame is the largest request frame accepted (ZooKeeper's
+	// jute.maxbuffer); a larger one closes the connection, as ZooKeeper
+	// does.
+	MaxFrame int
+	// FourLetterWords are the words answered (the others get ZooKeeper's
+	// "not in the whitelist" answer); nil answers none.
+	FourLetterWords map[string]bool
+	// Stats reports the figures of the four-letter words.
+	Stats  func() Stats
+	Logger *slog.Logger
+}
+
+// connectTimeout bounds the wait for a connection's first frame.
+const connectTimeout = 10 * time.Second
+
+// connectFrameLimit bounds a ConnectRequest frame (48 bytes with a 16-byte
+// password; ZooKeeper allows passwords of any length up to its buffer).
+const connectFrameLimit = 1 << 10
+
+// Server serves ZooKeeper connections on the client port. Its zero value is
+// not usable; call New.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	started time.Time
+
+	mu     sync.Mutex
+	conns  map[*conn]struct{}    // connected sessions
+	open   map[net.Conn]struct{} // every connection being served
+	closed bool
+	wg     sync.WaitGroup
+	ctx    context.Context // ends when the server closes
+	cancel context.CancelFunc
+
+	stats counters
+}
+
+// New returns a front-end on cfg.Engine.
+func New(cfg Config) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaxFrame <= 0 {
+		cfg.MaxFrame = 1 << 20
+	}
+	if cfg.Stats == nil {
+		cfg.Stats = func() Stats { return Stats{} }
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now(), conns: make(map[*conn]struct{}), open: make(map[net.Conn]struct{})}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	return s
+}
+
+// Close closes every connection and waits until none is being served;
+// connections handed to ServeConn afterwards are closed at once.
+func (s *Server) Close() {
+	s.cancel()
+	s.mu.Lock()
+	s.closed = true
+	for nc := range s.open {
+		nc.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+}
+
+// conn is one ZooKeeper connection and, once connected, its session.
+type conn struct {
+	srv    *Server
+	nc     net.Conn
+	remote string
+	sess   *engine.Session
+
+	// pending are the requests submitted and not yet answered, in order:
+	// the engine answers in the same order, and the reply's encoding
+	// depends on the opcode that asked.
+	mu      sync.Mutex
+	pending []pending
+
+	recved, sent atomic.Int64
+	timeoutMs    atomic.Int64 // negotiated, once connected
+	lastOp       atomic.Value // string
+	established  time.Time
+}
+
+// pending is what the encoding of a reply needs of its request.
+type pending struct {
+	xid      int32
+	op       jute.OpCode
+	ops      []jute.OpCode     // a multi's ops
+	whoAmI   []jute.ClientInfo // whoAmI's answer
+	received time.Time
+}
+
+// ServeConn serves one connection whose first bytes are not gRPC's: a
+// four-letter word or a ZooKeeper client. It returns when the connection
+// ends, and closes it.
+func (s *Server) ServeConn(nc net.Conn) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		nc.Close()
+		return
+	}
+	s.open[nc] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer func() {
+		nc.Close()
+		s.mu.Lock()
+		delete(s.open, nc)
+		s.mu.Unlock()
+		s.wg.Done()
+	}()
+	_ = nc.SetReadDeadline(time.Now().Add(connectTimeout))
+	var first [4]byte
+	if _, err := io.ReadFull(nc, first[:]); err != nil {
+		return
+	}
+	if word, ok := jute.FourLetterWord(first); ok {
+		s.fourLetterWord(nc, word)
+		return
+	}
+	frame, err := jute.ReadFrame(io.MultiReader(bytes.NewReader(first[:]), nc), connectFrameLimit)
+	if err != nil {
+		s.log.Debug("zk: no connect request", "remote", nc.RemoteAddr().String(), "err", err)
+		return
+	}
+	var creq jute.ConnectRequest
+	if err := jute.Unmarshal(frame, &creq); err != nil {
+		s.log.Debug("zk: bad connect request", "remote", nc.RemoteAddr().String(), "err", err)
+		return
+	}
+	s.serve(nc, &creq)
+}
+
+// serve runs a connection whose ConnectRequest arrived.
+func (s *Server) serve(nc net.Conn, creq *jute.ConnectRequest) {
+	ctx, cancel := context.WithCancel(s.ctx)
+	defer cancel()
+	sess, err := s.cfg.Engine.Connect(ctx, engine.ConnectRequest{
+		SessionID: creq.SessionID, Password: creq.Passwd, TimeoutMs: int64(creq.TimeOut), LastZxid: creq.LastZxidSeen,
+	})
+	if err != nil {
+		var ce *engine.ConnectError
+		if errors.As(err, &ce) && (ce.Code == engine.SessionExpired || ce.Code == engine.AuthFailed) {
+			// ZooKeeper's answer to a session it does not know, or a wrong
+			// password: session id 0, timeout 0; the client reports its
+			// session expired.
+			resp := jute.ConnectResponse{Passwd: make([]byte, 16), HasReadOnly: creq.HasReadOnly}
+			_ = nc.SetWriteDeadline(time.Now().Add(connectTimeout))
+			_, _ = nc.Write(jute.AppendFrame(nil, &resp))
+		}
+		// Otherwise (no leader, behind the client's last zxid): close
+		// without answering, so that the client tries another server.
+		s.log.Debug("zk: connect refused", "remote", nc.RemoteAddr().String(), "err", err)
+		return
+	}
+	c := &conn{srv: s, nc: nc, remote: nc.RemoteAddr().String(), sess: sess, established: time.Now()}
+	c.lastOp.Store("NA")
+	s.mu.Lock()
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		sess.Detach()
+	}()
+
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		c.sendLoop(ctx, creq.HasReadOnly)
+		nc.Close() // ends the receive loop
+	}()
+	c.recvLoop()
+	sess.End(nil)
+	<-sent
+}
+
+// recvLoop reads requests until the connection ends or breaks the
+// protocol, and submits them in order.
+func (c *conn) recvLoop() {
+	limit := c.srv.cfg.MaxFrame
+	for {
+		if t := c.timeout(); t > 0 {
+			// A client pings at least every third of its timeout; one
+			// silent for twice the timeout is gone (its session expires
+			// on the leader anyway).
+			_ = c.nc.SetReadDeadline(time.Now().Add(2 * t))
+		} else {
+			_ = c.nc.SetReadDeadline(time.Time{})
+		}
+		frame, err := jute.ReadFrame(c.nc, limit)
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				c.srv.log.Debug("zk: closing connection", "remote", c.remote, "session", c.sess.ID(), "err", err)
+			}
+			return
+		}
+		c.recved.Add(1)
+		c.srv.stats.received.Add(1)
+		r := jute.NewReader(frame)
+		var h jute.RequestHeader
+		if err := h.Decode(r); err != nil {
+			c.srv.log.Debug("zk: bad request header", "remote", c.remote, "err", err)
+			return
+		}
+		body := frame[jute.RequestHeaderSize:]
+		p := pending{xid: h.Xid, op: h.Type, received: time.Now()}
+		rec, err := jute.DecodeRequest(h.Type, body)
+		var req engine.Request
+		var b *badRequest
+		switch {
+		case errors.Is(err, jute.ErrUnknownOp):
+			b = bad(engine.Unimplemented, "unknown opcode %d", int32(h.Type))
+		case err != nil:
+			b = bad(engine.MarshallingError, "%v", err)
+		default:
+			req, b = requestOf(h, rec)
+			if m, ok := rec.(*jute.MultiRequest); ok {
+				p.ops = make([]jute.OpCode, len(m.Ops))
+				for i, o := range m.Ops {
+					p.ops[i] = o.Type
+				}
+			}
+			if h.Type == jute.OpWhoAmI {
+				p.whoAmI = []jute.ClientInfo{{AuthScheme: "ip", User: hostOf(c.remote)}}
+			}
+		}
+		c.lastOp.Store(opAbbrev(h.Type))
+		c.mu.Lock()
+		c.pending = append(c.pending, p)
+		c.mu.Unlock()
+		c.srv.stats.outstanding.Add(1)
+		if b != nil {
+			req.Xid = int64(h.Xid)
+			c.sess.Reject(&req, b.code, b.msg)
+			continue
+		}
+		c.sess.Submit(&req)
+	}
+}
+
+// sendLoop writes what the session queues, in order, until it ends.
+func (c *conn) sendLoop(ctx context.Context, readOnlyFlag bool) {
+	var buf []byte
+	for {
+		batch, ended := c.sess.Next(ctx)
+		buf = buf[:0]
+		for i := range batch {
+			m := &batch[i]
+			switch {
+			case m.Connected != nil:
+				c.timeoutMs.Store(m.Connected.TimeoutMs)
+				buf = jute.AppendFrame(buf, &jute.ConnectResponse{
+					TimeOut: int32(m.Connected.TimeoutMs), SessionID: m.Connected.SessionID,
+					Passwd: m.Connected.Password, HasReadOnly: readOnlyFlag,
+				})
+			case m.Response != nil:
+				p, ok := c.popPending()
+				if !ok {
+					c.srv.log.Error("zk: a reply without a request", "session", c.sess.ID(), "xid", m.Response.Xid)
+					return
+				}
+				buf = reply(buf, p, m.Response)
+				c.srv.stats.latency(time.Since(p.received))
+			case m.Event != nil:
+				buf = notification(buf, m.Event)
+			}
+			// A Final message (expiry, a protocol error) is not sent:
+			// ZooKeeper closes the connection, and a client learns of an
+			// expiry when it reconnects. Vouches are never asked for here.
+		}
+		if len(buf) > 0 {
+			_ = c.nc.SetWriteDeadline(time.Now().Add(max(c.timeout(), connectTimeout)))
+			if _, err := c.nc.Write(buf); err != nil {
+				return
+			}
+			n := int64(len(batch))
+			c.sent.Add(n)
+			c.srv.stats.sent.Add(n)
+		}
+		if ended {
+			return
+		}
+	}
+}
+
+// timeout is the negotiated session timeout (0 before the connect is
+// answered).
+func (c *conn) timeout() time.Duration {
+	return time.Duration(c.timeoutMs.Load()) * time.Millisecond
+}
+
+func (c *conn) popPending() (pending, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.pending) == 0 {
+		return pending{}, false
+	}
+	p := c.pending[0]
+	c.pending = c.pending[1:]
+	c.srv.stats.outstanding.Add(-1)
+	return p, true
+}
+
+func hostOf(addr string) string {
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		return h
+	}
+	return addr
+}
+
+// opAbbrev is an opcode's four-letter abbreviation, as cons reports a
+// connection's last operation (PING, GETD, CREA...).
+func opAbbrev(op jute.OpCode) string {
+	s := strings.ToUpper(op.String())
+	if len(s) > 4 {
+		s = s[:4]
+	}
+	return s
+}
