@@ -198,6 +198,11 @@ func (c *Config) setDefaults() error {
 	return nil
 }
 
+// DefaultFourLetterWords are the ZooKeeper four-letter words a server
+// answers unless Config.FourLetterWords says otherwise: those that only
+// report.
+var DefaultFourLetterWords = zk.DefaultFourLetterWords
+
 // fourLetterWords is the set of four-letter words answered.
 func (c *Config) fourLetterWords() map[string]bool {
 	words := c.FourLetterWords
