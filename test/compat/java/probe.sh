@@ -2,9 +2,11 @@
 # probe.sh runs WatchProbe scripts against a throwaway standalone ZooKeeper
 # server (Debian's zookeeper package) and prints what the probe saw.
 #
-#   test/compat/java/probe.sh [-p PORT] [-c CLASSES] SCRIPT...
+#   test/compat/java/probe.sh [-p PORT] [-c CLASSES] [-s HOST:PORT] SCRIPT...
 #
 # -p PORT     the server's port on 127.0.0.1 (default 22181; must be free)
+# -s ADDR     start no server: probe the ZooKeeper-protocol server at ADDR
+#             (e.g. coordd's) instead
 # -c CLASSES  a directory of classes put in front of zookeeper.jar, for the
 #             server and the client alike (e.g. a patched build)
 #
@@ -14,15 +16,17 @@ set -euo pipefail
 
 port=22181
 extra=
-while getopts p:c: opt; do
+server=
+while getopts p:c:s: opt; do
 	case $opt in
 	p) port=$OPTARG ;;
+	s) server=$OPTARG ;;
 	c) extra=$(cd "$OPTARG" && pwd) ;;
 	*) exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
-[ $# -gt 0 ] || { echo "usage: $0 [-p PORT] [-c CLASSES] SCRIPT..." >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: $0 [-p PORT] [-c CLASSES] [-s HOST:PORT] SCRIPT..." >&2; exit 2; }
 
 here=$(cd "$(dirname "$0")" && pwd)
 jar=/usr/share/java/zookeeper.jar
@@ -38,12 +42,20 @@ cleanup() {
 }
 trap cleanup EXIT
 
+mkdir -p "$tmp/classes"
+javac -nowarn -cp "$cp" -d "$tmp/classes" "$here/WatchProbe.java"
+probe() { java -cp "$cp:/usr/share/java/slf4j-nop.jar:$tmp/classes" WatchProbe --server "$1" "${@:2}"; }
+if [ -n "$server" ]; then
+	probe "$server" "$@"
+	exit
+fi
+
 if ss -ltn "sport = :$port" | grep -q LISTEN; then
 	echo "probe: port $port is in use" >&2
 	exit 1
 fi
 
-mkdir -p "$tmp/data" "$tmp/classes"
+mkdir -p "$tmp/data"
 cat >"$tmp/zoo.cfg" <<EOF
 tickTime=2000
 dataDir=$tmp/data
@@ -52,8 +64,6 @@ clientPortAddress=127.0.0.1
 admin.enableServer=false
 4lw.commands.whitelist=*
 EOF
-
-javac -nowarn -cp "$cp" -d "$tmp/classes" "$here/WatchProbe.java"
 
 java -cp "$cp:/usr/share/java/slf4j-simple.jar" org.apache.zookeeper.server.ZooKeeperServerMain "$tmp/zoo.cfg" \
 	>"$tmp/server.log" 2>&1 &
@@ -69,7 +79,7 @@ for _ in $(seq 100); do
 done
 
 status=0
-java -cp "$cp:/usr/share/java/slf4j-nop.jar:$tmp/classes" WatchProbe --server "127.0.0.1:$port" "$@" || status=$?
+probe "127.0.0.1:$port" "$@" || status=$?
 if [ $status -ne 0 ]; then
 	echo "probe: failed; the server's log:" >&2
 	tail -n 40 "$tmp/server.log" >&2
