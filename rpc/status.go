@@ -196,8 +196,8 @@ func (n *Node) zkStats() zk.Stats {
 		st.Ephemerals = int64(v.Tree.Ephemerals())
 		st.DataSize = v.Tree.ApproximateDataSize()
 	})
-	w := n.engine.Watches()
-	st.Watches, st.WatchedPaths, st.WatchingSessions = int64(w.Len()), int64(w.Paths()), int64(w.Sessions())
+	ws := n.engine.Watches().Stats()
+	st.Watches, st.WatchedPaths, st.WatchingSessions = int64(ws.Watches), int64(ws.Paths), int64(ws.Sessions)
 	var servers []raft.Server
 	if f := n.raft.GetConfiguration(); f.Error() == nil {
 		servers = f.Configuration().Servers

@@ -2,7 +2,9 @@ package watch
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/coordd/coordd/tree"
@@ -152,4 +154,75 @@ func BenchmarkRemoveSession(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(mine)), "ns/watch")
+}
+
+// recursiveTree returns the 100 000 leaves of a tree of fanout 10 and depth
+// 5 (/d0/d1/d2/d3/d4, each level 0-9), and n paths picked at random, with a
+// fixed seed, among all its nodes (leaves and inner nodes alike).
+func recursiveTree(n int) (leaves, watched []string) {
+	var all []string
+	var walk func(prefix string, depth int)
+	walk = func(prefix string, depth int) {
+		for i := range 10 {
+			p := fmt.Sprintf("%s/%d", prefix, i)
+			all = append(all, p)
+			if depth == 4 {
+				leaves = append(leaves, p)
+			} else {
+				walk(p, depth+1)
+			}
+		}
+	}
+	walk("", 0)
+	r := rand.New(rand.NewPCG(1, 2))
+	for range n {
+		watched = append(watched, all[r.IntN(len(all))])
+	}
+	return leaves, watched
+}
+
+// BenchmarkTriggerRecursive fires the events of one write on a leaf of a
+// tree of 100 000 paths while 0 or 10 000 recursive watches (from 1 000
+// sessions) are spread over it: a setData (one event) and a create
+// (NodeCreated and the parent's NodeChildrenChanged). The cost is the walk
+// of the path's ancestors in the recursive index (none when there is no
+// recursive watch) plus one notification per matching session; it must not
+// grow with the number of watches.
+func BenchmarkTriggerRecursive(b *testing.B) {
+	leaves, watched := recursiveTree(10_000)
+	if len(leaves) != 100_000 {
+		b.Fatalf("%d leaves", len(leaves))
+	}
+	writes := map[string]func(leaf string) []tree.Event{
+		"setData": func(leaf string) []tree.Event {
+			return []tree.Event{{Type: tree.EventNodeDataChanged, Path: leaf, Zxid: 1}}
+		},
+		"create": func(leaf string) []tree.Event {
+			parent := leaf[:strings.LastIndexByte(leaf, '/')]
+			return []tree.Event{{Type: tree.EventNodeCreated, Path: leaf, Zxid: 1}, {Type: tree.EventNodeChildrenChanged, Path: parent, Zxid: 1}}
+		},
+	}
+	for _, write := range []string{"setData", "create"} {
+		for _, recursive := range []int{0, len(watched)} {
+			b.Run(fmt.Sprintf("%s/recursive=%d", write, recursive), func(b *testing.B) {
+				m := NewManager()
+				for i, p := range watched[:recursive] {
+					m.Add(int64(i%benchSessions+1), p, PersistentRecursive)
+				}
+				// 4096 writes on leaves picked with a fixed seed, cycled.
+				r := rand.New(rand.NewPCG(3, 4))
+				batches := make([][]tree.Event, 4096)
+				for i := range batches {
+					batches[i] = writes[write](leaves[r.IntN(len(leaves))])
+				}
+				notes := 0
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					notes += len(m.Trigger(batches[i%len(batches)]))
+				}
+				b.ReportMetric(float64(notes)/float64(b.N), "notifications/op")
+			})
+		}
+	}
 }

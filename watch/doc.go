@@ -1,18 +1,39 @@
-// Package watch is a server's table of one-shot ZooKeeper watches.
+// Package watch is a server's table of ZooKeeper watches: one-shot and
+// persistent, recursive or not.
 //
 // Watches are server-local state (DESIGN.md, invariant 10): they live in the
 // server the session is connected to, are never replicated and are not part
-// of a snapshot. A Manager keeps ZooKeeper's two server-side tables:
+// of a snapshot. A session holds, on each path, any combination of four
+// independent kinds:
 //
-//   - data watches ([Data]), set by getData on an existing node and by exists
-//     whether or not the node exists (as in ZooKeeper, exists-watches live in
-//     the data table, so a NodeCreated fires them);
-//   - child watches ([Child]), set by getChildren on an existing node.
+//   - [Data], one-shot, set by getData on an existing node and by exists
+//     whether or not the node exists (as in ZooKeeper, exists-watches are
+//     data watches, so a NodeCreated fires them);
+//   - [Child], one-shot, set by getChildren on an existing node;
+//   - [Persistent], set by addWatch(PERSISTENT), present node or not: every
+//     event type of its path, and it stays;
+//   - [PersistentRecursive], set by addWatch(PERSISTENT_RECURSIVE):
+//     NodeCreated, NodeDataChanged and NodeDeleted of its path and of every
+//     path below it (nodes created later included), never
+//     NodeChildrenChanged, and it stays.
 //
-// Each table maps a path to the sessions watching it, and each session to its
-// watches, so firing costs O(watchers of the path) and removing or listing a
-// session's watches costs O(that session's watches); nothing ever scans the
-// whole table.
+// The rules are ZooKeeper's, observed on ZooKeeper 3.8 and on 3.8 with the
+// watch fixes of 3.9 (docs/zookeeper-watches.md, which also says where 3.8
+// itself differs): one notification per session per event however many of
+// its watches match ([Manager.Trigger]), removal and check by ZooKeeper's
+// WatcherType ([Manager.RemoveWatches], [Manager.CheckWatches]),
+// re-registration on reconnect ([Manager.ReregisterAll]).
+//
+// # Cost
+//
+// The table maps a path to the sessions watching it, each session to its
+// watches, and — a third index — each path holding a recursive watch to its
+// recursive watchers. Firing an event costs O(watchers of its path) plus,
+// only while at least one recursive watch exists, one lookup in the
+// recursive index per ancestor of the path: O(depth), however many watches
+// the table holds (ZooKeeper walks the ancestors too, and skips the walk when
+// it has no recursive watch). Removing or listing a session's watches costs
+// O(that session's watches); nothing ever scans the whole table.
 //
 // # How the FSM uses it
 //
@@ -21,15 +42,14 @@
 // [Manager.Trigger] and queues the returned notifications, in order, on the
 // sessions' outbound streams. A client therefore receives an event before any
 // reply that reflects the change. Symmetrically, a read that sets a watch must
-// call [Manager.Add] (and a reconnect must call [Manager.Reregister]) while no
-// entry can be applied between the read of the tree and the registration —
+// call [Manager.Add] (and a reconnect must call [Manager.ReregisterAll]) while
+// no entry can be applied between the read of the tree and the registration —
 // typically under the read side of the same lock — or an event could slip
-// between the two and be lost.
-//
-// Watches are one-shot: a watch is removed when it fires. A session gets at
-// most one notification per event however many of its watches the event
-// fires. After a snapshot restore the FSM calls [Manager.Reset]; when a session
-// closes or leaves this server, [Manager.RemoveSession].
+// between the two and be lost. After a snapshot restore the FSM calls
+// [Manager.Reset]; when a session closes or leaves this server,
+// [Manager.RemoveSession]. (ZooKeeper sends a closing session the events of
+// its own ephemerals' deletion, just before the reply to its close: the
+// close's Trigger comes before its RemoveSession.)
 //
 // The package knows nothing of Raft, networking, encodings or the life cycle of
 // sessions: a session is just an int64 id, and delivering a [Notification] is

@@ -223,13 +223,16 @@ func (NodeKind) EnumDescriptor() ([]byte, []int) {
 	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{1}
 }
 
-// WatchKind selects watches to remove.
+// WatchKind selects watches to remove or check.
 type WatchKind int32
 
 const (
-	WatchKind_WATCH_ANY   WatchKind = 0
-	WatchKind_WATCH_DATA  WatchKind = 1
-	WatchKind_WATCH_CHILD WatchKind = 2
+	// WATCH_ANY: every kind, persistent ones included (ZooKeeper's Any).
+	WatchKind_WATCH_ANY                  WatchKind = 0
+	WatchKind_WATCH_DATA                 WatchKind = 1
+	WatchKind_WATCH_CHILD                WatchKind = 2
+	WatchKind_WATCH_PERSISTENT           WatchKind = 3
+	WatchKind_WATCH_PERSISTENT_RECURSIVE WatchKind = 4
 )
 
 // Enum value maps for WatchKind.
@@ -238,11 +241,15 @@ var (
 		0: "WATCH_ANY",
 		1: "WATCH_DATA",
 		2: "WATCH_CHILD",
+		3: "WATCH_PERSISTENT",
+		4: "WATCH_PERSISTENT_RECURSIVE",
 	}
 	WatchKind_value = map[string]int32{
-		"WATCH_ANY":   0,
-		"WATCH_DATA":  1,
-		"WATCH_CHILD": 2,
+		"WATCH_ANY":                  0,
+		"WATCH_DATA":                 1,
+		"WATCH_CHILD":                2,
+		"WATCH_PERSISTENT":           3,
+		"WATCH_PERSISTENT_RECURSIVE": 4,
 	}
 )
 
@@ -735,6 +742,11 @@ type ConnectRequest struct {
 	DataWatches  []string `protobuf:"bytes,5,rep,name=data_watches,json=dataWatches,proto3" json:"data_watches,omitempty"`
 	ExistWatches []string `protobuf:"bytes,6,rep,name=exist_watches,json=existWatches,proto3" json:"exist_watches,omitempty"`
 	ChildWatches []string `protobuf:"bytes,7,rep,name=child_watches,json=childWatches,proto3" json:"child_watches,omitempty"`
+	// Persistent watches to re-register on resume (addWatch's); they fire
+	// nothing for what changed meanwhile (ZooKeeper's rule: a client that must
+	// not miss a change re-reads).
+	PersistentWatches          []string `protobuf:"bytes,9,rep,name=persistent_watches,json=persistentWatches,proto3" json:"persistent_watches,omitempty"`
+	PersistentRecursiveWatches []string `protobuf:"bytes,10,rep,name=persistent_recursive_watches,json=persistentRecursiveWatches,proto3" json:"persistent_recursive_watches,omitempty"`
 	// vouches asks the server to send Vouch messages (a client that does not
 	// ask gets none: an older client would not know them).
 	Vouches       bool `protobuf:"varint,8,opt,name=vouches,proto3" json:"vouches,omitempty"`
@@ -817,6 +829,20 @@ func (x *ConnectRequest) GetExistWatches() []string {
 func (x *ConnectRequest) GetChildWatches() []string {
 	if x != nil {
 		return x.ChildWatches
+	}
+	return nil
+}
+
+func (x *ConnectRequest) GetPersistentWatches() []string {
+	if x != nil {
+		return x.PersistentWatches
+	}
+	return nil
+}
+
+func (x *ConnectRequest) GetPersistentRecursiveWatches() []string {
+	if x != nil {
+		return x.PersistentRecursiveWatches
 	}
 	return nil
 }
@@ -948,6 +974,8 @@ type Request struct {
 	//	*Request_Ping
 	//	*Request_Close
 	//	*Request_RemoveWatches
+	//	*Request_AddWatch
+	//	*Request_CheckWatches
 	Op            isRequest_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1103,6 +1131,24 @@ func (x *Request) GetRemoveWatches() *RemoveWatchesRequest {
 	return nil
 }
 
+func (x *Request) GetAddWatch() *AddWatchRequest {
+	if x != nil {
+		if x, ok := x.Op.(*Request_AddWatch); ok {
+			return x.AddWatch
+		}
+	}
+	return nil
+}
+
+func (x *Request) GetCheckWatches() *CheckWatchesRequest {
+	if x != nil {
+		if x, ok := x.Op.(*Request_CheckWatches); ok {
+			return x.CheckWatches
+		}
+	}
+	return nil
+}
+
 type isRequest_Op interface {
 	isRequest_Op()
 }
@@ -1151,6 +1197,14 @@ type Request_RemoveWatches struct {
 	RemoveWatches *RemoveWatchesRequest `protobuf:"bytes,20,opt,name=remove_watches,json=removeWatches,proto3,oneof"`
 }
 
+type Request_AddWatch struct {
+	AddWatch *AddWatchRequest `protobuf:"bytes,21,opt,name=add_watch,json=addWatch,proto3,oneof"`
+}
+
+type Request_CheckWatches struct {
+	CheckWatches *CheckWatchesRequest `protobuf:"bytes,22,opt,name=check_watches,json=checkWatches,proto3,oneof"`
+}
+
 func (*Request_Create) isRequest_Op() {}
 
 func (*Request_Delete) isRequest_Op() {}
@@ -1172,6 +1226,10 @@ func (*Request_Ping) isRequest_Op() {}
 func (*Request_Close) isRequest_Op() {}
 
 func (*Request_RemoveWatches) isRequest_Op() {}
+
+func (*Request_AddWatch) isRequest_Op() {}
+
+func (*Request_CheckWatches) isRequest_Op() {}
 
 // Response answers the Request with the same xid.
 type Response struct {
@@ -2456,7 +2514,8 @@ func (*CloseRequest) Descriptor() ([]byte, []int) {
 	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{27}
 }
 
-// RemoveWatchesRequest removes this session's watches on a path.
+// RemoveWatchesRequest removes this session's watches of a kind on a path;
+// NO_WATCHER when it has none.
 type RemoveWatchesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
@@ -2509,19 +2568,139 @@ func (x *RemoveWatchesRequest) GetKind() WatchKind {
 	return WatchKind_WATCH_ANY
 }
 
-// WatchEvent fires a one-shot watch.
-type WatchEvent struct {
+// CheckWatchesRequest asks whether this session has a watch of a kind on a
+// path (NO_WATCHER when not); it removes nothing.
+type CheckWatchesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Type          EventType              `protobuf:"varint,1,opt,name=type,proto3,enum=coordd.api.v1.EventType" json:"type,omitempty"`
-	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
-	Zxid          int64                  `protobuf:"varint,3,opt,name=zxid,proto3" json:"zxid,omitempty"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Kind          WatchKind              `protobuf:"varint,2,opt,name=kind,proto3,enum=coordd.api.v1.WatchKind" json:"kind,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckWatchesRequest) Reset() {
+	*x = CheckWatchesRequest{}
+	mi := &file_rpc_apipb_api_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckWatchesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckWatchesRequest) ProtoMessage() {}
+
+func (x *CheckWatchesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_apipb_api_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckWatchesRequest.ProtoReflect.Descriptor instead.
+func (*CheckWatchesRequest) Descriptor() ([]byte, []int) {
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *CheckWatchesRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *CheckWatchesRequest) GetKind() WatchKind {
+	if x != nil {
+		return x.Kind
+	}
+	return WatchKind_WATCH_ANY
+}
+
+// AddWatchRequest sets a persistent watch on a path, which need not exist:
+// it fires NodeCreated, NodeDeleted, NodeDataChanged and
+// NodeChildrenChanged for the path and stays until removed or the session
+// ends. A recursive one fires NodeCreated, NodeDeleted and NodeDataChanged
+// for the path and every node below it, later ones included, and never
+// NodeChildrenChanged (ZooKeeper's addWatch).
+type AddWatchRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Recursive     bool                   `protobuf:"varint,2,opt,name=recursive,proto3" json:"recursive,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddWatchRequest) Reset() {
+	*x = AddWatchRequest{}
+	mi := &file_rpc_apipb_api_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddWatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddWatchRequest) ProtoMessage() {}
+
+func (x *AddWatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_apipb_api_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddWatchRequest.ProtoReflect.Descriptor instead.
+func (*AddWatchRequest) Descriptor() ([]byte, []int) {
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *AddWatchRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *AddWatchRequest) GetRecursive() bool {
+	if x != nil {
+		return x.Recursive
+	}
+	return false
+}
+
+// WatchEvent reports a change the session watches: one per change,
+// however many of the session's watches it matched.
+type WatchEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Type  EventType              `protobuf:"varint,1,opt,name=type,proto3,enum=coordd.api.v1.EventType" json:"type,omitempty"`
+	Path  string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	Zxid  int64                  `protobuf:"varint,3,opt,name=zxid,proto3" json:"zxid,omitempty"`
+	// kinds are the session's watches it matched, as bits: 1 a data watch
+	// (getData or exists) on the path, 2 a child watch (getChildren) on it,
+	// both one-shot and now gone; 4 a persistent watch on the path, 8 a
+	// recursive one on the path or above it, both still in place. 0 from a
+	// server older than persistent watches: then the one-shot kinds the
+	// event type fires.
+	Kinds         uint32 `protobuf:"varint,4,opt,name=kinds,proto3" json:"kinds,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WatchEvent) Reset() {
 	*x = WatchEvent{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[29]
+	mi := &file_rpc_apipb_api_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2533,7 +2712,7 @@ func (x *WatchEvent) String() string {
 func (*WatchEvent) ProtoMessage() {}
 
 func (x *WatchEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[29]
+	mi := &file_rpc_apipb_api_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2546,7 +2725,7 @@ func (x *WatchEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEvent.ProtoReflect.Descriptor instead.
 func (*WatchEvent) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{29}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *WatchEvent) GetType() EventType {
@@ -2570,6 +2749,13 @@ func (x *WatchEvent) GetZxid() int64 {
 	return 0
 }
 
+func (x *WatchEvent) GetKinds() uint32 {
+	if x != nil {
+		return x.Kinds
+	}
+	return 0
+}
+
 // StatusRequest asks for this server's view of the cluster.
 type StatusRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2579,7 +2765,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[30]
+	mi := &file_rpc_apipb_api_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2591,7 +2777,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[30]
+	mi := &file_rpc_apipb_api_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2604,7 +2790,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{30}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{32}
 }
 
 // Member is one voter of the cluster as seen by the answering server.
@@ -2626,7 +2812,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[31]
+	mi := &file_rpc_apipb_api_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2638,7 +2824,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[31]
+	mi := &file_rpc_apipb_api_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2651,7 +2837,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{31}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Member) GetId() string {
@@ -2730,7 +2916,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[32]
+	mi := &file_rpc_apipb_api_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2742,7 +2928,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[32]
+	mi := &file_rpc_apipb_api_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2755,7 +2941,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{32}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *StatusResponse) GetId() string {
@@ -2837,7 +3023,7 @@ type SessionsRequest struct {
 
 func (x *SessionsRequest) Reset() {
 	*x = SessionsRequest{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[33]
+	mi := &file_rpc_apipb_api_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2849,7 +3035,7 @@ func (x *SessionsRequest) String() string {
 func (*SessionsRequest) ProtoMessage() {}
 
 func (x *SessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[33]
+	mi := &file_rpc_apipb_api_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2862,7 +3048,7 @@ func (x *SessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionsRequest.ProtoReflect.Descriptor instead.
 func (*SessionsRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{33}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{35}
 }
 
 // SessionInfo describes one open session.
@@ -2879,7 +3065,7 @@ type SessionInfo struct {
 
 func (x *SessionInfo) Reset() {
 	*x = SessionInfo{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[34]
+	mi := &file_rpc_apipb_api_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2891,7 +3077,7 @@ func (x *SessionInfo) String() string {
 func (*SessionInfo) ProtoMessage() {}
 
 func (x *SessionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[34]
+	mi := &file_rpc_apipb_api_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2904,7 +3090,7 @@ func (x *SessionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionInfo.ProtoReflect.Descriptor instead.
 func (*SessionInfo) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{34}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SessionInfo) GetId() int64 {
@@ -2945,7 +3131,7 @@ type SessionsResponse struct {
 
 func (x *SessionsResponse) Reset() {
 	*x = SessionsResponse{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[35]
+	mi := &file_rpc_apipb_api_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2957,7 +3143,7 @@ func (x *SessionsResponse) String() string {
 func (*SessionsResponse) ProtoMessage() {}
 
 func (x *SessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[35]
+	mi := &file_rpc_apipb_api_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2970,7 +3156,7 @@ func (x *SessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionsResponse.ProtoReflect.Descriptor instead.
 func (*SessionsResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{35}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SessionsResponse) GetSessions() []*SessionInfo {
@@ -3012,7 +3198,7 @@ const file_rpc_apipb_api_proto_rawDesc = "" +
 	"\x05vouch\x18\x04 \x01(\v2\x14.coordd.api.v1.VouchH\x00R\x05vouchB\x06\n" +
 	"\x04kind\"\x19\n" +
 	"\x05Vouch\x12\x10\n" +
-	"\x03xid\x18\x01 \x01(\x03R\x03xid\"\x8e\x02\n" +
+	"\x03xid\x18\x01 \x01(\x03R\x03xid\"\xff\x02\n" +
 	"\x0eConnectRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x03R\tsessionId\x12\x1a\n" +
@@ -3022,7 +3208,10 @@ const file_rpc_apipb_api_proto_rawDesc = "" +
 	"\tlast_zxid\x18\x04 \x01(\x03R\blastZxid\x12!\n" +
 	"\fdata_watches\x18\x05 \x03(\tR\vdataWatches\x12#\n" +
 	"\rexist_watches\x18\x06 \x03(\tR\fexistWatches\x12#\n" +
-	"\rchild_watches\x18\a \x03(\tR\fchildWatches\x12\x18\n" +
+	"\rchild_watches\x18\a \x03(\tR\fchildWatches\x12-\n" +
+	"\x12persistent_watches\x18\t \x03(\tR\x11persistentWatches\x12@\n" +
+	"\x1cpersistent_recursive_watches\x18\n" +
+	" \x03(\tR\x1apersistentRecursiveWatches\x12\x18\n" +
 	"\avouches\x18\b \x01(\bR\avouches\"\xf4\x01\n" +
 	"\x0fConnectResponse\x12\x1d\n" +
 	"\n" +
@@ -3033,7 +3222,7 @@ const file_rpc_apipb_api_proto_rawDesc = "" +
 	"\tserver_id\x18\x04 \x01(\tR\bserverId\x12\x12\n" +
 	"\x04zxid\x18\x05 \x01(\x03R\x04zxid\x12*\n" +
 	"\x11max_request_bytes\x18\x06 \x01(\x03R\x0fmaxRequestBytes\x12*\n" +
-	"\x11vouch_interval_ms\x18\a \x01(\x03R\x0fvouchIntervalMs\"\xd3\x05\n" +
+	"\x11vouch_interval_ms\x18\a \x01(\x03R\x0fvouchIntervalMs\"\xdd\x06\n" +
 	"\aRequest\x12\x10\n" +
 	"\x03xid\x18\x01 \x01(\x03R\x03xid\x12,\n" +
 	"\x12lowest_pending_xid\x18\x02 \x01(\x03R\x10lowestPendingXid\x126\n" +
@@ -3048,7 +3237,9 @@ const file_rpc_apipb_api_proto_rawDesc = "" +
 	"\x05multi\x18\x11 \x01(\v2\x1b.coordd.api.v1.MultiRequestH\x00R\x05multi\x120\n" +
 	"\x04ping\x18\x12 \x01(\v2\x1a.coordd.api.v1.PingRequestH\x00R\x04ping\x123\n" +
 	"\x05close\x18\x13 \x01(\v2\x1b.coordd.api.v1.CloseRequestH\x00R\x05close\x12L\n" +
-	"\x0eremove_watches\x18\x14 \x01(\v2#.coordd.api.v1.RemoveWatchesRequestH\x00R\rremoveWatchesB\x04\n" +
+	"\x0eremove_watches\x18\x14 \x01(\v2#.coordd.api.v1.RemoveWatchesRequestH\x00R\rremoveWatches\x12=\n" +
+	"\tadd_watch\x18\x15 \x01(\v2\x1e.coordd.api.v1.AddWatchRequestH\x00R\baddWatch\x12I\n" +
+	"\rcheck_watches\x18\x16 \x01(\v2\".coordd.api.v1.CheckWatchesRequestH\x00R\fcheckWatchesB\x04\n" +
 	"\x02op\"\xa2\x04\n" +
 	"\bResponse\x12\x10\n" +
 	"\x03xid\x18\x01 \x01(\x03R\x03xid\x12\x12\n" +
@@ -3126,12 +3317,19 @@ const file_rpc_apipb_api_proto_rawDesc = "" +
 	"\fCloseRequest\"X\n" +
 	"\x14RemoveWatchesRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12,\n" +
-	"\x04kind\x18\x02 \x01(\x0e2\x18.coordd.api.v1.WatchKindR\x04kind\"b\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x18.coordd.api.v1.WatchKindR\x04kind\"W\n" +
+	"\x13CheckWatchesRequest\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12,\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x18.coordd.api.v1.WatchKindR\x04kind\"C\n" +
+	"\x0fAddWatchRequest\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1c\n" +
+	"\trecursive\x18\x02 \x01(\bR\trecursive\"x\n" +
 	"\n" +
 	"WatchEvent\x12,\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x18.coordd.api.v1.EventTypeR\x04type\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
-	"\x04zxid\x18\x03 \x01(\x03R\x04zxid\"\x0f\n" +
+	"\x04zxid\x18\x03 \x01(\x03R\x04zxid\x12\x14\n" +
+	"\x05kinds\x18\x04 \x01(\rR\x05kinds\"\x0f\n" +
 	"\rStatusRequest\"\xe8\x01\n" +
 	"\x06Member\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12!\n" +
@@ -3205,12 +3403,14 @@ const file_rpc_apipb_api_proto_rawDesc = "" +
 	"PERSISTENT\x10\x00\x12\r\n" +
 	"\tEPHEMERAL\x10\x01\x12\r\n" +
 	"\tCONTAINER\x10\x02\x12\a\n" +
-	"\x03TTL\x10\x03*;\n" +
+	"\x03TTL\x10\x03*q\n" +
 	"\tWatchKind\x12\r\n" +
 	"\tWATCH_ANY\x10\x00\x12\x0e\n" +
 	"\n" +
 	"WATCH_DATA\x10\x01\x12\x0f\n" +
-	"\vWATCH_CHILD\x10\x02*q\n" +
+	"\vWATCH_CHILD\x10\x02\x12\x14\n" +
+	"\x10WATCH_PERSISTENT\x10\x03\x12\x1e\n" +
+	"\x1aWATCH_PERSISTENT_RECURSIVE\x10\x04*q\n" +
 	"\tEventType\x12\x0e\n" +
 	"\n" +
 	"EVENT_NONE\x10\x00\x12\x10\n" +
@@ -3236,7 +3436,7 @@ func file_rpc_apipb_api_proto_rawDescGZIP() []byte {
 }
 
 var file_rpc_apipb_api_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_rpc_apipb_api_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_rpc_apipb_api_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_rpc_apipb_api_proto_goTypes = []any{
 	(ErrorCode)(0),               // 0: coordd.api.v1.ErrorCode
 	(NodeKind)(0),                // 1: coordd.api.v1.NodeKind
@@ -3271,13 +3471,15 @@ var file_rpc_apipb_api_proto_goTypes = []any{
 	(*PingRequest)(nil),          // 30: coordd.api.v1.PingRequest
 	(*CloseRequest)(nil),         // 31: coordd.api.v1.CloseRequest
 	(*RemoveWatchesRequest)(nil), // 32: coordd.api.v1.RemoveWatchesRequest
-	(*WatchEvent)(nil),           // 33: coordd.api.v1.WatchEvent
-	(*StatusRequest)(nil),        // 34: coordd.api.v1.StatusRequest
-	(*Member)(nil),               // 35: coordd.api.v1.Member
-	(*StatusResponse)(nil),       // 36: coordd.api.v1.StatusResponse
-	(*SessionsRequest)(nil),      // 37: coordd.api.v1.SessionsRequest
-	(*SessionInfo)(nil),          // 38: coordd.api.v1.SessionInfo
-	(*SessionsResponse)(nil),     // 39: coordd.api.v1.SessionsResponse
+	(*CheckWatchesRequest)(nil),  // 33: coordd.api.v1.CheckWatchesRequest
+	(*AddWatchRequest)(nil),      // 34: coordd.api.v1.AddWatchRequest
+	(*WatchEvent)(nil),           // 35: coordd.api.v1.WatchEvent
+	(*StatusRequest)(nil),        // 36: coordd.api.v1.StatusRequest
+	(*Member)(nil),               // 37: coordd.api.v1.Member
+	(*StatusResponse)(nil),       // 38: coordd.api.v1.StatusResponse
+	(*SessionsRequest)(nil),      // 39: coordd.api.v1.SessionsRequest
+	(*SessionInfo)(nil),          // 40: coordd.api.v1.SessionInfo
+	(*SessionsResponse)(nil),     // 41: coordd.api.v1.SessionsResponse
 }
 var file_rpc_apipb_api_proto_depIdxs = []int32{
 	1,  // 0: coordd.api.v1.Stat.kind:type_name -> coordd.api.v1.NodeKind
@@ -3285,7 +3487,7 @@ var file_rpc_apipb_api_proto_depIdxs = []int32{
 	10, // 2: coordd.api.v1.ClientMessage.request:type_name -> coordd.api.v1.Request
 	9,  // 3: coordd.api.v1.ServerMessage.connected:type_name -> coordd.api.v1.ConnectResponse
 	11, // 4: coordd.api.v1.ServerMessage.response:type_name -> coordd.api.v1.Response
-	33, // 5: coordd.api.v1.ServerMessage.event:type_name -> coordd.api.v1.WatchEvent
+	35, // 5: coordd.api.v1.ServerMessage.event:type_name -> coordd.api.v1.WatchEvent
 	7,  // 6: coordd.api.v1.ServerMessage.vouch:type_name -> coordd.api.v1.Vouch
 	12, // 7: coordd.api.v1.Request.create:type_name -> coordd.api.v1.CreateRequest
 	14, // 8: coordd.api.v1.Request.delete:type_name -> coordd.api.v1.DeleteRequest
@@ -3298,43 +3500,46 @@ var file_rpc_apipb_api_proto_depIdxs = []int32{
 	30, // 15: coordd.api.v1.Request.ping:type_name -> coordd.api.v1.PingRequest
 	31, // 16: coordd.api.v1.Request.close:type_name -> coordd.api.v1.CloseRequest
 	32, // 17: coordd.api.v1.Request.remove_watches:type_name -> coordd.api.v1.RemoveWatchesRequest
-	0,  // 18: coordd.api.v1.Response.error:type_name -> coordd.api.v1.ErrorCode
-	13, // 19: coordd.api.v1.Response.create:type_name -> coordd.api.v1.CreateResponse
-	16, // 20: coordd.api.v1.Response.set_data:type_name -> coordd.api.v1.SetDataResponse
-	18, // 21: coordd.api.v1.Response.get_data:type_name -> coordd.api.v1.GetDataResponse
-	20, // 22: coordd.api.v1.Response.exists:type_name -> coordd.api.v1.ExistsResponse
-	22, // 23: coordd.api.v1.Response.get_children:type_name -> coordd.api.v1.GetChildrenResponse
-	24, // 24: coordd.api.v1.Response.sync:type_name -> coordd.api.v1.SyncResponse
-	29, // 25: coordd.api.v1.Response.multi:type_name -> coordd.api.v1.MultiResponse
-	1,  // 26: coordd.api.v1.CreateRequest.kind:type_name -> coordd.api.v1.NodeKind
-	4,  // 27: coordd.api.v1.CreateResponse.stat:type_name -> coordd.api.v1.Stat
-	4,  // 28: coordd.api.v1.SetDataResponse.stat:type_name -> coordd.api.v1.Stat
-	4,  // 29: coordd.api.v1.GetDataResponse.stat:type_name -> coordd.api.v1.Stat
-	4,  // 30: coordd.api.v1.ExistsResponse.stat:type_name -> coordd.api.v1.Stat
-	4,  // 31: coordd.api.v1.GetChildrenResponse.stat:type_name -> coordd.api.v1.Stat
-	12, // 32: coordd.api.v1.MultiOp.create:type_name -> coordd.api.v1.CreateRequest
-	14, // 33: coordd.api.v1.MultiOp.delete:type_name -> coordd.api.v1.DeleteRequest
-	15, // 34: coordd.api.v1.MultiOp.set_data:type_name -> coordd.api.v1.SetDataRequest
-	26, // 35: coordd.api.v1.MultiOp.check:type_name -> coordd.api.v1.CheckRequest
-	25, // 36: coordd.api.v1.MultiRequest.ops:type_name -> coordd.api.v1.MultiOp
-	0,  // 37: coordd.api.v1.MultiResult.error:type_name -> coordd.api.v1.ErrorCode
-	4,  // 38: coordd.api.v1.MultiResult.stat:type_name -> coordd.api.v1.Stat
-	28, // 39: coordd.api.v1.MultiResponse.results:type_name -> coordd.api.v1.MultiResult
-	2,  // 40: coordd.api.v1.RemoveWatchesRequest.kind:type_name -> coordd.api.v1.WatchKind
-	3,  // 41: coordd.api.v1.WatchEvent.type:type_name -> coordd.api.v1.EventType
-	35, // 42: coordd.api.v1.StatusResponse.members:type_name -> coordd.api.v1.Member
-	38, // 43: coordd.api.v1.SessionsResponse.sessions:type_name -> coordd.api.v1.SessionInfo
-	5,  // 44: coordd.api.v1.Coord.Session:input_type -> coordd.api.v1.ClientMessage
-	34, // 45: coordd.api.v1.Coord.Status:input_type -> coordd.api.v1.StatusRequest
-	37, // 46: coordd.api.v1.Coord.Sessions:input_type -> coordd.api.v1.SessionsRequest
-	6,  // 47: coordd.api.v1.Coord.Session:output_type -> coordd.api.v1.ServerMessage
-	36, // 48: coordd.api.v1.Coord.Status:output_type -> coordd.api.v1.StatusResponse
-	39, // 49: coordd.api.v1.Coord.Sessions:output_type -> coordd.api.v1.SessionsResponse
-	47, // [47:50] is the sub-list for method output_type
-	44, // [44:47] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	34, // 18: coordd.api.v1.Request.add_watch:type_name -> coordd.api.v1.AddWatchRequest
+	33, // 19: coordd.api.v1.Request.check_watches:type_name -> coordd.api.v1.CheckWatchesRequest
+	0,  // 20: coordd.api.v1.Response.error:type_name -> coordd.api.v1.ErrorCode
+	13, // 21: coordd.api.v1.Response.create:type_name -> coordd.api.v1.CreateResponse
+	16, // 22: coordd.api.v1.Response.set_data:type_name -> coordd.api.v1.SetDataResponse
+	18, // 23: coordd.api.v1.Response.get_data:type_name -> coordd.api.v1.GetDataResponse
+	20, // 24: coordd.api.v1.Response.exists:type_name -> coordd.api.v1.ExistsResponse
+	22, // 25: coordd.api.v1.Response.get_children:type_name -> coordd.api.v1.GetChildrenResponse
+	24, // 26: coordd.api.v1.Response.sync:type_name -> coordd.api.v1.SyncResponse
+	29, // 27: coordd.api.v1.Response.multi:type_name -> coordd.api.v1.MultiResponse
+	1,  // 28: coordd.api.v1.CreateRequest.kind:type_name -> coordd.api.v1.NodeKind
+	4,  // 29: coordd.api.v1.CreateResponse.stat:type_name -> coordd.api.v1.Stat
+	4,  // 30: coordd.api.v1.SetDataResponse.stat:type_name -> coordd.api.v1.Stat
+	4,  // 31: coordd.api.v1.GetDataResponse.stat:type_name -> coordd.api.v1.Stat
+	4,  // 32: coordd.api.v1.ExistsResponse.stat:type_name -> coordd.api.v1.Stat
+	4,  // 33: coordd.api.v1.GetChildrenResponse.stat:type_name -> coordd.api.v1.Stat
+	12, // 34: coordd.api.v1.MultiOp.create:type_name -> coordd.api.v1.CreateRequest
+	14, // 35: coordd.api.v1.MultiOp.delete:type_name -> coordd.api.v1.DeleteRequest
+	15, // 36: coordd.api.v1.MultiOp.set_data:type_name -> coordd.api.v1.SetDataRequest
+	26, // 37: coordd.api.v1.MultiOp.check:type_name -> coordd.api.v1.CheckRequest
+	25, // 38: coordd.api.v1.MultiRequest.ops:type_name -> coordd.api.v1.MultiOp
+	0,  // 39: coordd.api.v1.MultiResult.error:type_name -> coordd.api.v1.ErrorCode
+	4,  // 40: coordd.api.v1.MultiResult.stat:type_name -> coordd.api.v1.Stat
+	28, // 41: coordd.api.v1.MultiResponse.results:type_name -> coordd.api.v1.MultiResult
+	2,  // 42: coordd.api.v1.RemoveWatchesRequest.kind:type_name -> coordd.api.v1.WatchKind
+	2,  // 43: coordd.api.v1.CheckWatchesRequest.kind:type_name -> coordd.api.v1.WatchKind
+	3,  // 44: coordd.api.v1.WatchEvent.type:type_name -> coordd.api.v1.EventType
+	37, // 45: coordd.api.v1.StatusResponse.members:type_name -> coordd.api.v1.Member
+	40, // 46: coordd.api.v1.SessionsResponse.sessions:type_name -> coordd.api.v1.SessionInfo
+	5,  // 47: coordd.api.v1.Coord.Session:input_type -> coordd.api.v1.ClientMessage
+	36, // 48: coordd.api.v1.Coord.Status:input_type -> coordd.api.v1.StatusRequest
+	39, // 49: coordd.api.v1.Coord.Sessions:input_type -> coordd.api.v1.SessionsRequest
+	6,  // 50: coordd.api.v1.Coord.Session:output_type -> coordd.api.v1.ServerMessage
+	38, // 51: coordd.api.v1.Coord.Status:output_type -> coordd.api.v1.StatusResponse
+	41, // 52: coordd.api.v1.Coord.Sessions:output_type -> coordd.api.v1.SessionsResponse
+	50, // [50:53] is the sub-list for method output_type
+	47, // [47:50] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_rpc_apipb_api_proto_init() }
@@ -3364,6 +3569,8 @@ func file_rpc_apipb_api_proto_init() {
 		(*Request_Ping)(nil),
 		(*Request_Close)(nil),
 		(*Request_RemoveWatches)(nil),
+		(*Request_AddWatch)(nil),
+		(*Request_CheckWatches)(nil),
 	}
 	file_rpc_apipb_api_proto_msgTypes[7].OneofWrappers = []any{
 		(*Response_Create)(nil),
@@ -3386,7 +3593,7 @@ func file_rpc_apipb_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rpc_apipb_api_proto_rawDesc), len(file_rpc_apipb_api_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   36,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

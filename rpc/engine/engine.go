@@ -13,6 +13,7 @@ import (
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/fsm/cmdpb"
 	"github.com/coordd/coordd/session"
+	"github.com/coordd/coordd/tree"
 	"github.com/coordd/coordd/watch"
 )
 
@@ -128,7 +129,7 @@ func (e *Engine) Applied(a *fsm.Applied) {
 	if len(a.Events) > 0 {
 		for _, nt := range e.watches.Trigger(a.Events) {
 			if s := e.get(nt.Session); s != nil {
-				s.pushEvent(Event{Type: nt.Event.Type, Path: nt.Event.Path, Zxid: nt.Event.Zxid})
+				s.pushEvent(Event{Type: nt.Event.Type, Path: nt.Event.Path, Zxid: nt.Event.Zxid, Kinds: nt.Kinds})
 			}
 		}
 	}
@@ -392,12 +393,24 @@ func (e *Engine) Connect(ctx context.Context, req ConnectRequest) (*Session, err
 // order like live events, those that fire at once (a NodeDeleted whose zxid
 // is unknown carries 0 and goes first). s.mu is held, and the FSM's lock.
 func (s *Session) reregisterLocked(w *Watches, v fsm.View) {
-	fired := s.e.watches.Reregister(s.id, w.RelZxid, w.Data, w.Exist, w.Child, v.Tree)
+	fired := s.e.watches.ReregisterAll(s.id, watch.SetWatches{
+		RelZxid: w.RelZxid, Data: w.Data, Exist: w.Exist, Child: w.Child,
+		Persistent: w.Persistent, PersistentRecursive: w.PersistentRecursive,
+	}, stats{s, v.Tree})
 	sort.SliceStable(fired, func(i, j int) bool { return fired[i].Event.Zxid < fired[j].Event.Zxid })
 	for _, nt := range fired {
-		s.pushLocked(Message{Event: &Event{Type: nt.Event.Type, Path: nt.Event.Path, Zxid: nt.Event.Zxid}})
+		s.pushLocked(Message{Event: &Event{Type: nt.Event.Type, Path: nt.Event.Path, Zxid: nt.Event.Zxid, Kinds: nt.Kinds}})
 	}
 }
+
+// stats reads stats as the session's reads see them, ZooKeeper's system
+// nodes included (a getConfig watch is re-registered like any other).
+type stats struct {
+	s *Session
+	t *tree.Tree
+}
+
+func (st stats) Exists(p string) (tree.Stat, error) { return st.s.exists(st.t, p) }
 
 // Detach unregisters a session whose connection ended, and drops its
 // watches here: the client re-registers them wherever it reconnects. It is

@@ -29,7 +29,7 @@ func (s *Session) oversize(req *Request, size int) *Response {
 // valid.
 func needsPath(op Op) bool {
 	switch op {
-	case OpGetData, OpExists, OpGetChildren, OpRemoveWatches, OpCheckWatches, OpGetAllChildrenNumber, OpGetACL:
+	case OpGetData, OpExists, OpGetChildren, OpRemoveWatches, OpCheckWatches, OpAddWatch, OpGetAllChildrenNumber, OpGetACL:
 		return true
 	}
 	return false
@@ -101,18 +101,26 @@ func (s *Session) read(req *Request, t *tree.Tree, applied int64) *Response {
 			resp.Results = append(resp.Results, *s.read(op, t, applied))
 		}
 	case OpRemoveWatches, OpCheckWatches:
-		kind, ok := watchKind(req.WatcherType)
-		if !ok {
-			resp.Code, resp.Message = BadArguments, fmt.Sprintf("unknown watcher type %d", req.WatcherType)
-			return resp
+		var err error
+		if req.Op == OpRemoveWatches {
+			err = w.RemoveWatches(s.id, req.Path, req.WatcherType)
+		} else {
+			err = w.CheckWatches(s.id, req.Path, req.WatcherType)
 		}
-		has := w.Has(s.id, req.Path, kind)
-		if has && req.Op == OpRemoveWatches {
-			w.Remove(s.id, req.Path, kind)
+		switch {
+		case errors.Is(err, watch.ErrNoWatcher):
+			resp.Code, resp.Message = NoWatcher, err.Error()
+		case errors.Is(err, watch.ErrUnknownWatcherType):
+			resp.Code, resp.Message = MarshallingError, err.Error()
+		case err != nil:
+			resp.Code, resp.Message = SystemError, err.Error()
 		}
-		if !has {
-			resp.Code, resp.Message = NoWatcher, fmt.Sprintf("no %s watch on %s", kind, req.Path)
+	case OpAddWatch:
+		kind := watch.Persistent
+		if req.Recursive {
+			kind = watch.PersistentRecursive
 		}
+		w.Add(s.id, req.Path, kind)
 	case OpSetWatches:
 		s.reregisterLocked(&req.Watches, fsm.View{Tree: t, Applied: applied})
 	case OpGetEphemerals:
@@ -149,19 +157,4 @@ func (s *Session) read(req *Request, t *tree.Tree, applied int64) *Response {
 		resp.Code, resp.Message = Unimplemented, fmt.Sprintf("operation %s is not supported", req.Op)
 	}
 	return resp
-}
-
-// watchKind maps a watcher type to the watch table's kinds.
-func watchKind(t WatcherType) (watch.Kind, bool) {
-	switch t {
-	case WatchChildren:
-		return watch.Child, true
-	case WatchData:
-		return watch.Data, true
-	case WatchAny:
-		return watch.Any, true
-	case WatchPersistent, WatchPersistentRecursive:
-		return 0, true // none exist yet
-	}
-	return 0, false
 }

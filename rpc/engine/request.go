@@ -2,6 +2,7 @@ package engine
 
 import (
 	"github.com/coordd/coordd/tree"
+	"github.com/coordd/coordd/watch"
 )
 
 // Op is what a request asks for. The front-ends map their wire's operations
@@ -32,6 +33,7 @@ const (
 	OpAddAuth
 	OpWhoAmI
 	OpReconfig
+	OpAddWatch // a persistent watch, recursive or not, that stays until removed
 )
 
 var opNames = [...]string{
@@ -40,7 +42,7 @@ var opNames = [...]string{
 	OpSync: "sync", OpMultiRead: "multiRead", OpClose: "close", OpRemoveWatches: "removeWatches",
 	OpCheckWatches: "checkWatches", OpSetWatches: "setWatches", OpGetEphemerals: "getEphemerals",
 	OpGetAllChildrenNumber: "getAllChildrenNumber", OpGetACL: "getACL", OpSetACL: "setACL",
-	OpAddAuth: "addAuth", OpWhoAmI: "whoAmI", OpReconfig: "reconfig",
+	OpAddAuth: "addAuth", OpWhoAmI: "whoAmI", OpReconfig: "reconfig", OpAddWatch: "addWatch",
 }
 
 // String returns the operation's ZooKeeper name.
@@ -52,16 +54,16 @@ func (o Op) String() string {
 }
 
 // WatcherType selects watches to remove or check, with ZooKeeper's numbers
-// (Watcher.WatcherType).
-type WatcherType int32
+// (Watcher.WatcherType): the watch table's.
+type WatcherType = watch.WatcherType
 
 // The watcher types.
 const (
-	WatchChildren            WatcherType = 1
-	WatchData                WatcherType = 2
-	WatchAny                 WatcherType = 3
-	WatchPersistent          WatcherType = 4
-	WatchPersistentRecursive WatcherType = 5
+	WatchChildren            = watch.WatcherChildren
+	WatchData                = watch.WatcherData
+	WatchAny                 = watch.WatcherAny
+	WatchPersistent          = watch.WatcherPersistent
+	WatchPersistentRecursive = watch.WatcherPersistentRecursive
 )
 
 // Create is what a create asks for.
@@ -71,18 +73,23 @@ type Create struct {
 	TTL        int64 // milliseconds, TTL nodes only
 }
 
-// Watches are the paths a client re-registers on reconnect, by kind.
+// Watches are the paths a client re-registers on reconnect, by the call
+// that set them.
 type Watches struct {
-	// RelZxid is the last zxid the client saw: a watch whose node changed
-	// after it fires at once.
-	RelZxid int64
-	Data    []string
-	Exist   []string
-	Child   []string
+	// RelZxid is the last zxid the client saw: a one-shot watch whose node
+	// changed after it fires at once (persistent ones fire nothing now).
+	RelZxid             int64
+	Data                []string
+	Exist               []string
+	Child               []string
+	Persistent          []string
+	PersistentRecursive []string
 }
 
 // Len returns the number of paths.
-func (w *Watches) Len() int { return len(w.Data) + len(w.Exist) + len(w.Child) }
+func (w *Watches) Len() int {
+	return len(w.Data) + len(w.Exist) + len(w.Child) + len(w.Persistent) + len(w.PersistentRecursive)
+}
 
 // Request is one operation of a session.
 type Request struct {
@@ -105,6 +112,8 @@ type Request struct {
 	Ops []Request
 	// WatcherType selects the watches of removeWatches and checkWatches.
 	WatcherType WatcherType
+	// Recursive makes addWatch's watch cover the path's whole subtree.
+	Recursive bool
 	// Watches are setWatches' paths.
 	Watches Watches
 }
@@ -132,11 +141,16 @@ type Response struct {
 	Results []Response
 }
 
-// Event is a watch notification for this session.
+// Event is a watch notification for this session: one per change the
+// session watches, however many of its watches it matched.
 type Event struct {
 	Type tree.EventType
 	Path string
 	Zxid int64
+	// Kinds are the kinds of the session's watches it matched, so that a
+	// client library can dispatch it to its one-shot and persistent
+	// watchers (ZooKeeper's clients work that out themselves).
+	Kinds watch.Kind
 }
 
 // Connected answers a connect.

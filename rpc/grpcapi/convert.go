@@ -38,9 +38,20 @@ func createOf(c *apipb.CreateRequest) engine.Request {
 
 // watcherType maps the public API's watch kinds to ZooKeeper's.
 var watcherType = map[apipb.WatchKind]engine.WatcherType{
-	apipb.WatchKind_WATCH_ANY:   engine.WatchAny,
-	apipb.WatchKind_WATCH_DATA:  engine.WatchData,
-	apipb.WatchKind_WATCH_CHILD: engine.WatchChildren,
+	apipb.WatchKind_WATCH_ANY:                  engine.WatchAny,
+	apipb.WatchKind_WATCH_DATA:                 engine.WatchData,
+	apipb.WatchKind_WATCH_CHILD:                engine.WatchChildren,
+	apipb.WatchKind_WATCH_PERSISTENT:           engine.WatchPersistent,
+	apipb.WatchKind_WATCH_PERSISTENT_RECURSIVE: engine.WatchPersistentRecursive,
+}
+
+// watcherTypeOf maps a watch kind; an unknown one gives a type the watch
+// table refuses (MarshallingError, as ZooKeeper answers it).
+func watcherTypeOf(k apipb.WatchKind) engine.WatcherType {
+	if t, ok := watcherType[k]; ok {
+		return t
+	}
+	return engine.WatcherType(-1)
 }
 
 // requestOf converts a request; ok is false for one without an operation.
@@ -85,7 +96,11 @@ func requestOf(r *apipb.Request) (req engine.Request, ok bool) {
 	case *apipb.Request_Close:
 		req = engine.Request{Op: engine.OpClose}
 	case *apipb.Request_RemoveWatches:
-		req = engine.Request{Op: engine.OpRemoveWatches, Path: op.RemoveWatches.Path, WatcherType: watcherType[op.RemoveWatches.Kind]}
+		req = engine.Request{Op: engine.OpRemoveWatches, Path: op.RemoveWatches.Path, WatcherType: watcherTypeOf(op.RemoveWatches.Kind)}
+	case *apipb.Request_CheckWatches:
+		req = engine.Request{Op: engine.OpCheckWatches, Path: op.CheckWatches.Path, WatcherType: watcherTypeOf(op.CheckWatches.Kind)}
+	case *apipb.Request_AddWatch:
+		req = engine.Request{Op: engine.OpAddWatch, Path: op.AddWatch.Path, Recursive: op.AddWatch.Recursive}
 	default:
 		return engine.Request{Xid: r.Xid}, false
 	}
@@ -125,5 +140,5 @@ func responseToAPI(r *engine.Response) *apipb.Response {
 }
 
 func eventToAPI(ev *engine.Event) *apipb.WatchEvent {
-	return &apipb.WatchEvent{Type: apipb.EventType(ev.Type), Path: ev.Path, Zxid: ev.Zxid}
+	return &apipb.WatchEvent{Type: apipb.EventType(ev.Type), Path: ev.Path, Zxid: ev.Zxid, Kinds: uint32(ev.Kinds)}
 }

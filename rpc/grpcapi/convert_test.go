@@ -8,6 +8,7 @@ import (
 	"github.com/coordd/coordd/rpc/apipb"
 	"github.com/coordd/coordd/rpc/engine"
 	"github.com/coordd/coordd/tree"
+	"github.com/coordd/coordd/watch"
 )
 
 // snake turns "NoChildrenForEphemerals" into "NO_CHILDREN_FOR_EPHEMERALS"
@@ -65,5 +66,27 @@ func TestEventAndKindNumbers(t *testing.T) {
 		if got := createOf(&apipb.CreateRequest{Kind: want}).Create.Kind; got != k {
 			t.Errorf("API kind %v arrives as %v, want %v", want, got, k)
 		}
+	}
+}
+
+// TestWatchKindBits: the event's kinds travel as the watch table's bits,
+// which the public API documents.
+func TestWatchKindBits(t *testing.T) {
+	for k, want := range map[watch.Kind]uint32{watch.Data: 1, watch.Child: 2, watch.Persistent: 4, watch.PersistentRecursive: 8} {
+		if got := eventToAPI(&engine.Event{Kinds: k}).Kinds; got != want {
+			t.Errorf("%v travels as %d, the API says %d", k, got, want)
+		}
+	}
+	for kind, want := range map[apipb.WatchKind]engine.WatcherType{
+		apipb.WatchKind_WATCH_ANY: engine.WatchAny, apipb.WatchKind_WATCH_DATA: engine.WatchData,
+		apipb.WatchKind_WATCH_CHILD: engine.WatchChildren, apipb.WatchKind_WATCH_PERSISTENT: engine.WatchPersistent,
+		apipb.WatchKind_WATCH_PERSISTENT_RECURSIVE: engine.WatchPersistentRecursive,
+	} {
+		if got := watcherTypeOf(kind); got != want {
+			t.Errorf("%v maps to %v, want %v", kind, got, want)
+		}
+	}
+	if got := watcherTypeOf(apipb.WatchKind(42)); got.Kinds() != 0 {
+		t.Errorf("an unknown kind maps to %v, which selects watches", got)
 	}
 }

@@ -63,7 +63,8 @@ func (s *Service) Session(stream apipb.Coord_SessionServer) error {
 	}
 	sess, err := s.e.Connect(ctx, engine.ConnectRequest{
 		SessionID: creq.SessionId, Password: creq.Password, TimeoutMs: creq.TimeoutMs, LastZxid: creq.LastZxid,
-		Watches: engine.Watches{RelZxid: creq.LastZxid, Data: creq.DataWatches, Exist: creq.ExistWatches, Child: creq.ChildWatches},
+		Watches: engine.Watches{RelZxid: creq.LastZxid, Data: creq.DataWatches, Exist: creq.ExistWatches, Child: creq.ChildWatches,
+			Persistent: creq.PersistentWatches, PersistentRecursive: creq.PersistentRecursiveWatches},
 		Vouches: creq.Vouches,
 	})
 	if err != nil {

@@ -105,11 +105,9 @@ func requestOf(h jute.RequestHeader, rec jute.Record) (engine.Request, *badReque
 		req = engine.Request{Op: engine.OpSetWatches, Watches: engine.Watches{
 			RelZxid: x.RelativeZxid, Data: x.DataWatches, Exist: x.ExistWatches, Child: x.ChildWatches}}
 	case *jute.SetWatches2:
-		if len(x.PersistentWatches)+len(x.PersistentRecursiveWatches) > 0 {
-			return req, bad(engine.Unimplemented, "persistent watches are not supported yet")
-		}
 		req = engine.Request{Op: engine.OpSetWatches, Watches: engine.Watches{
-			RelZxid: x.RelativeZxid, Data: x.DataWatches, Exist: x.ExistWatches, Child: x.ChildWatches}}
+			RelZxid: x.RelativeZxid, Data: x.DataWatches, Exist: x.ExistWatches, Child: x.ChildWatches,
+			Persistent: x.PersistentWatches, PersistentRecursive: x.PersistentRecursiveWatches}}
 	case *jute.AuthPacket:
 		req = engine.Request{Op: engine.OpAddAuth}
 	case *jute.ReconfigRequest:
@@ -136,7 +134,12 @@ func requestOf(h jute.RequestHeader, rec jute.Record) (engine.Request, *badReque
 			}
 		}
 	case *jute.AddWatchRequest:
-		return req, bad(engine.Unimplemented, "persistent watches (addWatch) are not supported yet")
+		switch x.Mode {
+		case jute.AddWatchPersistent, jute.AddWatchPersistentRecursive:
+		default:
+			return req, bad(engine.BadArguments, "unknown addWatch mode %d", int32(x.Mode))
+		}
+		req = engine.Request{Op: engine.OpAddWatch, Path: x.Path, Recursive: x.Mode == jute.AddWatchPersistentRecursive}
 	case *jute.GetSASLRequest:
 		return req, bad(engine.Unimplemented, "SASL authentication is not supported")
 	case *jute.Empty:

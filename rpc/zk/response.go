@@ -129,6 +129,8 @@ func reply(dst []byte, p pending, r *engine.Response) []byte {
 		body = &jute.GetEphemeralsResponse{Ephemerals: nonNil(r.Children)}
 	case jute.OpWhoAmI:
 		body = &jute.WhoAmIResponse{ClientInfo: p.whoAmI}
+	case jute.OpAddWatch:
+		body = &jute.ErrorResponse{} // ZooKeeper's addWatch reply carries a 0
 	case jute.OpMulti:
 		body = multiResults(p.ops, r)
 	case jute.OpMultiRead:
