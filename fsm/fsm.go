@@ -39,6 +39,9 @@ type Applied struct {
 	// Events are what the entry changed, in order, for the server's watch
 	// table (which is not replicated state, and so not the FSM's).
 	Events []tree.Event
+	// Configuration is set when the entry is a Raft configuration (a
+	// membership change) rather than a command (Cmd is then nil).
+	Configuration bool
 	// Opened is set when the entry opened a session.
 	Opened *session.Info
 	// Closed lists the sessions this entry closed.
@@ -197,6 +200,10 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			}
 		} else {
 			f.changed.Store(int64(l.Index)) // a configuration: count it, to be safe
+			if l.Type == raft.LogConfiguration && f.observer != nil {
+				f.applied.Store(int64(l.Index))
+				f.observer.Applied(&Applied{Index: int64(l.Index), Term: l.Term, Configuration: true, Tree: f.tree, Sessions: f.sessions})
+			}
 		}
 		if int64(l.Index) > f.applied.Load() {
 			f.applied.Store(int64(l.Index))

@@ -3,15 +3,22 @@ package rpc
 import (
 	"context"
 	"fmt"
+	"net"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/hashicorp/raft"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/fsm/cmdpb"
+	"github.com/coordd/coordd/rpc/apipb"
+	"github.com/coordd/coordd/rpc/engine"
+	"github.com/coordd/coordd/rpc/peerpb"
 )
 
 // cluster is what the session engine needs of this server (engine.Cluster):
@@ -92,13 +99,13 @@ func (c *clientAddrs) get(id string) string {
 // part is left out while a member's client address is not known yet), then
 // "version=" and the index of the configuration in hex. It never blocks: a
 // member whose client address is unknown is asked in the background.
-func (n *Node) configData() []byte {
+func (n *Node) configData() ([]byte, int64) {
 	if !n.raftSet.Load() {
-		return nil
+		return nil, 0
 	}
 	cf := n.raft.GetConfiguration()
 	if cf.Error() != nil {
-		return nil
+		return nil, 0
 	}
 	servers := cf.Configuration().Servers
 	sort.Slice(servers, func(i, j int) bool { return servers[i].ID < servers[j].ID })
@@ -128,7 +135,7 @@ func (n *Node) configData() []byte {
 			n.memberInfos(n.ctx)
 		}()
 	}
-	return []byte(b.String())
+	return []byte(b.String()), int64(cf.Index())
 }
 
 func portOf(addr string) string {
@@ -136,4 +143,85 @@ func portOf(addr string) string {
 		return addr[i+1:]
 	}
 	return addr
+}
+
+// Reconfig makes a ZooKeeper reconfig's membership changes, one at a time:
+// each joining server ("server.ID=HOST:PORT[:PORT][:ROLE][;CLIENT]",
+// observers as non-voters) is added as AddMember adds one, then each
+// leaving id is removed. It returns the new configuration's index.
+func (c cluster) Reconfig(ctx context.Context, r engine.Reconfig) (int64, error) {
+	n := c.n
+	if r.NewMembers != "" {
+		return 0, &engine.Error{Code: engine.BadArguments, Message: "coordd takes incremental reconfigurations only (joining and leaving servers), not a new member list"}
+	}
+	var adds []*apipb.AddMemberRequest
+	for _, line := range splitComma(r.Joining) {
+		add, err := parseServerLine(line)
+		if err != nil {
+			return 0, &engine.Error{Code: engine.BadArguments, Message: err.Error()}
+		}
+		adds = append(adds, add)
+	}
+	if r.FromConfig != -1 {
+		if cf := n.raft.GetConfiguration(); cf.Error() == nil && int64(cf.Index()) != r.FromConfig {
+			return 0, &engine.Error{Code: engine.BadVersion, Message: fmt.Sprintf("the configuration is version %x, not %x", cf.Index(), r.FromConfig)}
+		}
+	}
+	do := func(req *peerpb.ChangeMembersRequest) error {
+		if _, err := n.changeMembers(ctx, req); err != nil {
+			code := engine.NewConfigNoQuorum
+			switch status.Code(err) {
+			case codes.InvalidArgument, codes.AlreadyExists, codes.NotFound:
+				code = engine.BadArguments
+			case codes.FailedPrecondition:
+				code = engine.ReconfigInProgress
+			}
+			return &engine.Error{Code: code, Message: status.Convert(err).Message()}
+		}
+		return nil
+	}
+	for _, add := range adds {
+		if err := do(&peerpb.ChangeMembersRequest{Change: &peerpb.ChangeMembersRequest_Add{Add: add}}); err != nil {
+			return 0, err
+		}
+	}
+	for _, id := range splitComma(r.Leaving) {
+		if err := do(&peerpb.ChangeMembersRequest{Change: &peerpb.ChangeMembersRequest_Remove{Remove: &apipb.RemoveMemberRequest{Id: strings.TrimSpace(id)}}}); err != nil {
+			return 0, err
+		}
+	}
+	cf := n.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return 0, err
+	}
+	return int64(cf.Index()), nil
+}
+
+// parseServerLine parses one server of ZooKeeper's dynamic configuration:
+// "server.ID=HOST:PORT[:PORT][:participant|observer][;[CLIENTHOST:]CLIENTPORT]"
+// (the first port is the peer port; coordd has no second one).
+func parseServerLine(line string) (*apipb.AddMemberRequest, error) {
+	key, value, ok := strings.Cut(strings.TrimSpace(line), "=")
+	id, isServer := strings.CutPrefix(key, "server.")
+	if !ok || !isServer || id == "" {
+		return nil, fmt.Errorf("%q is not a server line (server.ID=HOST:PORT:PORT:ROLE;CLIENTPORT)", line)
+	}
+	value, _, _ = strings.Cut(value, ";")
+	parts := strings.Split(value, ":")
+	if len(parts) < 2 {
+		return nil, fmt.Errorf("%q has no HOST:PORT", line)
+	}
+	add := &apipb.AddMemberRequest{Id: id, PeerAddress: net.JoinHostPort(parts[0], parts[1])}
+	for _, p := range parts[2:] {
+		switch p {
+		case "observer":
+			add.NonVoter = true
+		case "participant":
+		default:
+			if _, err := strconv.Atoi(p); err != nil {
+				return nil, fmt.Errorf("%q: unknown role %q", line, p)
+			}
+		}
+	}
+	return add, nil
 }

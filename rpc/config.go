@@ -38,6 +38,10 @@ type Config struct {
 	// single-node cluster of this server alone. Used only to bootstrap an
 	// empty data dir.
 	Peers []Peer
+	// Join starts a server with an empty data dir without bootstrapping a
+	// cluster: it waits for an existing cluster's leader to add it (coordctl
+	// member add) and catches up from it.
+	Join bool
 
 	// Tick is the session time unit; timeouts are negotiated into
 	// [MinSessionTimeout, MaxSessionTimeout] (default 1s).
@@ -172,6 +176,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.DataDir == "" {
 		return errors.New("rpc: a data dir is required")
+	}
+	if c.Join && len(c.Peers) > 0 {
+		return errors.New("rpc: a joining server takes no peers list: the cluster it joins has its membership")
 	}
 	if len(c.Peers) > 0 {
 		self := false

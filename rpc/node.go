@@ -63,6 +63,8 @@ type Node struct {
 	verified *roundGroup // read-index rounds as the leader
 	asked    *roundGroup // read-index calls to the leader as a follower
 
+	memberMu sync.Mutex // one membership change at a time, on the leader
+
 	leaderSeen      sync.Mutex
 	leaderlessSince time.Time
 
@@ -237,7 +239,10 @@ func NewNode(cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if !existing {
+	if !existing && cfg.Join {
+		n.log.Info("joining: waiting for the leader to add this server", "peer", cfg.PeerAddr)
+	}
+	if !existing && !cfg.Join {
 		peers := cfg.Peers
 		if len(peers) == 0 {
 			peers = []Peer{{ID: cfg.ID, Addr: cfg.PeerAddr}}
@@ -268,7 +273,7 @@ func NewNode(cfg Config) (_ *Node, err error) {
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}),
 	)
 	apipb.RegisterCoordServer(n.clientGRPC, grpcapi.New(n.engine, grpcapi.Config{
-		ServerID: cfg.ID, MaxRequestBytes: int64(cfg.maxMessageSize()), Status: n.status, Sessions: n.sessionList,
+		ServerID: cfg.ID, MaxRequestBytes: int64(cfg.maxMessageSize()), Admin: admin{n},
 	}))
 	n.peerGRPC = grpc.NewServer(
 		grpc.MaxRecvMsgSize(peerMessageLimit),

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/coordd/coordd/fsm/cmdpb"
+	"github.com/coordd/coordd/rpc/apipb"
 	"github.com/coordd/coordd/rpc/peerpb"
 )
 
@@ -173,6 +174,12 @@ func (s *peerService) Touch(ctx context.Context, req *peerpb.TouchRequest) (*pee
 		resp.Confirmed = err == nil
 	}
 	return resp, nil
+}
+
+// ChangeMembers makes a membership change that another server took here
+// (see membership.go).
+func (s *peerService) ChangeMembers(ctx context.Context, req *peerpb.ChangeMembersRequest) (*apipb.MembersResponse, error) {
+	return s.n.changeMembers(ctx, req)
 }
 
 // Info reports this server's own view.

@@ -112,11 +112,7 @@ func (n *Node) status(ctx context.Context) (*apipb.StatusResponse, error) {
 	})
 	servers, infos := n.memberInfos(ctx)
 	for _, sv := range servers {
-		m := &apipb.Member{Id: string(sv.ID), PeerAddress: string(sv.Address), Role: "unreachable"}
-		if in := infos[string(sv.ID)]; in != nil {
-			m.Role, m.ClientAddress, m.Applied, m.RssBytes, m.CpuSeconds, m.Version = in.Role, in.ClientAddress, in.Applied, in.RssBytes, in.CpuSeconds, in.Version
-		}
-		resp.Members = append(resp.Members, m)
+		resp.Members = append(resp.Members, memberOf(sv, infos[string(sv.ID)]))
 	}
 	sort.Slice(resp.Members, func(i, j int) bool { return resp.Members[i].Id < resp.Members[j].Id })
 	return resp, nil

@@ -2805,7 +2805,10 @@ type Member struct {
 	RssBytes   int64   `protobuf:"varint,6,opt,name=rss_bytes,json=rssBytes,proto3" json:"rss_bytes,omitempty"`
 	CpuSeconds float64 `protobuf:"fixed64,7,opt,name=cpu_seconds,json=cpuSeconds,proto3" json:"cpu_seconds,omitempty"`
 	// version is the member's build version ("" when unreachable).
-	Version       string `protobuf:"bytes,8,opt,name=version,proto3" json:"version,omitempty"`
+	Version string `protobuf:"bytes,8,opt,name=version,proto3" json:"version,omitempty"`
+	// voter: the member counts towards the quorum (false: a non-voter, which
+	// serves reads, sessions and watches and forwards writes).
+	Voter         bool `protobuf:"varint,9,opt,name=voter,proto3" json:"voter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2894,6 +2897,13 @@ func (x *Member) GetVersion() string {
 		return x.Version
 	}
 	return ""
+}
+
+func (x *Member) GetVoter() bool {
+	if x != nil {
+		return x.Voter
+	}
+	return false
 }
 
 // StatusResponse reports node id, role, leader, term, applied zxid and members.
@@ -3166,6 +3176,368 @@ func (x *SessionsResponse) GetSessions() []*SessionInfo {
 	return nil
 }
 
+// MembersRequest asks for the membership.
+type MembersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MembersRequest) Reset() {
+	*x = MembersRequest{}
+	mi := &file_rpc_apipb_api_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MembersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MembersRequest) ProtoMessage() {}
+
+func (x *MembersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_apipb_api_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
+func (*MembersRequest) Descriptor() ([]byte, []int) {
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{38}
+}
+
+// MembersResponse is the membership after a request, in id order, and the
+// index of the Raft configuration it is.
+type MembersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Members       []*Member              `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
+	ConfigIndex   uint64                 `protobuf:"varint,2,opt,name=config_index,json=configIndex,proto3" json:"config_index,omitempty"`
+	Leader        string                 `protobuf:"bytes,3,opt,name=leader,proto3" json:"leader,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MembersResponse) Reset() {
+	*x = MembersResponse{}
+	mi := &file_rpc_apipb_api_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MembersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MembersResponse) ProtoMessage() {}
+
+func (x *MembersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_apipb_api_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
+func (*MembersResponse) Descriptor() ([]byte, []int) {
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *MembersResponse) GetMembers() []*Member {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *MembersResponse) GetConfigIndex() uint64 {
+	if x != nil {
+		return x.ConfigIndex
+	}
+	return 0
+}
+
+func (x *MembersResponse) GetLeader() string {
+	if x != nil {
+		return x.Leader
+	}
+	return ""
+}
+
+// AddMemberRequest adds server id, whose peer address is peer_address.
+type AddMemberRequest struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Id          string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	PeerAddress string                 `protobuf:"bytes,2,opt,name=peer_address,json=peerAddress,proto3" json:"peer_address,omitempty"`
+	// non_voter keeps it a non-voter (an observer) for good.
+	NonVoter bool `protobuf:"varint,3,opt,name=non_voter,json=nonVoter,proto3" json:"non_voter,omitempty"`
+	// catch_up_ms bounds the wait for the new server to catch up before its
+	// promotion (default 60 s); past it the server stays a non-voter and the
+	// call fails, saying so.
+	CatchUpMs     int64 `protobuf:"varint,4,opt,name=catch_up_ms,json=catchUpMs,proto3" json:"catch_up_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddMemberRequest) Reset() {
+	*x = AddMemberRequest{}
+	mi := &file_rpc_apipb_api_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddMemberRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddMemberRequest) ProtoMessage() {}
+
+func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_apipb_api_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
+func (*AddMemberRequest) Descriptor() ([]byte, []int) {
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *AddMemberRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *AddMemberRequest) GetPeerAddress() string {
+	if x != nil {
+		return x.PeerAddress
+	}
+	return ""
+}
+
+func (x *AddMemberRequest) GetNonVoter() bool {
+	if x != nil {
+		return x.NonVoter
+	}
+	return false
+}
+
+func (x *AddMemberRequest) GetCatchUpMs() int64 {
+	if x != nil {
+		return x.CatchUpMs
+	}
+	return 0
+}
+
+// RemoveMemberRequest removes server id.
+type RemoveMemberRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveMemberRequest) Reset() {
+	*x = RemoveMemberRequest{}
+	mi := &file_rpc_apipb_api_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveMemberRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveMemberRequest) ProtoMessage() {}
+
+func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_apipb_api_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
+func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *RemoveMemberRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// PromoteMemberRequest promotes non-voter id.
+type PromoteMemberRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// catch_up_ms bounds the wait for it to catch up (0: it must be caught up
+	// now).
+	CatchUpMs     int64 `protobuf:"varint,2,opt,name=catch_up_ms,json=catchUpMs,proto3" json:"catch_up_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PromoteMemberRequest) Reset() {
+	*x = PromoteMemberRequest{}
+	mi := &file_rpc_apipb_api_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PromoteMemberRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PromoteMemberRequest) ProtoMessage() {}
+
+func (x *PromoteMemberRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_apipb_api_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PromoteMemberRequest.ProtoReflect.Descriptor instead.
+func (*PromoteMemberRequest) Descriptor() ([]byte, []int) {
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *PromoteMemberRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *PromoteMemberRequest) GetCatchUpMs() int64 {
+	if x != nil {
+		return x.CatchUpMs
+	}
+	return 0
+}
+
+// TransferLeadershipRequest names the voter to lead ("" for any).
+type TransferLeadershipRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferLeadershipRequest) Reset() {
+	*x = TransferLeadershipRequest{}
+	mi := &file_rpc_apipb_api_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferLeadershipRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferLeadershipRequest) ProtoMessage() {}
+
+func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_apipb_api_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
+func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *TransferLeadershipRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// TransferLeadershipResponse names the new leader.
+type TransferLeadershipResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Leader        string                 `protobuf:"bytes,1,opt,name=leader,proto3" json:"leader,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferLeadershipResponse) Reset() {
+	*x = TransferLeadershipResponse{}
+	mi := &file_rpc_apipb_api_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferLeadershipResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferLeadershipResponse) ProtoMessage() {}
+
+func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_apipb_api_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
+func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *TransferLeadershipResponse) GetLeader() string {
+	if x != nil {
+		return x.Leader
+	}
+	return ""
+}
+
 var File_rpc_apipb_api_proto protoreflect.FileDescriptor
 
 const file_rpc_apipb_api_proto_rawDesc = "" +
@@ -3330,7 +3702,7 @@ const file_rpc_apipb_api_proto_rawDesc = "" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
 	"\x04zxid\x18\x03 \x01(\x03R\x04zxid\x12\x14\n" +
 	"\x05kinds\x18\x04 \x01(\rR\x05kinds\"\x0f\n" +
-	"\rStatusRequest\"\xe8\x01\n" +
+	"\rStatusRequest\"\xfe\x01\n" +
 	"\x06Member\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12!\n" +
 	"\fpeer_address\x18\x02 \x01(\tR\vpeerAddress\x12%\n" +
@@ -3340,7 +3712,8 @@ const file_rpc_apipb_api_proto_rawDesc = "" +
 	"\trss_bytes\x18\x06 \x01(\x03R\brssBytes\x12\x1f\n" +
 	"\vcpu_seconds\x18\a \x01(\x01R\n" +
 	"cpuSeconds\x12\x18\n" +
-	"\aversion\x18\b \x01(\tR\aversion\"\x93\x02\n" +
+	"\aversion\x18\b \x01(\tR\aversion\x12\x14\n" +
+	"\x05voter\x18\t \x01(\bR\x05voter\"\x93\x02\n" +
 	"\x0eStatusResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x16\n" +
@@ -3363,7 +3736,26 @@ const file_rpc_apipb_api_proto_rawDesc = "" +
 	"ephemerals\x12\x16\n" +
 	"\x06server\x18\x04 \x01(\tR\x06server\"J\n" +
 	"\x10SessionsResponse\x126\n" +
-	"\bsessions\x18\x01 \x03(\v2\x1a.coordd.api.v1.SessionInfoR\bsessions*\x88\x05\n" +
+	"\bsessions\x18\x01 \x03(\v2\x1a.coordd.api.v1.SessionInfoR\bsessions\"\x10\n" +
+	"\x0eMembersRequest\"}\n" +
+	"\x0fMembersResponse\x12/\n" +
+	"\amembers\x18\x01 \x03(\v2\x15.coordd.api.v1.MemberR\amembers\x12!\n" +
+	"\fconfig_index\x18\x02 \x01(\x04R\vconfigIndex\x12\x16\n" +
+	"\x06leader\x18\x03 \x01(\tR\x06leader\"\x82\x01\n" +
+	"\x10AddMemberRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12!\n" +
+	"\fpeer_address\x18\x02 \x01(\tR\vpeerAddress\x12\x1b\n" +
+	"\tnon_voter\x18\x03 \x01(\bR\bnonVoter\x12\x1e\n" +
+	"\vcatch_up_ms\x18\x04 \x01(\x03R\tcatchUpMs\"%\n" +
+	"\x13RemoveMemberRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"F\n" +
+	"\x14PromoteMemberRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1e\n" +
+	"\vcatch_up_ms\x18\x02 \x01(\x03R\tcatchUpMs\"+\n" +
+	"\x19TransferLeadershipRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"4\n" +
+	"\x1aTransferLeadershipResponse\x12\x16\n" +
+	"\x06leader\x18\x01 \x01(\tR\x06leader*\x88\x05\n" +
 	"\tErrorCode\x12\x06\n" +
 	"\x02OK\x10\x00\x12\x10\n" +
 	"\fSYSTEM_ERROR\x10\x01\x12\x19\n" +
@@ -3417,11 +3809,16 @@ const file_rpc_apipb_api_proto_rawDesc = "" +
 	"\fNODE_CREATED\x10\x01\x12\x10\n" +
 	"\fNODE_DELETED\x10\x02\x12\x15\n" +
 	"\x11NODE_DATA_CHANGED\x10\x03\x12\x19\n" +
-	"\x15NODE_CHILDREN_CHANGED\x10\x042\xe6\x01\n" +
+	"\x15NODE_CHILDREN_CHANGED\x10\x042\x93\x05\n" +
 	"\x05Coord\x12I\n" +
 	"\aSession\x12\x1c.coordd.api.v1.ClientMessage\x1a\x1c.coordd.api.v1.ServerMessage(\x010\x01\x12E\n" +
 	"\x06Status\x12\x1c.coordd.api.v1.StatusRequest\x1a\x1d.coordd.api.v1.StatusResponse\x12K\n" +
-	"\bSessions\x12\x1e.coordd.api.v1.SessionsRequest\x1a\x1f.coordd.api.v1.SessionsResponseB$Z\"github.com/coordd/coordd/rpc/apipbb\x06proto3"
+	"\bSessions\x12\x1e.coordd.api.v1.SessionsRequest\x1a\x1f.coordd.api.v1.SessionsResponse\x12H\n" +
+	"\aMembers\x12\x1d.coordd.api.v1.MembersRequest\x1a\x1e.coordd.api.v1.MembersResponse\x12L\n" +
+	"\tAddMember\x12\x1f.coordd.api.v1.AddMemberRequest\x1a\x1e.coordd.api.v1.MembersResponse\x12R\n" +
+	"\fRemoveMember\x12\".coordd.api.v1.RemoveMemberRequest\x1a\x1e.coordd.api.v1.MembersResponse\x12T\n" +
+	"\rPromoteMember\x12#.coordd.api.v1.PromoteMemberRequest\x1a\x1e.coordd.api.v1.MembersResponse\x12i\n" +
+	"\x12TransferLeadership\x12(.coordd.api.v1.TransferLeadershipRequest\x1a).coordd.api.v1.TransferLeadershipResponseB$Z\"github.com/coordd/coordd/rpc/apipbb\x06proto3"
 
 var (
 	file_rpc_apipb_api_proto_rawDescOnce sync.Once
@@ -3436,50 +3833,57 @@ func file_rpc_apipb_api_proto_rawDescGZIP() []byte {
 }
 
 var file_rpc_apipb_api_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_rpc_apipb_api_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_rpc_apipb_api_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_rpc_apipb_api_proto_goTypes = []any{
-	(ErrorCode)(0),               // 0: coordd.api.v1.ErrorCode
-	(NodeKind)(0),                // 1: coordd.api.v1.NodeKind
-	(WatchKind)(0),               // 2: coordd.api.v1.WatchKind
-	(EventType)(0),               // 3: coordd.api.v1.EventType
-	(*Stat)(nil),                 // 4: coordd.api.v1.Stat
-	(*ClientMessage)(nil),        // 5: coordd.api.v1.ClientMessage
-	(*ServerMessage)(nil),        // 6: coordd.api.v1.ServerMessage
-	(*Vouch)(nil),                // 7: coordd.api.v1.Vouch
-	(*ConnectRequest)(nil),       // 8: coordd.api.v1.ConnectRequest
-	(*ConnectResponse)(nil),      // 9: coordd.api.v1.ConnectResponse
-	(*Request)(nil),              // 10: coordd.api.v1.Request
-	(*Response)(nil),             // 11: coordd.api.v1.Response
-	(*CreateRequest)(nil),        // 12: coordd.api.v1.CreateRequest
-	(*CreateResponse)(nil),       // 13: coordd.api.v1.CreateResponse
-	(*DeleteRequest)(nil),        // 14: coordd.api.v1.DeleteRequest
-	(*SetDataRequest)(nil),       // 15: coordd.api.v1.SetDataRequest
-	(*SetDataResponse)(nil),      // 16: coordd.api.v1.SetDataResponse
-	(*GetDataRequest)(nil),       // 17: coordd.api.v1.GetDataRequest
-	(*GetDataResponse)(nil),      // 18: coordd.api.v1.GetDataResponse
-	(*ExistsRequest)(nil),        // 19: coordd.api.v1.ExistsRequest
-	(*ExistsResponse)(nil),       // 20: coordd.api.v1.ExistsResponse
-	(*GetChildrenRequest)(nil),   // 21: coordd.api.v1.GetChildrenRequest
-	(*GetChildrenResponse)(nil),  // 22: coordd.api.v1.GetChildrenResponse
-	(*SyncRequest)(nil),          // 23: coordd.api.v1.SyncRequest
-	(*SyncResponse)(nil),         // 24: coordd.api.v1.SyncResponse
-	(*MultiOp)(nil),              // 25: coordd.api.v1.MultiOp
-	(*CheckRequest)(nil),         // 26: coordd.api.v1.CheckRequest
-	(*MultiRequest)(nil),         // 27: coordd.api.v1.MultiRequest
-	(*MultiResult)(nil),          // 28: coordd.api.v1.MultiResult
-	(*MultiResponse)(nil),        // 29: coordd.api.v1.MultiResponse
-	(*PingRequest)(nil),          // 30: coordd.api.v1.PingRequest
-	(*CloseRequest)(nil),         // 31: coordd.api.v1.CloseRequest
-	(*RemoveWatchesRequest)(nil), // 32: coordd.api.v1.RemoveWatchesRequest
-	(*CheckWatchesRequest)(nil),  // 33: coordd.api.v1.CheckWatchesRequest
-	(*AddWatchRequest)(nil),      // 34: coordd.api.v1.AddWatchRequest
-	(*WatchEvent)(nil),           // 35: coordd.api.v1.WatchEvent
-	(*StatusRequest)(nil),        // 36: coordd.api.v1.StatusRequest
-	(*Member)(nil),               // 37: coordd.api.v1.Member
-	(*StatusResponse)(nil),       // 38: coordd.api.v1.StatusResponse
-	(*SessionsRequest)(nil),      // 39: coordd.api.v1.SessionsRequest
-	(*SessionInfo)(nil),          // 40: coordd.api.v1.SessionInfo
-	(*SessionsResponse)(nil),     // 41: coordd.api.v1.SessionsResponse
+	(ErrorCode)(0),                     // 0: coordd.api.v1.ErrorCode
+	(NodeKind)(0),                      // 1: coordd.api.v1.NodeKind
+	(WatchKind)(0),                     // 2: coordd.api.v1.WatchKind
+	(EventType)(0),                     // 3: coordd.api.v1.EventType
+	(*Stat)(nil),                       // 4: coordd.api.v1.Stat
+	(*ClientMessage)(nil),              // 5: coordd.api.v1.ClientMessage
+	(*ServerMessage)(nil),              // 6: coordd.api.v1.ServerMessage
+	(*Vouch)(nil),                      // 7: coordd.api.v1.Vouch
+	(*ConnectRequest)(nil),             // 8: coordd.api.v1.ConnectRequest
+	(*ConnectResponse)(nil),            // 9: coordd.api.v1.ConnectResponse
+	(*Request)(nil),                    // 10: coordd.api.v1.Request
+	(*Response)(nil),                   // 11: coordd.api.v1.Response
+	(*CreateRequest)(nil),              // 12: coordd.api.v1.CreateRequest
+	(*CreateResponse)(nil),             // 13: coordd.api.v1.CreateResponse
+	(*DeleteRequest)(nil),              // 14: coordd.api.v1.DeleteRequest
+	(*SetDataRequest)(nil),             // 15: coordd.api.v1.SetDataRequest
+	(*SetDataResponse)(nil),            // 16: coordd.api.v1.SetDataResponse
+	(*GetDataRequest)(nil),             // 17: coordd.api.v1.GetDataRequest
+	(*GetDataResponse)(nil),            // 18: coordd.api.v1.GetDataResponse
+	(*ExistsRequest)(nil),              // 19: coordd.api.v1.ExistsRequest
+	(*ExistsResponse)(nil),             // 20: coordd.api.v1.ExistsResponse
+	(*GetChildrenRequest)(nil),         // 21: coordd.api.v1.GetChildrenRequest
+	(*GetChildrenResponse)(nil),        // 22: coordd.api.v1.GetChildrenResponse
+	(*SyncRequest)(nil),                // 23: coordd.api.v1.SyncRequest
+	(*SyncResponse)(nil),               // 24: coordd.api.v1.SyncResponse
+	(*MultiOp)(nil),                    // 25: coordd.api.v1.MultiOp
+	(*CheckRequest)(nil),               // 26: coordd.api.v1.CheckRequest
+	(*MultiRequest)(nil),               // 27: coordd.api.v1.MultiRequest
+	(*MultiResult)(nil),                // 28: coordd.api.v1.MultiResult
+	(*MultiResponse)(nil),              // 29: coordd.api.v1.MultiResponse
+	(*PingRequest)(nil),                // 30: coordd.api.v1.PingRequest
+	(*CloseRequest)(nil),               // 31: coordd.api.v1.CloseRequest
+	(*RemoveWatchesRequest)(nil),       // 32: coordd.api.v1.RemoveWatchesRequest
+	(*CheckWatchesRequest)(nil),        // 33: coordd.api.v1.CheckWatchesRequest
+	(*AddWatchRequest)(nil),            // 34: coordd.api.v1.AddWatchRequest
+	(*WatchEvent)(nil),                 // 35: coordd.api.v1.WatchEvent
+	(*StatusRequest)(nil),              // 36: coordd.api.v1.StatusRequest
+	(*Member)(nil),                     // 37: coordd.api.v1.Member
+	(*StatusResponse)(nil),             // 38: coordd.api.v1.StatusResponse
+	(*SessionsRequest)(nil),            // 39: coordd.api.v1.SessionsRequest
+	(*SessionInfo)(nil),                // 40: coordd.api.v1.SessionInfo
+	(*SessionsResponse)(nil),           // 41: coordd.api.v1.SessionsResponse
+	(*MembersRequest)(nil),             // 42: coordd.api.v1.MembersRequest
+	(*MembersResponse)(nil),            // 43: coordd.api.v1.MembersResponse
+	(*AddMemberRequest)(nil),           // 44: coordd.api.v1.AddMemberRequest
+	(*RemoveMemberRequest)(nil),        // 45: coordd.api.v1.RemoveMemberRequest
+	(*PromoteMemberRequest)(nil),       // 46: coordd.api.v1.PromoteMemberRequest
+	(*TransferLeadershipRequest)(nil),  // 47: coordd.api.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 48: coordd.api.v1.TransferLeadershipResponse
 }
 var file_rpc_apipb_api_proto_depIdxs = []int32{
 	1,  // 0: coordd.api.v1.Stat.kind:type_name -> coordd.api.v1.NodeKind
@@ -3529,17 +3933,28 @@ var file_rpc_apipb_api_proto_depIdxs = []int32{
 	3,  // 44: coordd.api.v1.WatchEvent.type:type_name -> coordd.api.v1.EventType
 	37, // 45: coordd.api.v1.StatusResponse.members:type_name -> coordd.api.v1.Member
 	40, // 46: coordd.api.v1.SessionsResponse.sessions:type_name -> coordd.api.v1.SessionInfo
-	5,  // 47: coordd.api.v1.Coord.Session:input_type -> coordd.api.v1.ClientMessage
-	36, // 48: coordd.api.v1.Coord.Status:input_type -> coordd.api.v1.StatusRequest
-	39, // 49: coordd.api.v1.Coord.Sessions:input_type -> coordd.api.v1.SessionsRequest
-	6,  // 50: coordd.api.v1.Coord.Session:output_type -> coordd.api.v1.ServerMessage
-	38, // 51: coordd.api.v1.Coord.Status:output_type -> coordd.api.v1.StatusResponse
-	41, // 52: coordd.api.v1.Coord.Sessions:output_type -> coordd.api.v1.SessionsResponse
-	50, // [50:53] is the sub-list for method output_type
-	47, // [47:50] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	37, // 47: coordd.api.v1.MembersResponse.members:type_name -> coordd.api.v1.Member
+	5,  // 48: coordd.api.v1.Coord.Session:input_type -> coordd.api.v1.ClientMessage
+	36, // 49: coordd.api.v1.Coord.Status:input_type -> coordd.api.v1.StatusRequest
+	39, // 50: coordd.api.v1.Coord.Sessions:input_type -> coordd.api.v1.SessionsRequest
+	42, // 51: coordd.api.v1.Coord.Members:input_type -> coordd.api.v1.MembersRequest
+	44, // 52: coordd.api.v1.Coord.AddMember:input_type -> coordd.api.v1.AddMemberRequest
+	45, // 53: coordd.api.v1.Coord.RemoveMember:input_type -> coordd.api.v1.RemoveMemberRequest
+	46, // 54: coordd.api.v1.Coord.PromoteMember:input_type -> coordd.api.v1.PromoteMemberRequest
+	47, // 55: coordd.api.v1.Coord.TransferLeadership:input_type -> coordd.api.v1.TransferLeadershipRequest
+	6,  // 56: coordd.api.v1.Coord.Session:output_type -> coordd.api.v1.ServerMessage
+	38, // 57: coordd.api.v1.Coord.Status:output_type -> coordd.api.v1.StatusResponse
+	41, // 58: coordd.api.v1.Coord.Sessions:output_type -> coordd.api.v1.SessionsResponse
+	43, // 59: coordd.api.v1.Coord.Members:output_type -> coordd.api.v1.MembersResponse
+	43, // 60: coordd.api.v1.Coord.AddMember:output_type -> coordd.api.v1.MembersResponse
+	43, // 61: coordd.api.v1.Coord.RemoveMember:output_type -> coordd.api.v1.MembersResponse
+	43, // 62: coordd.api.v1.Coord.PromoteMember:output_type -> coordd.api.v1.MembersResponse
+	48, // 63: coordd.api.v1.Coord.TransferLeadership:output_type -> coordd.api.v1.TransferLeadershipResponse
+	56, // [56:64] is the sub-list for method output_type
+	48, // [48:56] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_rpc_apipb_api_proto_init() }
@@ -3593,7 +4008,7 @@ func file_rpc_apipb_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rpc_apipb_api_proto_rawDesc), len(file_rpc_apipb_api_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   38,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -29,9 +29,14 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Coord_Session_FullMethodName  = "/coordd.api.v1.Coord/Session"
-	Coord_Status_FullMethodName   = "/coordd.api.v1.Coord/Status"
-	Coord_Sessions_FullMethodName = "/coordd.api.v1.Coord/Sessions"
+	Coord_Session_FullMethodName            = "/coordd.api.v1.Coord/Session"
+	Coord_Status_FullMethodName             = "/coordd.api.v1.Coord/Status"
+	Coord_Sessions_FullMethodName           = "/coordd.api.v1.Coord/Sessions"
+	Coord_Members_FullMethodName            = "/coordd.api.v1.Coord/Members"
+	Coord_AddMember_FullMethodName          = "/coordd.api.v1.Coord/AddMember"
+	Coord_RemoveMember_FullMethodName       = "/coordd.api.v1.Coord/RemoveMember"
+	Coord_PromoteMember_FullMethodName      = "/coordd.api.v1.Coord/PromoteMember"
+	Coord_TransferLeadership_FullMethodName = "/coordd.api.v1.Coord/TransferLeadership"
 )
 
 // CoordClient is the client API for Coord service.
@@ -46,6 +51,21 @@ type CoordClient interface {
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
 	// Sessions lists the open sessions of the cluster.
 	Sessions(ctx context.Context, in *SessionsRequest, opts ...grpc.CallOption) (*SessionsResponse, error)
+	// Members lists the cluster's members as its Raft configuration has
+	// them, with each one's own view.
+	Members(ctx context.Context, in *MembersRequest, opts ...grpc.CallOption) (*MembersResponse, error)
+	// AddMember adds a server. It joins as a non-voter, catches up from the
+	// leader, and, unless non_voter, is then promoted to voter (so adding a
+	// server never costs the cluster its majority). Any server takes it to
+	// the leader.
+	AddMember(ctx context.Context, in *AddMemberRequest, opts ...grpc.CallOption) (*MembersResponse, error)
+	// RemoveMember removes a server from the configuration.
+	RemoveMember(ctx context.Context, in *RemoveMemberRequest, opts ...grpc.CallOption) (*MembersResponse, error)
+	// PromoteMember makes a caught-up non-voter a voter.
+	PromoteMember(ctx context.Context, in *PromoteMemberRequest, opts ...grpc.CallOption) (*MembersResponse, error)
+	// TransferLeadership hands leadership to a voter (any caught-up one when
+	// id is empty).
+	TransferLeadership(ctx context.Context, in *TransferLeadershipRequest, opts ...grpc.CallOption) (*TransferLeadershipResponse, error)
 }
 
 type coordClient struct {
@@ -89,6 +109,56 @@ func (c *coordClient) Sessions(ctx context.Context, in *SessionsRequest, opts ..
 	return out, nil
 }
 
+func (c *coordClient) Members(ctx context.Context, in *MembersRequest, opts ...grpc.CallOption) (*MembersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MembersResponse)
+	err := c.cc.Invoke(ctx, Coord_Members_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coordClient) AddMember(ctx context.Context, in *AddMemberRequest, opts ...grpc.CallOption) (*MembersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MembersResponse)
+	err := c.cc.Invoke(ctx, Coord_AddMember_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coordClient) RemoveMember(ctx context.Context, in *RemoveMemberRequest, opts ...grpc.CallOption) (*MembersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MembersResponse)
+	err := c.cc.Invoke(ctx, Coord_RemoveMember_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coordClient) PromoteMember(ctx context.Context, in *PromoteMemberRequest, opts ...grpc.CallOption) (*MembersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MembersResponse)
+	err := c.cc.Invoke(ctx, Coord_PromoteMember_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coordClient) TransferLeadership(ctx context.Context, in *TransferLeadershipRequest, opts ...grpc.CallOption) (*TransferLeadershipResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TransferLeadershipResponse)
+	err := c.cc.Invoke(ctx, Coord_TransferLeadership_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CoordServer is the server API for Coord service.
 // All implementations must embed UnimplementedCoordServer
 // for forward compatibility.
@@ -101,6 +171,21 @@ type CoordServer interface {
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
 	// Sessions lists the open sessions of the cluster.
 	Sessions(context.Context, *SessionsRequest) (*SessionsResponse, error)
+	// Members lists the cluster's members as its Raft configuration has
+	// them, with each one's own view.
+	Members(context.Context, *MembersRequest) (*MembersResponse, error)
+	// AddMember adds a server. It joins as a non-voter, catches up from the
+	// leader, and, unless non_voter, is then promoted to voter (so adding a
+	// server never costs the cluster its majority). Any server takes it to
+	// the leader.
+	AddMember(context.Context, *AddMemberRequest) (*MembersResponse, error)
+	// RemoveMember removes a server from the configuration.
+	RemoveMember(context.Context, *RemoveMemberRequest) (*MembersResponse, error)
+	// PromoteMember makes a caught-up non-voter a voter.
+	PromoteMember(context.Context, *PromoteMemberRequest) (*MembersResponse, error)
+	// TransferLeadership hands leadership to a voter (any caught-up one when
+	// id is empty).
+	TransferLeadership(context.Context, *TransferLeadershipRequest) (*TransferLeadershipResponse, error)
 	mustEmbedUnimplementedCoordServer()
 }
 
@@ -119,6 +204,21 @@ func (UnimplementedCoordServer) Status(context.Context, *StatusRequest) (*Status
 }
 func (UnimplementedCoordServer) Sessions(context.Context, *SessionsRequest) (*SessionsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Sessions not implemented")
+}
+func (UnimplementedCoordServer) Members(context.Context, *MembersRequest) (*MembersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Members not implemented")
+}
+func (UnimplementedCoordServer) AddMember(context.Context, *AddMemberRequest) (*MembersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AddMember not implemented")
+}
+func (UnimplementedCoordServer) RemoveMember(context.Context, *RemoveMemberRequest) (*MembersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RemoveMember not implemented")
+}
+func (UnimplementedCoordServer) PromoteMember(context.Context, *PromoteMemberRequest) (*MembersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PromoteMember not implemented")
+}
+func (UnimplementedCoordServer) TransferLeadership(context.Context, *TransferLeadershipRequest) (*TransferLeadershipResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TransferLeadership not implemented")
 }
 func (UnimplementedCoordServer) mustEmbedUnimplementedCoordServer() {}
 func (UnimplementedCoordServer) testEmbeddedByValue()               {}
@@ -184,6 +284,96 @@ func _Coord_Sessions_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Coord_Members_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MembersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordServer).Members(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Coord_Members_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordServer).Members(ctx, req.(*MembersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Coord_AddMember_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AddMemberRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordServer).AddMember(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Coord_AddMember_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordServer).AddMember(ctx, req.(*AddMemberRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Coord_RemoveMember_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveMemberRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordServer).RemoveMember(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Coord_RemoveMember_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordServer).RemoveMember(ctx, req.(*RemoveMemberRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Coord_PromoteMember_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PromoteMemberRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordServer).PromoteMember(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Coord_PromoteMember_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordServer).PromoteMember(ctx, req.(*PromoteMemberRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Coord_TransferLeadership_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TransferLeadershipRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordServer).TransferLeadership(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Coord_TransferLeadership_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordServer).TransferLeadership(ctx, req.(*TransferLeadershipRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Coord_ServiceDesc is the grpc.ServiceDesc for Coord service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -198,6 +388,26 @@ var Coord_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Sessions",
 			Handler:    _Coord_Sessions_Handler,
+		},
+		{
+			MethodName: "Members",
+			Handler:    _Coord_Members_Handler,
+		},
+		{
+			MethodName: "AddMember",
+			Handler:    _Coord_AddMember_Handler,
+		},
+		{
+			MethodName: "RemoveMember",
+			Handler:    _Coord_RemoveMember_Handler,
+		},
+		{
+			MethodName: "PromoteMember",
+			Handler:    _Coord_PromoteMember_Handler,
+		},
+		{
+			MethodName: "TransferLeadership",
+			Handler:    _Coord_TransferLeadership_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

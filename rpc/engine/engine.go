@@ -34,7 +34,19 @@ type Cluster interface {
 	// Serving reports whether this server may serve clients: it knows a
 	// leader, or lost it only moments ago.
 	Serving() bool
+	// Reconfig changes the membership and returns the new configuration's
+	// version; a failure is an *Error.
+	Reconfig(ctx context.Context, r Reconfig) (version int64, err error)
 }
+
+// Error is a failure with its code, from the Cluster.
+type Error struct {
+	Code    Code
+	Message string
+}
+
+// Error returns the message.
+func (e *Error) Error() string { return e.Message }
 
 // Config configures an Engine.
 type Config struct {
@@ -59,8 +71,9 @@ type Config struct {
 	// DisableTTL refuses the creation of TTL nodes.
 	DisableTTL bool
 	// ConfigData returns the data of /zookeeper/config (the cluster's
-	// membership in ZooKeeper's dynamic-config format).
-	ConfigData func() []byte
+	// membership in ZooKeeper's dynamic-config format) and its version
+	// (the index of the configuration).
+	ConfigData func() ([]byte, int64)
 	Logger     *slog.Logger
 }
 
@@ -86,7 +99,7 @@ func New(cfg Config) *Engine {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.ConfigData == nil {
-		cfg.ConfigData = func() []byte { return nil }
+		cfg.ConfigData = func() ([]byte, int64) { return nil, 0 }
 	}
 	return &Engine{
 		cfg:      cfg,
@@ -120,6 +133,10 @@ func (e *Engine) Applied(a *fsm.Applied) {
 			ch <- *a.Opened
 		}
 		e.mu.Unlock()
+	}
+	if a.Configuration {
+		// The membership changed: ZooKeeper's /zookeeper/config with it.
+		a.Events = []tree.Event{{Type: tree.EventNodeDataChanged, Path: systemConfig, Zxid: a.Index}}
 	}
 	// A closed session's watches go before the entry's events fire: the
 	// deletion of its own ephemerals notifies only the others.

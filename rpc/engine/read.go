@@ -151,8 +151,6 @@ func (s *Session) read(req *Request, t *tree.Tree, applied int64) *Response {
 		// Every node is open to everyone until ACLs exist: an identity
 		// changes nothing yet.
 	case OpWhoAmI:
-	case OpReconfig:
-		resp.Code, resp.Message = ReconfigDisabled, "membership changes are not supported over this protocol yet"
 	default:
 		resp.Code, resp.Message = Unimplemented, fmt.Sprintf("operation %s is not supported", req.Op)
 	}

@@ -116,6 +116,17 @@ type Request struct {
 	Recursive bool
 	// Watches are setWatches' paths.
 	Watches Watches
+	// Reconfig is a reconfig's change of the membership.
+	Reconfig Reconfig
+}
+
+// Reconfig is ZooKeeper's incremental reconfig: servers joining (their
+// lines of the dynamic configuration, comma-separated) and leaving (ids,
+// comma-separated), applied only if the configuration is still version
+// FromConfig (-1: any). NewMembers (a whole new membership) is refused.
+type Reconfig struct {
+	Joining, Leaving, NewMembers string
+	FromConfig                   int64
 }
 
 // Response answers the Request with the same Xid.

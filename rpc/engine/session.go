@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -130,7 +131,7 @@ func (s *Session) Submit(req *Request) {
 	e.touch(s.id, req.Xid)
 	en := &entry{req: req, kind: kindRead}
 	switch {
-	case req.Op == OpSync:
+	case req.Op == OpSync, req.Op == OpReconfig:
 		en.kind = kindSync
 	case req.Op == OpClose:
 		en.kind = kindWrite
@@ -214,12 +215,25 @@ func (s *Session) admit(req *Request) *Response {
 // committed when the sync started, then completes the entry.
 func (s *Session) runSync(en *entry) {
 	e := s.e
-	resp := &Response{Xid: en.req.Xid, Op: OpSync, Path: en.req.Path}
-	idx, err := e.cfg.Cluster.ReadIndex(s.done)
-	if err != nil {
-		resp = errResponse(en.req, ConnectionLoss, "sync: "+err.Error())
-	} else if !e.cfg.FSM.WaitApplied(s.done, idx) {
+	resp := &Response{Xid: en.req.Xid, Op: en.req.Op, Path: en.req.Path}
+	var idx int64
+	var err error
+	if en.req.Op == OpReconfig {
+		idx, err = s.reconfig(en.req.Reconfig)
+	} else {
+		idx, err = e.cfg.Cluster.ReadIndex(s.done)
+	}
+	var ce *Error
+	switch {
+	case errors.As(err, &ce):
+		resp = errResponse(en.req, ce.Code, ce.Message)
+	case err != nil:
+		resp = errResponse(en.req, ConnectionLoss, en.req.Op.String()+": "+err.Error())
+	case !e.cfg.FSM.WaitApplied(s.done, idx):
 		return
+	case en.req.Op == OpReconfig:
+		// The new configuration, as a getConfig after it would read it.
+		resp.Data, resp.Stat = s.systemNode(systemConfig)
 	}
 	e.cfg.FSM.Read(func(v fsm.View) {
 		s.mu.Lock()
@@ -227,6 +241,21 @@ func (s *Session) runSync(en *entry) {
 		s.drainLocked(v.Tree, v.Applied)
 		s.mu.Unlock()
 	})
+}
+
+// reconfig makes a reconfig's membership change and returns the index of
+// the new configuration.
+func (s *Session) reconfig(r Reconfig) (int64, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-s.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return s.e.cfg.Cluster.Reconfig(ctx, r)
 }
 
 // completeWrite records the FSM's result for the write with this xid and

@@ -36,23 +36,29 @@ func writesSystemPath(r *Request) string {
 	return ""
 }
 
-// systemNode returns a system node's data and stat, or ErrNoNode.
-func (s *Session) systemNode(p string) ([]byte, tree.Stat, error) {
+// systemNode returns a system node's data and stat.
+func (s *Session) systemNode(p string) ([]byte, *tree.Stat) {
+	data, st, _ := s.systemStat(p)
+	return data, &st
+}
+
+// systemStat returns a system node's data and stat, or ErrNoNode.
+func (s *Session) systemStat(p string) ([]byte, tree.Stat, error) {
 	switch p {
 	case systemRoot:
 		return nil, tree.Stat{NumChildren: 2}, nil
 	case systemQuota:
 		return nil, tree.Stat{}, nil
 	case systemConfig:
-		data := s.e.cfg.ConfigData()
-		return data, tree.Stat{DataLength: int32(len(data))}, nil
+		data, version := s.e.cfg.ConfigData()
+		return data, tree.Stat{DataLength: int32(len(data)), Mzxid: version}, nil
 	}
 	return nil, tree.Stat{}, tree.ErrNoNode
 }
 
 func (s *Session) getData(t *tree.Tree, p string) ([]byte, tree.Stat, error) {
 	if isSystemPath(p) {
-		return s.systemNode(p)
+		return s.systemStat(p)
 	}
 	data, st, err := t.Get(p)
 	if p == "/" {
@@ -69,10 +75,10 @@ func (s *Session) exists(t *tree.Tree, p string) (tree.Stat, error) {
 func (s *Session) children(t *tree.Tree, p string) ([]string, tree.Stat, error) {
 	switch p {
 	case systemRoot:
-		_, st, err := s.systemNode(p)
+		_, st, err := s.systemStat(p)
 		return []string{"config", "quota"}, st, err
 	case systemQuota, systemConfig:
-		_, st, err := s.systemNode(p)
+		_, st, err := s.systemStat(p)
 		return []string{}, st, err
 	}
 	if isSystemPath(p) {
@@ -95,7 +101,7 @@ func (s *Session) descendants(t *tree.Tree, p string) (int, error) {
 	case p == systemRoot:
 		return 2, nil
 	case isSystemPath(p):
-		_, _, err := s.systemNode(p)
+		_, _, err := s.systemStat(p)
 		return 0, err
 	}
 	n, err := t.Descendants(p)

@@ -21,9 +21,20 @@ type Config struct {
 	// request, encoded, the server accepts (the client fails a larger one
 	// itself: gRPC would end the stream on it).
 	MaxRequestBytes int64
-	// Status and Sessions answer the RPCs of the same names.
-	Status   func(context.Context) (*apipb.StatusResponse, error)
-	Sessions func(context.Context) (*apipb.SessionsResponse, error)
+	// Admin answers the calls about the cluster rather than a session.
+	Admin Admin
+}
+
+// Admin is what the server around the front-end answers: status, the
+// cluster's sessions, and its membership.
+type Admin interface {
+	Status(context.Context) (*apipb.StatusResponse, error)
+	Sessions(context.Context) (*apipb.SessionsResponse, error)
+	Members(context.Context) (*apipb.MembersResponse, error)
+	AddMember(context.Context, *apipb.AddMemberRequest) (*apipb.MembersResponse, error)
+	RemoveMember(context.Context, *apipb.RemoveMemberRequest) (*apipb.MembersResponse, error)
+	PromoteMember(context.Context, *apipb.PromoteMemberRequest) (*apipb.MembersResponse, error)
+	TransferLeadership(context.Context, *apipb.TransferLeadershipRequest) (*apipb.TransferLeadershipResponse, error)
 }
 
 // Service implements apipb.CoordServer on an engine.
@@ -38,12 +49,37 @@ func New(e *engine.Engine, cfg Config) *Service { return &Service{cfg: cfg, e: e
 
 // Status reports the server's view of the cluster.
 func (s *Service) Status(ctx context.Context, _ *apipb.StatusRequest) (*apipb.StatusResponse, error) {
-	return s.cfg.Status(ctx)
+	return s.cfg.Admin.Status(ctx)
 }
 
 // Sessions lists the open sessions of the cluster.
 func (s *Service) Sessions(ctx context.Context, _ *apipb.SessionsRequest) (*apipb.SessionsResponse, error) {
-	return s.cfg.Sessions(ctx)
+	return s.cfg.Admin.Sessions(ctx)
+}
+
+// Members lists the cluster's members.
+func (s *Service) Members(ctx context.Context, _ *apipb.MembersRequest) (*apipb.MembersResponse, error) {
+	return s.cfg.Admin.Members(ctx)
+}
+
+// AddMember adds a server to the cluster.
+func (s *Service) AddMember(ctx context.Context, req *apipb.AddMemberRequest) (*apipb.MembersResponse, error) {
+	return s.cfg.Admin.AddMember(ctx, req)
+}
+
+// RemoveMember removes a server from the cluster.
+func (s *Service) RemoveMember(ctx context.Context, req *apipb.RemoveMemberRequest) (*apipb.MembersResponse, error) {
+	return s.cfg.Admin.RemoveMember(ctx, req)
+}
+
+// PromoteMember makes a non-voter a voter.
+func (s *Service) PromoteMember(ctx context.Context, req *apipb.PromoteMemberRequest) (*apipb.MembersResponse, error) {
+	return s.cfg.Admin.PromoteMember(ctx, req)
+}
+
+// TransferLeadership hands the leadership over.
+func (s *Service) TransferLeadership(ctx context.Context, req *apipb.TransferLeadershipRequest) (*apipb.TransferLeadershipResponse, error) {
+	return s.cfg.Admin.TransferLeadership(ctx, req)
 }
 
 // connectTimeout bounds the wait for a stream's first message.

@@ -10,6 +10,7 @@
 package peerpb
 
 import (
+	apipb "github.com/coordd/coordd/rpc/apipb"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -799,11 +800,126 @@ func (*AskResponse_ReadIndex) isAskResponse_Kind() {}
 
 func (*AskResponse_Term) isAskResponse_Kind() {}
 
+// ChangeMembersRequest is one membership change, as a client asked it.
+type ChangeMembersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Change:
+	//
+	//	*ChangeMembersRequest_Add
+	//	*ChangeMembersRequest_Remove
+	//	*ChangeMembersRequest_Promote
+	//	*ChangeMembersRequest_Transfer
+	Change        isChangeMembersRequest_Change `protobuf_oneof:"change"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChangeMembersRequest) Reset() {
+	*x = ChangeMembersRequest{}
+	mi := &file_rpc_peerpb_peer_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChangeMembersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChangeMembersRequest) ProtoMessage() {}
+
+func (x *ChangeMembersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_peerpb_peer_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChangeMembersRequest.ProtoReflect.Descriptor instead.
+func (*ChangeMembersRequest) Descriptor() ([]byte, []int) {
+	return file_rpc_peerpb_peer_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ChangeMembersRequest) GetChange() isChangeMembersRequest_Change {
+	if x != nil {
+		return x.Change
+	}
+	return nil
+}
+
+func (x *ChangeMembersRequest) GetAdd() *apipb.AddMemberRequest {
+	if x != nil {
+		if x, ok := x.Change.(*ChangeMembersRequest_Add); ok {
+			return x.Add
+		}
+	}
+	return nil
+}
+
+func (x *ChangeMembersRequest) GetRemove() *apipb.RemoveMemberRequest {
+	if x != nil {
+		if x, ok := x.Change.(*ChangeMembersRequest_Remove); ok {
+			return x.Remove
+		}
+	}
+	return nil
+}
+
+func (x *ChangeMembersRequest) GetPromote() *apipb.PromoteMemberRequest {
+	if x != nil {
+		if x, ok := x.Change.(*ChangeMembersRequest_Promote); ok {
+			return x.Promote
+		}
+	}
+	return nil
+}
+
+func (x *ChangeMembersRequest) GetTransfer() *apipb.TransferLeadershipRequest {
+	if x != nil {
+		if x, ok := x.Change.(*ChangeMembersRequest_Transfer); ok {
+			return x.Transfer
+		}
+	}
+	return nil
+}
+
+type isChangeMembersRequest_Change interface {
+	isChangeMembersRequest_Change()
+}
+
+type ChangeMembersRequest_Add struct {
+	Add *apipb.AddMemberRequest `protobuf:"bytes,1,opt,name=add,proto3,oneof"`
+}
+
+type ChangeMembersRequest_Remove struct {
+	Remove *apipb.RemoveMemberRequest `protobuf:"bytes,2,opt,name=remove,proto3,oneof"`
+}
+
+type ChangeMembersRequest_Promote struct {
+	Promote *apipb.PromoteMemberRequest `protobuf:"bytes,3,opt,name=promote,proto3,oneof"`
+}
+
+type ChangeMembersRequest_Transfer struct {
+	Transfer *apipb.TransferLeadershipRequest `protobuf:"bytes,4,opt,name=transfer,proto3,oneof"`
+}
+
+func (*ChangeMembersRequest_Add) isChangeMembersRequest_Change() {}
+
+func (*ChangeMembersRequest_Remove) isChangeMembersRequest_Change() {}
+
+func (*ChangeMembersRequest_Promote) isChangeMembersRequest_Change() {}
+
+func (*ChangeMembersRequest_Transfer) isChangeMembersRequest_Change() {}
+
 var File_rpc_peerpb_peer_proto protoreflect.FileDescriptor
 
 const file_rpc_peerpb_peer_proto_rawDesc = "" +
 	"\n" +
-	"\x15rpc/peerpb/peer.proto\x12\x0ecoordd.peer.v1\"<\n" +
+	"\x15rpc/peerpb/peer.proto\x12\x0ecoordd.peer.v1\x1a\x13rpc/apipb/api.proto\"<\n" +
 	"\x0eForwardRequest\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x18\n" +
 	"\acommand\x18\x02 \x01(\fR\acommand\"n\n" +
@@ -855,14 +971,21 @@ const file_rpc_peerpb_peer_proto_rawDesc = "" +
 	"read_index\x18\x02 \x01(\v2!.coordd.peer.v1.ReadIndexResponseH\x00R\treadIndex\x122\n" +
 	"\x04term\x18\x03 \x01(\v2\x1c.coordd.peer.v1.TermResponseH\x00R\x04term\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05errorB\x06\n" +
-	"\x04kind2\xb8\x03\n" +
+	"\x04kind\"\x9c\x02\n" +
+	"\x14ChangeMembersRequest\x123\n" +
+	"\x03add\x18\x01 \x01(\v2\x1f.coordd.api.v1.AddMemberRequestH\x00R\x03add\x12<\n" +
+	"\x06remove\x18\x02 \x01(\v2\".coordd.api.v1.RemoveMemberRequestH\x00R\x06remove\x12?\n" +
+	"\apromote\x18\x03 \x01(\v2#.coordd.api.v1.PromoteMemberRequestH\x00R\apromote\x12F\n" +
+	"\btransfer\x18\x04 \x01(\v2(.coordd.api.v1.TransferLeadershipRequestH\x00R\btransferB\b\n" +
+	"\x06change2\x8f\x04\n" +
 	"\x04Peer\x12N\n" +
 	"\aForward\x12\x1e.coordd.peer.v1.ForwardRequest\x1a\x1f.coordd.peer.v1.ForwardResponse(\x010\x01\x12P\n" +
 	"\tReadIndex\x12 .coordd.peer.v1.ReadIndexRequest\x1a!.coordd.peer.v1.ReadIndexResponse\x12D\n" +
 	"\x05Touch\x12\x1c.coordd.peer.v1.TouchRequest\x1a\x1d.coordd.peer.v1.TouchResponse\x12A\n" +
 	"\x04Info\x12\x1b.coordd.peer.v1.InfoRequest\x1a\x1c.coordd.peer.v1.InfoResponse\x12A\n" +
 	"\x04Term\x12\x1b.coordd.peer.v1.TermRequest\x1a\x1c.coordd.peer.v1.TermResponse\x12B\n" +
-	"\x03Ask\x12\x1a.coordd.peer.v1.AskRequest\x1a\x1b.coordd.peer.v1.AskResponse(\x010\x01B%Z#github.com/coordd/coordd/rpc/peerpbb\x06proto3"
+	"\x03Ask\x12\x1a.coordd.peer.v1.AskRequest\x1a\x1b.coordd.peer.v1.AskResponse(\x010\x01\x12U\n" +
+	"\rChangeMembers\x12$.coordd.peer.v1.ChangeMembersRequest\x1a\x1e.coordd.api.v1.MembersResponseB%Z#github.com/coordd/coordd/rpc/peerpbb\x06proto3"
 
 var (
 	file_rpc_peerpb_peer_proto_rawDescOnce sync.Once
@@ -876,43 +999,55 @@ func file_rpc_peerpb_peer_proto_rawDescGZIP() []byte {
 	return file_rpc_peerpb_peer_proto_rawDescData
 }
 
-var file_rpc_peerpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_rpc_peerpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_rpc_peerpb_peer_proto_goTypes = []any{
-	(*ForwardRequest)(nil),    // 0: coordd.peer.v1.ForwardRequest
-	(*ForwardResponse)(nil),   // 1: coordd.peer.v1.ForwardResponse
-	(*ReadIndexRequest)(nil),  // 2: coordd.peer.v1.ReadIndexRequest
-	(*ReadIndexResponse)(nil), // 3: coordd.peer.v1.ReadIndexResponse
-	(*TouchRequest)(nil),      // 4: coordd.peer.v1.TouchRequest
-	(*TouchResponse)(nil),     // 5: coordd.peer.v1.TouchResponse
-	(*InfoRequest)(nil),       // 6: coordd.peer.v1.InfoRequest
-	(*InfoResponse)(nil),      // 7: coordd.peer.v1.InfoResponse
-	(*TermRequest)(nil),       // 8: coordd.peer.v1.TermRequest
-	(*TermResponse)(nil),      // 9: coordd.peer.v1.TermResponse
-	(*AskRequest)(nil),        // 10: coordd.peer.v1.AskRequest
-	(*AskResponse)(nil),       // 11: coordd.peer.v1.AskResponse
+	(*ForwardRequest)(nil),                  // 0: coordd.peer.v1.ForwardRequest
+	(*ForwardResponse)(nil),                 // 1: coordd.peer.v1.ForwardResponse
+	(*ReadIndexRequest)(nil),                // 2: coordd.peer.v1.ReadIndexRequest
+	(*ReadIndexResponse)(nil),               // 3: coordd.peer.v1.ReadIndexResponse
+	(*TouchRequest)(nil),                    // 4: coordd.peer.v1.TouchRequest
+	(*TouchResponse)(nil),                   // 5: coordd.peer.v1.TouchResponse
+	(*InfoRequest)(nil),                     // 6: coordd.peer.v1.InfoRequest
+	(*InfoResponse)(nil),                    // 7: coordd.peer.v1.InfoResponse
+	(*TermRequest)(nil),                     // 8: coordd.peer.v1.TermRequest
+	(*TermResponse)(nil),                    // 9: coordd.peer.v1.TermResponse
+	(*AskRequest)(nil),                      // 10: coordd.peer.v1.AskRequest
+	(*AskResponse)(nil),                     // 11: coordd.peer.v1.AskResponse
+	(*ChangeMembersRequest)(nil),            // 12: coordd.peer.v1.ChangeMembersRequest
+	(*apipb.AddMemberRequest)(nil),          // 13: coordd.api.v1.AddMemberRequest
+	(*apipb.RemoveMemberRequest)(nil),       // 14: coordd.api.v1.RemoveMemberRequest
+	(*apipb.PromoteMemberRequest)(nil),      // 15: coordd.api.v1.PromoteMemberRequest
+	(*apipb.TransferLeadershipRequest)(nil), // 16: coordd.api.v1.TransferLeadershipRequest
+	(*apipb.MembersResponse)(nil),           // 17: coordd.api.v1.MembersResponse
 }
 var file_rpc_peerpb_peer_proto_depIdxs = []int32{
 	2,  // 0: coordd.peer.v1.AskRequest.read_index:type_name -> coordd.peer.v1.ReadIndexRequest
 	8,  // 1: coordd.peer.v1.AskRequest.term:type_name -> coordd.peer.v1.TermRequest
 	3,  // 2: coordd.peer.v1.AskResponse.read_index:type_name -> coordd.peer.v1.ReadIndexResponse
 	9,  // 3: coordd.peer.v1.AskResponse.term:type_name -> coordd.peer.v1.TermResponse
-	0,  // 4: coordd.peer.v1.Peer.Forward:input_type -> coordd.peer.v1.ForwardRequest
-	2,  // 5: coordd.peer.v1.Peer.ReadIndex:input_type -> coordd.peer.v1.ReadIndexRequest
-	4,  // 6: coordd.peer.v1.Peer.Touch:input_type -> coordd.peer.v1.TouchRequest
-	6,  // 7: coordd.peer.v1.Peer.Info:input_type -> coordd.peer.v1.InfoRequest
-	8,  // 8: coordd.peer.v1.Peer.Term:input_type -> coordd.peer.v1.TermRequest
-	10, // 9: coordd.peer.v1.Peer.Ask:input_type -> coordd.peer.v1.AskRequest
-	1,  // 10: coordd.peer.v1.Peer.Forward:output_type -> coordd.peer.v1.ForwardResponse
-	3,  // 11: coordd.peer.v1.Peer.ReadIndex:output_type -> coordd.peer.v1.ReadIndexResponse
-	5,  // 12: coordd.peer.v1.Peer.Touch:output_type -> coordd.peer.v1.TouchResponse
-	7,  // 13: coordd.peer.v1.Peer.Info:output_type -> coordd.peer.v1.InfoResponse
-	9,  // 14: coordd.peer.v1.Peer.Term:output_type -> coordd.peer.v1.TermResponse
-	11, // 15: coordd.peer.v1.Peer.Ask:output_type -> coordd.peer.v1.AskResponse
-	10, // [10:16] is the sub-list for method output_type
-	4,  // [4:10] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	13, // 4: coordd.peer.v1.ChangeMembersRequest.add:type_name -> coordd.api.v1.AddMemberRequest
+	14, // 5: coordd.peer.v1.ChangeMembersRequest.remove:type_name -> coordd.api.v1.RemoveMemberRequest
+	15, // 6: coordd.peer.v1.ChangeMembersRequest.promote:type_name -> coordd.api.v1.PromoteMemberRequest
+	16, // 7: coordd.peer.v1.ChangeMembersRequest.transfer:type_name -> coordd.api.v1.TransferLeadershipRequest
+	0,  // 8: coordd.peer.v1.Peer.Forward:input_type -> coordd.peer.v1.ForwardRequest
+	2,  // 9: coordd.peer.v1.Peer.ReadIndex:input_type -> coordd.peer.v1.ReadIndexRequest
+	4,  // 10: coordd.peer.v1.Peer.Touch:input_type -> coordd.peer.v1.TouchRequest
+	6,  // 11: coordd.peer.v1.Peer.Info:input_type -> coordd.peer.v1.InfoRequest
+	8,  // 12: coordd.peer.v1.Peer.Term:input_type -> coordd.peer.v1.TermRequest
+	10, // 13: coordd.peer.v1.Peer.Ask:input_type -> coordd.peer.v1.AskRequest
+	12, // 14: coordd.peer.v1.Peer.ChangeMembers:input_type -> coordd.peer.v1.ChangeMembersRequest
+	1,  // 15: coordd.peer.v1.Peer.Forward:output_type -> coordd.peer.v1.ForwardResponse
+	3,  // 16: coordd.peer.v1.Peer.ReadIndex:output_type -> coordd.peer.v1.ReadIndexResponse
+	5,  // 17: coordd.peer.v1.Peer.Touch:output_type -> coordd.peer.v1.TouchResponse
+	7,  // 18: coordd.peer.v1.Peer.Info:output_type -> coordd.peer.v1.InfoResponse
+	9,  // 19: coordd.peer.v1.Peer.Term:output_type -> coordd.peer.v1.TermResponse
+	11, // 20: coordd.peer.v1.Peer.Ask:output_type -> coordd.peer.v1.AskResponse
+	17, // 21: coordd.peer.v1.Peer.ChangeMembers:output_type -> coordd.api.v1.MembersResponse
+	15, // [15:22] is the sub-list for method output_type
+	8,  // [8:15] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_rpc_peerpb_peer_proto_init() }
@@ -928,13 +1063,19 @@ func file_rpc_peerpb_peer_proto_init() {
 		(*AskResponse_ReadIndex)(nil),
 		(*AskResponse_Term)(nil),
 	}
+	file_rpc_peerpb_peer_proto_msgTypes[12].OneofWrappers = []any{
+		(*ChangeMembersRequest_Add)(nil),
+		(*ChangeMembersRequest_Remove)(nil),
+		(*ChangeMembersRequest_Promote)(nil),
+		(*ChangeMembersRequest_Transfer)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rpc_peerpb_peer_proto_rawDesc), len(file_rpc_peerpb_peer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -11,6 +11,7 @@ package peerpb
 
 import (
 	context "context"
+	apipb "github.com/coordd/coordd/rpc/apipb"
 	grpc "google.golang.org/grpc"
 	codes "google.golang.org/grpc/codes"
 	status "google.golang.org/grpc/status"
@@ -22,12 +23,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Peer_Forward_FullMethodName   = "/coordd.peer.v1.Peer/Forward"
-	Peer_ReadIndex_FullMethodName = "/coordd.peer.v1.Peer/ReadIndex"
-	Peer_Touch_FullMethodName     = "/coordd.peer.v1.Peer/Touch"
-	Peer_Info_FullMethodName      = "/coordd.peer.v1.Peer/Info"
-	Peer_Term_FullMethodName      = "/coordd.peer.v1.Peer/Term"
-	Peer_Ask_FullMethodName       = "/coordd.peer.v1.Peer/Ask"
+	Peer_Forward_FullMethodName       = "/coordd.peer.v1.Peer/Forward"
+	Peer_ReadIndex_FullMethodName     = "/coordd.peer.v1.Peer/ReadIndex"
+	Peer_Touch_FullMethodName         = "/coordd.peer.v1.Peer/Touch"
+	Peer_Info_FullMethodName          = "/coordd.peer.v1.Peer/Info"
+	Peer_Term_FullMethodName          = "/coordd.peer.v1.Peer/Term"
+	Peer_Ask_FullMethodName           = "/coordd.peer.v1.Peer/Ask"
+	Peer_ChangeMembers_FullMethodName = "/coordd.peer.v1.Peer/ChangeMembers"
 )
 
 // PeerClient is the client API for Peer service.
@@ -57,6 +59,9 @@ type PeerClient interface {
 	// server that does not implement Ask (an older version) is asked with the
 	// unary calls above.
 	Ask(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AskRequest, AskResponse], error)
+	// ChangeMembers carries a membership change to the leader, which makes
+	// it (Raft configuration changes are the leader's).
+	ChangeMembers(ctx context.Context, in *ChangeMembersRequest, opts ...grpc.CallOption) (*apipb.MembersResponse, error)
 }
 
 type peerClient struct {
@@ -133,6 +138,16 @@ func (c *peerClient) Ask(ctx context.Context, opts ...grpc.CallOption) (grpc.Bid
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Peer_AskClient = grpc.BidiStreamingClient[AskRequest, AskResponse]
 
+func (c *peerClient) ChangeMembers(ctx context.Context, in *ChangeMembersRequest, opts ...grpc.CallOption) (*apipb.MembersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(apipb.MembersResponse)
+	err := c.cc.Invoke(ctx, Peer_ChangeMembers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PeerServer is the server API for Peer service.
 // All implementations must embed UnimplementedPeerServer
 // for forward compatibility.
@@ -160,6 +175,9 @@ type PeerServer interface {
 	// server that does not implement Ask (an older version) is asked with the
 	// unary calls above.
 	Ask(grpc.BidiStreamingServer[AskRequest, AskResponse]) error
+	// ChangeMembers carries a membership change to the leader, which makes
+	// it (Raft configuration changes are the leader's).
+	ChangeMembers(context.Context, *ChangeMembersRequest) (*apipb.MembersResponse, error)
 	mustEmbedUnimplementedPeerServer()
 }
 
@@ -187,6 +205,9 @@ func (UnimplementedPeerServer) Term(context.Context, *TermRequest) (*TermRespons
 }
 func (UnimplementedPeerServer) Ask(grpc.BidiStreamingServer[AskRequest, AskResponse]) error {
 	return status.Error(codes.Unimplemented, "method Ask not implemented")
+}
+func (UnimplementedPeerServer) ChangeMembers(context.Context, *ChangeMembersRequest) (*apipb.MembersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ChangeMembers not implemented")
 }
 func (UnimplementedPeerServer) mustEmbedUnimplementedPeerServer() {}
 func (UnimplementedPeerServer) testEmbeddedByValue()              {}
@@ -295,6 +316,24 @@ func _Peer_Ask_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Peer_AskServer = grpc.BidiStreamingServer[AskRequest, AskResponse]
 
+func _Peer_ChangeMembers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ChangeMembersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServer).ChangeMembers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Peer_ChangeMembers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServer).ChangeMembers(ctx, req.(*ChangeMembersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Peer_ServiceDesc is the grpc.ServiceDesc for Peer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -317,6 +356,10 @@ var Peer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Term",
 			Handler:    _Peer_Term_Handler,
+		},
+		{
+			MethodName: "ChangeMembers",
+			Handler:    _Peer_ChangeMembers_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

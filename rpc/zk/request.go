@@ -111,7 +111,8 @@ func requestOf(h jute.RequestHeader, rec jute.Record) (engine.Request, *badReque
 	case *jute.AuthPacket:
 		req = engine.Request{Op: engine.OpAddAuth}
 	case *jute.ReconfigRequest:
-		req = engine.Request{Op: engine.OpReconfig}
+		req = engine.Request{Op: engine.OpReconfig, Reconfig: engine.Reconfig{
+			Joining: deref(x.JoiningServers), Leaving: deref(x.LeavingServers), NewMembers: deref(x.NewMembers), FromConfig: x.CurConfigID}}
 	case *jute.MultiRequest:
 		req = engine.Request{Op: engine.OpMulti, Ops: make([]engine.Request, 0, len(x.Ops))}
 		for _, o := range x.Ops {
@@ -173,4 +174,11 @@ func isWrite(op engine.Op) bool {
 		return true
 	}
 	return false
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

@@ -111,7 +111,7 @@ func reply(dst []byte, p pending, r *engine.Response) []byte {
 			h.Err = jute.CodeNoNode
 		}
 		body = &jute.ExistsResponse{Stat: statOf(r.Stat)}
-	case jute.OpGetData:
+	case jute.OpGetData, jute.OpReconfig:
 		body = &jute.GetDataResponse{Data: r.Data, Stat: statOf(r.Stat)}
 	case jute.OpGetChildren:
 		body = &jute.GetChildrenResponse{Children: nonNil(r.Children)}

@@ -159,6 +159,11 @@ type Raft struct {
 	// of the main loop.
 	latestConfiguration atomic.Value
 
+	// latestConfigured holds the latest configuration together with its
+	// index (a configurations with latest and latestIndex set), so that
+	// GetConfiguration reports the index too (coordd).
+	latestConfigured atomic.Value
+
 	// RPC chan comes from the transport layer
 	rpcCh <-chan RPC
 
@@ -898,6 +903,9 @@ func (r *Raft) GetConfiguration() ConfigurationFuture {
 	configReq := &configurationsFuture{}
 	configReq.init()
 	configReq.configurations = configurations{latest: r.getLatestConfiguration()}
+	if c, ok := r.latestConfigured.Load().(configurations); ok {
+		configReq.configurations = c
+	}
 	configReq.respond(nil)
 	return configReq
 }

@@ -2261,6 +2261,7 @@ func (r *Raft) setLatestConfiguration(c Configuration, i uint64) {
 	r.configurations.latest = c
 	r.configurations.latestIndex = i
 	r.latestConfiguration.Store(c.Clone())
+	r.latestConfigured.Store(configurations{latest: c.Clone(), latestIndex: i})
 }
 
 // setCommittedConfiguration stores the committed configuration.
