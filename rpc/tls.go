@@ -24,6 +24,9 @@ import (
 // same gRPC servers, ZooKeeper front-end and Raft transport serve them. A
 // port with TLS on is TLS-only.
 
+// TLSFiles names a port's PEM files: certificate, key and CA bundle.
+type TLSFiles = tlsutil.Files
+
 // Flag names, for errors a person can act on.
 var (
 	clientTLSFlags = tlsutil.Flags{Cert: "--cert-file", Key: "--key-file", CA: "--trusted-ca-file"}
