@@ -32,7 +32,7 @@ allowed rpc "fsm fsm/cmdpb tree session watch rpc/apipb rpc/peerpb rpc/engine rp
 allowed client "rpc/apipb"
 allowed lockrecipe "client"
 allowed cmd/coordd "rpc"
-allowed cmd/coordctl "client lockrecipe rpc/apipb"
+allowed cmd/coordctl "client lockrecipe rpc/apipb rpc/tlsutil"
 
 # The client must not reach the server even transitively.
 if go list -deps ./client/... | grep -E "^$mod/(fsm|tree|session|watch|rpc)(/|$)" | grep -vE 'pb$'; then

@@ -30,8 +30,14 @@ var (
 	srvDir  string
 )
 
+// cleanups run after every test, before the shared server stops.
+var cleanups []func()
+
 func TestMain(m *testing.M) {
 	code := m.Run()
+	for _, f := range cleanups {
+		f()
+	}
 	if srvNode != nil {
 		srvNode.Close()
 	}
