@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -107,7 +106,7 @@ func (m *peerMux) dialTagged(ctx context.Context, addr string, tag byte) (net.Co
 		tc := tls.Client(c, tlsutil.PeerClientConfig(m.tls, addr))
 		if err := tc.HandshakeContext(ctx); err != nil {
 			c.Close()
-			return nil, fmt.Errorf("rpc: TLS with peer %s (both servers' --peer-trusted-ca-file must hold the CA of the other's --peer-cert-file, which must name its --peer-addr host): %w", addr, err)
+			return nil, peerHandshakeError(addr, err)
 		}
 		c = tc
 	}

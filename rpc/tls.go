@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -228,3 +229,17 @@ func (handshaken) Info() credentials.ProtocolInfo {
 func (h handshaken) Clone() credentials.TransportCredentials { return h }
 
 func (handshaken) OverrideServerName(string) error { return nil }
+
+// peerHandshakeError is a failed handshake with the peer at addr, with what
+// to check when a certificate was refused (either way). A peer that is down
+// or cut off fails as it would without TLS.
+func peerHandshakeError(addr string, err error) error {
+	var (
+		verify  *tls.CertificateVerificationError
+		addrErr *tlsutil.AddressError
+	)
+	if errors.As(err, &verify) || errors.As(err, &addrErr) || strings.Contains(err.Error(), "remote error: tls") {
+		return fmt.Errorf("rpc: TLS with peer %s refused (every server's --peer-trusted-ca-file must hold the CA of every --peer-cert-file, and each peer certificate must name its server's --peer-addr host): %w", addr, err)
+	}
+	return fmt.Errorf("rpc: TLS with peer %s: %w", addr, err)
+}

@@ -725,3 +725,24 @@ func TestTLSRotationUnderLoad(t *testing.T) {
 	}
 	t.Logf("%d operations", ops.Load())
 }
+
+// TestPeerHandshakeError: a refused certificate says what to check; a peer
+// that is down or cut off says nothing about certificates.
+func TestPeerHandshakeError(t *testing.T) {
+	refused := &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}
+	for _, tc := range []struct {
+		err  error
+		hint bool
+	}{
+		{refused, true},
+		{&tlsutil.AddressError{Remote: "127.0.0.1"}, true},
+		{errors.New("remote error: tls: bad certificate"), true},
+		{io.EOF, false},
+		{errors.New("read tcp 127.0.0.1:1->127.0.0.2:2: read: connection reset by peer"), false},
+	} {
+		got := peerHandshakeError("127.0.0.2:2888", tc.err).Error()
+		if strings.Contains(got, "--peer-trusted-ca-file") != tc.hint || !strings.Contains(got, tc.err.Error()) {
+			t.Errorf("%v: %q", tc.err, got)
+		}
+	}
+}

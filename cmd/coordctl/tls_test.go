@@ -128,6 +128,12 @@ func TestTLS(t *testing.T) {
 			}
 		}
 	}
+	// TLS to a plaintext server.
+	plain := server(t)
+	r := bare(t, "--servers", plain, "--timeout", "1m", "--cacert", in("ca.crt"), "ls", "/")
+	if r.code != 1 || !strings.Contains(r.stderr, plain+": it closed the connection during the TLS handshake: it may not have TLS on") {
+		t.Errorf("TLS to a plaintext server: exit %d, stderr %q", r.code, r.stderr)
+	}
 }
 
 // TestCertsVerb: certs init writes a CA and three certificates, refuses to
