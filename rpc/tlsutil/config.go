@@ -106,6 +106,8 @@ type AddressError struct {
 	Names  []string // what the certificate names
 }
 
+// Error says what the certificate names and where the connection came
+// from.
 func (e *AddressError) Error() string {
 	names := "nothing"
 	if len(e.Names) > 0 {
