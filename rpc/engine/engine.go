@@ -348,6 +348,19 @@ func (e *Engine) Connect(ctx context.Context, req ConnectRequest) (*Session, err
 		return nil, &ConnectError{Unavailable, "server " + e.cfg.ServerID + " has no leader"}
 	}
 	f := e.cfg.FSM
+	// A server behind the client's last zxid refuses the connect, new
+	// session or not, as ZooKeeper does (processConnectRequest checks it
+	// before it looks at the session id): a client that opens a new
+	// session after its old one expired must not see time go backwards
+	// either.
+	if req.LastZxid > f.AppliedIndex() {
+		wctx, cancel := context.WithTimeout(ctx, ConnectWait)
+		caughtUp := f.WaitApplied(wctx.Done(), req.LastZxid)
+		cancel()
+		if !caughtUp {
+			return nil, &ConnectError{Unavailable, fmt.Sprintf("server %s is behind the client (applied %d < last seen %d)", e.cfg.ServerID, f.AppliedIndex(), req.LastZxid)}
+		}
+	}
 	var info session.Info
 	if req.SessionID == 0 {
 		timeout := session.Negotiate(time.Duration(req.TimeoutMs)*time.Millisecond, e.cfg.Tick, e.cfg.MinSessionTimeout, e.cfg.MaxSessionTimeout)
@@ -357,12 +370,6 @@ func (e *Engine) Connect(ctx context.Context, req ConnectRequest) (*Session, err
 			return nil, &ConnectError{Unavailable, "opening session: " + err.Error()}
 		}
 	} else {
-		wctx, cancel := context.WithTimeout(ctx, ConnectWait)
-		caughtUp := f.WaitApplied(wctx.Done(), req.LastZxid)
-		cancel()
-		if !caughtUp {
-			return nil, &ConnectError{Unavailable, fmt.Sprintf("server %s is behind the client (applied %d < last seen %d)", e.cfg.ServerID, f.AppliedIndex(), req.LastZxid)}
-		}
 		var perr error
 		f.Read(func(v fsm.View) {
 			perr = v.Sessions.CheckPassword(req.SessionID, req.Password)
