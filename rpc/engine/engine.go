@@ -463,6 +463,9 @@ func (e *Engine) Connect(ctx context.Context, req ConnectRequest) (*Session, err
 			return nil, &ConnectError{SessionExpired, fmt.Sprintf("session 0x%x expired or unknown", req.SessionID)}
 		}
 		if info.Owner != e.cfg.ServerID {
+			// A client resuming is alive: its session must not expire
+			// while it moves.
+			e.touch(info.ID, 0)
 			// The session moves here: logged, so that every server agrees
 			// which one may write for it (ZooKeeper's leader records the
 			// owner when a server revalidates a session).
