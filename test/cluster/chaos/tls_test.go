@@ -6,12 +6,14 @@ import (
 	"crypto/x509"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -176,6 +178,19 @@ func (c *procCluster) enableTLS(dir string) error {
 func (c *procCluster) clientOptions(opts ...client.Option) []client.Option {
 	if c.tls != nil {
 		opts = append(opts, client.WithTLS(c.tls.client))
+	}
+	return opts
+}
+
+// zkOptions are the options of every go-zookeeper connection of the run:
+// with TLS, a dialer that speaks it. (Generic, since go-zookeeper does not
+// export the type of its options.)
+func zkOptions[O ~func(*zk.Conn)](c *procCluster, opts ...O) []O {
+	if c.tls != nil {
+		cfg := c.tls.client
+		opts = append(opts, O(zk.WithDialer(func(network, addr string, timeout time.Duration) (net.Conn, error) {
+			return tls.DialWithDialer(&net.Dialer{Timeout: timeout}, network, addr, cfg)
+		})))
 	}
 	return opts
 }
