@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"net"
 	"os"
 	"strings"
@@ -98,8 +99,9 @@ var tlsFailures = []struct{ match, reason string }{
 
 // tlsProbe remembers which servers speak TLS, asked at most once each.
 type tlsProbe struct {
-	mu    sync.Mutex
-	known map[string]bool
+	mu        sync.Mutex
+	known     map[string]bool
+	diagnosed map[string]string
 }
 
 // speaksTLS reports whether addr answers a TLS ClientHello with a
@@ -131,6 +133,53 @@ func (p *tlsProbe) speaksTLS(addr string, d time.Duration) bool {
 	return saw
 }
 
+// matchTLSFailure finds the words for a TLS error's text.
+func matchTLSFailure(msg string) (string, bool) {
+	for _, f := range tlsFailures {
+		if strings.Contains(msg, f.match) {
+			return f.reason, true
+		}
+	}
+	return "", false
+}
+
+// diagnose runs a TLS handshake with addr on cfg and waits briefly for the
+// server's first word: the error text of a refusal, or "" if the server
+// accepted (it then waits for the client to speak). Asked at most once per
+// server.
+func (p *tlsProbe) diagnose(addr string, cfg *tls.Config, d time.Duration) string {
+	p.mu.Lock()
+	if v, ok := p.diagnosed[addr]; ok {
+		p.mu.Unlock()
+		return v
+	}
+	p.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	result := ""
+	td := &tls.Dialer{NetDialer: &net.Dialer{}, Config: cfg}
+	c, err := td.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		result = err.Error()
+	} else {
+		_ = c.SetReadDeadline(time.Now().Add(d / 4))
+		if _, err := c.Read(make([]byte, 1)); err != nil {
+			var ne net.Error
+			if !errors.As(err, &ne) || !ne.Timeout() {
+				result = err.Error()
+			}
+		}
+		c.Close()
+	}
+	p.mu.Lock()
+	if p.diagnosed == nil {
+		p.diagnosed = map[string]string{}
+	}
+	p.diagnosed[addr] = result
+	p.mu.Unlock()
+	return result
+}
+
 // expectsTLS is the reason a plaintext coordctl gives for a TLS server.
 const expectsTLS = "expects TLS: pass --cacert (and --cert and --key if it requires client certificates), or set COORD_CACERT"
 
@@ -151,10 +200,17 @@ func (c *cli) tlsReason(addr string, err error) (string, bool) {
 		}
 		return "", false
 	}
-	for _, f := range tlsFailures {
-		if strings.Contains(msg, f.match) {
-			return f.reason, true
-		}
+	if r, ok := matchTLSFailure(msg); ok {
+		return r, true
+	}
+	if ordinaryFailure(err) {
+		return "", false
+	}
+	// A server that refuses the client certificate says so in an alert
+	// that a TLS 1.3 client reads only after its handshake; gRPC may have
+	// met a broken pipe first. Ask once more, and read the answer.
+	if r, ok := matchTLSFailure(c.probe.diagnose(addr, c.tls, probeTimeout)); ok {
+		return r, true
 	}
 	if strings.Contains(msg, "handshake failed: EOF") || strings.Contains(msg, "handshake failed: read") {
 		return "it closed the connection during the TLS handshake: it may not have TLS on (then drop --cacert, --cert and --key), or it refused the client certificate", true

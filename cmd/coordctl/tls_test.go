@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -77,7 +78,8 @@ func TestTLS(t *testing.T) {
 	addr, dir := tlsTestServer(t)
 	in := func(name string) string { return filepath.Join(dir, name) }
 	flags := []string{"--servers", addr, "--cacert", in("ca.crt"), "--cert", in("client.crt"), "--key", in("client.key")}
-	if r := bare(t, append(flags, "create", "/tls", "x")...); r.code != 0 {
+	node := fmt.Sprintf("/tls-%d", time.Now().UnixNano())
+	if r := bare(t, append(flags, "create", node, "x")...); r.code != 0 {
 		t.Fatalf("create over TLS: exit %d, stderr %q", r.code, r.stderr)
 	}
 	if r := bare(t, append(flags, "status")...); r.code != 0 {
@@ -89,7 +91,7 @@ func TestTLS(t *testing.T) {
 	t.Setenv("COORD_CACERT", in("ca.crt"))
 	t.Setenv("COORD_CERT", in("client.crt"))
 	t.Setenv("COORD_KEY", in("client.key"))
-	if r := bare(t, "--servers", addr, "get", "/tls"); r.code != 0 || r.stdout != "x\n" {
+	if r := bare(t, "--servers", addr, "get", node); r.code != 0 || r.stdout != "x\n" {
 		t.Fatalf("get with the environment: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 	t.Setenv("COORD_CACERT", "")
