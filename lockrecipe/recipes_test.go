@@ -314,6 +314,61 @@ func TestElection(t *testing.T) {
 	}
 }
 
+// TestElectionObserveSameValue: a new leader is reported even when it
+// proclaims the same value as the last one.
+func TestElectionObserveSameValue(t *testing.T) {
+	c := server(t)
+	ctx := ctxT(t)
+	a := lockrecipe.NewElection(session(t, c.Servers()...), "/elect-same")
+	watcher := lockrecipe.NewElection(session(t, c.Servers()...), "/elect-same")
+	if err := a.Campaign(ctx, "v"); err != nil {
+		t.Fatal(err)
+	}
+	var rec recorder
+	b := lockrecipe.NewElection(session(t, c.Servers()...), "/elect-same", rec.option())
+	bres := make(chan error, 1)
+	go func() { bres <- b.Campaign(ctx, "v") }()
+	cluster.Eventually(t, 10*time.Second, "b waiting behind a", func() bool {
+		return rec.count(lockrecipe.LockWatching) > 0
+	})
+	octx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	obs := watcher.Observe(octx)
+	next := func(what string) {
+		t.Helper()
+		select {
+		case v, ok := <-obs:
+			if !ok || v != "v" {
+				t.Fatalf("observed %q (%v), want %q for %s", v, ok, "v", what)
+			}
+		case <-ctx.Done():
+			t.Fatalf("nothing observed for %s", what)
+		}
+	}
+	next("a's leadership")
+	if err := a.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-bres; err != nil {
+		t.Fatal(err)
+	}
+	next("b's leadership")
+	if err := b.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case v, ok := <-obs:
+		if !ok || v != "" {
+			t.Fatalf("observed %q (%v) once nobody leads", v, ok)
+		}
+	case <-ctx.Done():
+		t.Fatal("the end of the leadership was not observed")
+	}
+	cancel()
+	for range obs {
+	}
+}
+
 // TestBarrier: Wait blocks while the barrier is set.
 func TestBarrier(t *testing.T) {
 	c := server(t)
