@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coordd/coordd/client"
 	"github.com/coordd/coordd/lockrecipe"
 	"github.com/coordd/coordd/test/cluster"
 )
@@ -445,6 +446,82 @@ func TestDoubleBarrier(t *testing.T) {
 	}
 	if kids := children(t, obs, "/dbl"); len(kids) != 0 {
 		t.Fatalf("left behind: %v", kids)
+	}
+}
+
+// TestQueueTakeLeavesNoWatch: a Take that had to wait returns with no
+// watch left, in the client or on the server, whether it waited for an item
+// (a child watch), for the queue's creation (an exists watch), or found the
+// queue created between its read and its watch (the exists watch that was
+// then set on the new node, which no later change of the queue fires).
+func TestQueueTakeLeavesNoWatch(t *testing.T) {
+	c := server(t)
+	ctx := ctxT(t)
+	admin := connect(t, c.Servers()...)
+	if _, err := admin.Create(ctx, "/wq", nil, client.CreateMode{}); err != nil {
+		t.Fatal(err)
+	}
+	watches := func(s *lockrecipe.Session) (data, child []string) {
+		return c.Members[0].Node().Watches().Watches(s.Client().SessionID())
+	}
+	for i, tc := range []struct {
+		name    string
+		exists  bool // the queue's node exists before the Take
+		between bool // it is created between Take's read and its watch
+	}{
+		{"empty queue", true, false},
+		{"no queue node", false, false},
+		{"created meanwhile", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := fmt.Sprintf("/wq/%d", i)
+			create := func() {
+				if _, err := admin.Create(ctx, path, nil, client.CreateMode{}); err != nil {
+					t.Error(err)
+				}
+			}
+			if tc.exists {
+				create()
+			}
+			var opts []lockrecipe.Option
+			if tc.between {
+				var once sync.Once
+				opts = append(opts, lockrecipe.WithQueueMissing(func(string) { once.Do(create) }))
+			}
+			st := session(t, c.Servers()...)
+			q := lockrecipe.NewQueue(st, path, opts...)
+			got := make(chan error, 1)
+			var data []byte
+			go func() {
+				var err error
+				data, err = q.Take(ctx)
+				got <- err
+			}()
+			cluster.Eventually(t, 10*time.Second, "Take waiting for an item", func() bool {
+				d, ch := watches(st)
+				if tc.between {
+					return len(ch) > 0 // past the created queue node
+				}
+				return len(d)+len(ch) > 0
+			})
+			if _, err := lockrecipe.NewQueue(session(t, c.Servers()...), path).Put(ctx, []byte("item")); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-got:
+				if err != nil || string(data) != "item" {
+					t.Fatalf("Take: %q %v", data, err)
+				}
+			case <-ctx.Done():
+				t.Fatal("Take did not return")
+			}
+			if d, ch := watches(st); len(d)+len(ch) != 0 {
+				t.Fatalf("the taker's session still watches %v (data) %v (child) on the server", d, ch)
+			}
+			if err := st.Client().RemoveWatches(ctx, path, client.WatchAny); !errors.Is(err, client.ErrNoWatcher) {
+				t.Fatalf("the taker's client still has a watch on %s: %v", path, err)
+			}
+		})
 	}
 }
 
