@@ -449,6 +449,83 @@ func TestDoubleBarrier(t *testing.T) {
 	}
 }
 
+// TestDoubleBarrierNextRound: the last participant to leave deletes its
+// node and "ready" in one transaction (one zxid), so that no state exists
+// with "ready" but no participant (a crash between two deletes would leave
+// "ready" behind, and the next round's first Enter would pass at once); the
+// next round on the same path then waits for its n participants again.
+func TestDoubleBarrierNextRound(t *testing.T) {
+	c := server(t)
+	ctx := ctxT(t)
+	obs := connect(t, c.Servers()...)
+	const path, n = "/dbl-rounds", 2
+	round := func(r int, before func()) {
+		t.Helper()
+		ds := make([]*lockrecipe.DoubleBarrier, n)
+		for i := range ds {
+			ds[i] = lockrecipe.NewDoubleBarrier(session(t, c.Servers()...), path, n)
+		}
+		run := func(f func(*lockrecipe.DoubleBarrier) error) {
+			t.Helper()
+			errs := make(chan error, n)
+			for _, d := range ds {
+				go func() { errs <- f(d) }()
+			}
+			for range ds {
+				if err := <-errs; err != nil {
+					t.Fatalf("round %d: %v", r, err)
+				}
+			}
+		}
+		run(func(d *lockrecipe.DoubleBarrier) error { return d.Enter(ctx) })
+		if before != nil {
+			before()
+		}
+		run(func(d *lockrecipe.DoubleBarrier) error { return d.Leave(ctx) })
+		if kids := children(t, obs, path); len(kids) != 0 {
+			t.Fatalf("round %d left %v behind", r, kids)
+		}
+	}
+	// Round 1, watching every node as everyone leaves.
+	var chans map[string]<-chan client.Event
+	round(1, func() {
+		kids := children(t, obs, path)
+		if len(kids) != n+1 {
+			t.Fatalf("inside the barrier: %v", kids)
+		}
+		chans = map[string]<-chan client.Event{}
+		for _, k := range kids {
+			_, _, ch, err := obs.GetW(ctx, path+"/"+k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			chans[k] = ch
+		}
+	})
+	var readyZxid, lastZxid int64
+	for k, ch := range chans {
+		var ev client.Event
+		select {
+		case ev = <-ch:
+		case <-ctx.Done():
+			t.Fatalf("no event for %s", k)
+		}
+		if ev.Type != client.EventNodeDeleted {
+			t.Fatalf("%s: %+v", k, ev)
+		}
+		if k == "ready" {
+			readyZxid = ev.Zxid
+		} else {
+			lastZxid = max(lastZxid, ev.Zxid)
+		}
+	}
+	if readyZxid != lastZxid {
+		t.Fatalf("ready deleted at zxid %d, the last participant's node at %d: not one transaction", readyZxid, lastZxid)
+	}
+	// Round 2 on the same path.
+	round(2, nil)
+}
+
 // TestQueueTakeLeavesNoWatch: a Take that had to wait returns with no
 // watch left, in the client or on the server, whether it waited for an item
 // (a child watch), for the queue's creation (an exists watch), or found the
