@@ -34,6 +34,13 @@ var (
 var cleanups []func()
 
 func TestMain(m *testing.M) {
+	// The test binary started as a helper process (see startHelper).
+	switch os.Getenv(helperEnv) {
+	case "main":
+		main()
+	case "tied":
+		tiedHelper()
+	}
 	code := m.Run()
 	for _, f := range cleanups {
 		f()
