@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -107,5 +108,37 @@ func TestLockKilledBeforeTakeover(t *testing.T) {
 		if !strings.Contains(b.stderr.String(), want) {
 			t.Errorf("no %q in stderr:\n%s", want, b.stderr.String())
 		}
+	}
+}
+
+// TestShellReportsSuspension: the shell says when its session is suspended
+// (its only server stopped: the leader confirms nothing any more), after
+// the disconnection.
+func TestShellReportsSuspension(t *testing.T) {
+	c := cluster.New(t, 1, cluster.Options{})
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	var stdout, stderr lockedBuffer
+	done := make(chan int, 1)
+	x := newCLI(pr, &stdout, &stderr, make(chan os.Signal, 1))
+	go func() {
+		done <- x.main([]string{"--servers", c.Members[0].Cfg.ClientAddr, "--session-timeout", "4s", "--timeout", "2s"})
+	}()
+	io.WriteString(pw, "create /s\n")
+	if !poll(10*time.Second, func() bool { return strings.Contains(stdout.String(), "/s") }) {
+		t.Fatalf("create did not run; stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	}
+	c.Stop(0)
+	if !poll(15*time.Second, func() bool { return strings.Contains(stderr.String(), "suspended: it may expire") }) {
+		t.Fatalf("no suspension reported; stderr:\n%s", stderr.String())
+	}
+	if i, j := strings.Index(stderr.String(), "disconnected from"), strings.Index(stderr.String(), "suspended"); i < 0 || j < i {
+		t.Errorf("the suspension is not reported after the disconnection; stderr:\n%s", stderr.String())
+	}
+	pw.Close()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the shell did not exit at EOF")
 	}
 }
