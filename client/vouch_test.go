@@ -287,9 +287,15 @@ func TestSuspensionSurvivesReconnect(t *testing.T) {
 		// Suspended, it moves back to a, which vouches again.
 		states = record(c)
 		a.noVouch.Store(false)
-		a.setRefuse(nil)
 		z.setRefuse(func(*apipb.ConnectRequest) (apipb.ErrorCode, string) { return apipb.ErrorCode_UNAVAILABLE, "cut off" })
 		z.killStreams()
+		time.Sleep(100 * time.Millisecond)
+		// Disconnected, and still suspended (what lockrecipe.NewSession
+		// looks at).
+		if st, conf := c.State(), c.Confirmation(); st != StateDisconnected || !conf.Suspended {
+			t.Fatalf("state %v, suspended %v; want disconnected and suspended", st, conf.Suspended)
+		}
+		a.setRefuse(nil)
 		time.Sleep(2 * time.Second)
 		evs = states()
 		if got := statesOf(evs); !slices.Equal(got, []State{StateDisconnected, StateSuspended, StateReconnected}) {

@@ -79,8 +79,11 @@ func NewSession(c *client.Client) *Session {
 		stop()
 		s.end()
 		return s
-	case client.StateSuspended:
-		s.suspended()
+	default:
+		// Suspended, or disconnected while suspended.
+		if state == client.StateSuspended || c.Confirmation().Suspended {
+			s.suspended()
+		}
 	}
 	go s.run(events, stop)
 	return s
