@@ -91,10 +91,10 @@ its own and the signals go to that whole group (so its children get them
 too); on a terminal CMD stays in the foreground group, where the terminal's
 own Ctrl-C reaches it directly as well.
 
-If the lock may be lost while CMD runs (the session is suspended, expired
-or was closed, or the node was deleted), coordctl prints "coordctl: lock
-lost" (or "leadership lost") on stderr, sends CMD (its group) SIGTERM and,
-if it is still running after --grace, SIGKILL. When CMD ends, coordctl
+If the lock may be lost while CMD runs (the session is suspended, expired or
+was closed, or the node was deleted), coordctl prints "coordctl: lock lost" (or
+"leadership lost") on stderr, sends CMD (its group) SIGTERM and, if it is
+still running after --grace, SIGKILL. When CMD ends, coordctl
 releases the lock and closes its session.
 
 The session is suspended before the leader can expire it and hand the lock

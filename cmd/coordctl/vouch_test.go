@@ -142,3 +142,17 @@ func TestShellReportsSuspension(t *testing.T) {
 		t.Fatal("the shell did not exit at EOF")
 	}
 }
+
+// TestLockHelpSaysGraceIsCapped: lock's and elect's help say that the
+// grace is capped before the session's earliest expiry; elect's speaks of
+// leadership.
+func TestLockHelpSaysGraceIsCapped(t *testing.T) {
+	for _, v := range []*verb{lockVerb, electVerb} {
+		if !strings.Contains(v.detail, "--grace is capped") {
+			t.Errorf("%s's help does not say that --grace is capped:\n%s", v.name, v.detail)
+		}
+	}
+	if strings.Contains(electVerb.detail, `"coordctl: lock lost"`) || !strings.Contains(electVerb.detail, `"coordctl: leadership lost"`) {
+		t.Errorf("elect's help:\n%s", electVerb.detail)
+	}
+}
