@@ -250,9 +250,9 @@ func (c *Console) routes() http.Handler {
 	mux.HandleFunc("GET /api/sessions", c.handleSessions)
 	mux.HandleFunc("GET /api/locks", c.handleLocks)
 	mux.HandleFunc("GET /api/watch", c.handleWatch)
-	mux.Handle("POST /api/create", c.write(c.handleCreate))
-	mux.Handle("POST /api/set", c.write(c.handleSet))
-	mux.Handle("POST /api/delete", c.write(c.handleDelete))
+	mux.Handle("/api/create", c.write(c.handleCreate))
+	mux.Handle("/api/set", c.write(c.handleSet))
+	mux.Handle("/api/delete", c.write(c.handleDelete))
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "NotFound", "no such console call: "+r.URL.Path)
 	})
@@ -302,7 +302,7 @@ func (c *Console) write(h http.HandlerFunc) http.Handler {
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, "CrossOrigin", "refused: a write must come from the console's own page")
 	}))
-	return cop.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	guarded := cop.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !c.cfg.Writes {
 			writeError(w, http.StatusForbidden, "ReadOnly", "the console is read-only: start coordd with --console-writes to create, set and delete")
 			return
@@ -318,6 +318,14 @@ func (c *Console) write(h http.HandlerFunc) http.Handler {
 		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 		h(w, r)
 	}))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			writeError(w, http.StatusMethodNotAllowed, "BadRequest", "a write is a POST")
+			return
+		}
+		guarded.ServeHTTP(w, r)
+	})
 }
 
 // infoJSON is what the page learns first.
