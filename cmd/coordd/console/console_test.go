@@ -550,12 +550,12 @@ type clusterView struct {
 	Server, Leader string
 	Term           uint64
 	Members        []struct {
-		ID, Role              string
-		Leader, Voter         bool
-		Term                  uint64
-		Commit, Applied       int64
-		LastContactMs         int64
-		Reads, Writes         *float64
+		ID, Role               string
+		Leader, Voter          bool
+		Term                   uint64
+		Commit, Applied        int64
+		LastContactMs          int64
+		Reads, Writes          *float64
 		ClientAddress, Version string
 	}
 	Sample *struct {
