@@ -84,6 +84,13 @@ type Watches struct {
 	Child               []string
 	Persistent          []string
 	PersistentRecursive []string
+	// ListOrder queues the notifications that fire at once in the order of
+	// the lists, data paths first, then exist, then child paths, as
+	// ZooKeeper sends them; otherwise they come in zxid order, as every
+	// other event does. ZooKeeper's clients take no zxid from a
+	// notification, and some compare what they receive with ZooKeeper's
+	// order; coordd's own API promises zxid order.
+	ListOrder bool
 }
 
 // Len returns the number of paths.
