@@ -66,6 +66,18 @@ const (
 	WatchPersistentRecursive = watch.WatcherPersistentRecursive
 )
 
+// WatchKind is a set of watch kinds, as Event.Kinds carries them: the watch
+// table's.
+type WatchKind = watch.Kind
+
+// The watch kinds.
+const (
+	KindData                = watch.Data
+	KindChild               = watch.Child
+	KindPersistent          = watch.Persistent
+	KindPersistentRecursive = watch.PersistentRecursive
+)
+
 // Create is what a create asks for.
 type Create struct {
 	Kind       tree.Kind
@@ -168,7 +180,7 @@ type Event struct {
 	// Kinds are the kinds of the session's watches it matched, so that a
 	// client library can dispatch it to its one-shot and persistent
 	// watchers (ZooKeeper's clients work that out themselves).
-	Kinds watch.Kind
+	Kinds WatchKind
 }
 
 // Connected answers a connect.
