@@ -456,7 +456,7 @@ type benchWorker struct {
 	next    int
 	mutex   *lockrecipe.Mutex
 
-	starts  []zxidTime // watch-recursive: each setData's zxid and start
+	starts []zxidTime // watch-recursive: each setData's zxid and start
 
 	opStart atomic.Int64 // start of the op under way (UnixNano), 0 between ops
 	stuckMu sync.Mutex
