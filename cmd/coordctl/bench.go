@@ -657,6 +657,7 @@ func (b *bench) runWorkers(s benchSpec, r *benchResult, workers []*benchWorker, 
 	go watchdog(runCtx, workers, x.timeout)
 	var wg sync.WaitGroup
 	for _, w := range workers {
+		w.hist = histogram{} // a worker may serve several runs
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -300,6 +301,7 @@ func TestBenchWatchRecursive(t *testing.T) {
 			t.Errorf("result %d: p50 %v p99 %v", i, p50, p99)
 		}
 	}
+
 	if r := ctl(t, "stat", path); r.code == 0 {
 		t.Errorf("%s left behind", path)
 	}
@@ -314,5 +316,25 @@ func TestTreePaths(t *testing.T) {
 	}
 	if n := len(treePaths("/t", 100000, 10)); n != 100000 {
 		t.Errorf("%d nodes", n)
+	}
+}
+
+// TestRunWorkersTwice: workers that serve two runs report each run's
+// latencies alone.
+func TestRunWorkersTwice(t *testing.T) {
+	c := newCLI(strings.NewReader(""), io.Discard, io.Discard, nil)
+	c.servers, c.timeout = []string{server(t)}, 5*time.Second
+	x := &cmd{cli: c, ctx: context.Background(), out: &printer{w: io.Discard}}
+	b := &bench{x: x, o: &benchOptions{duration: 50 * time.Millisecond}}
+	workers := []*benchWorker{{id: 0}, {id: 1}}
+	for _, lat := range []time.Duration{time.Millisecond, time.Second} {
+		var r benchResult
+		op := func(context.Context, *benchWorker) (time.Duration, error) { return lat, nil }
+		if _, _, err := b.runWorkers(benchSpec{"test", 2}, &r, workers, op); err != nil {
+			t.Fatal(err)
+		}
+		if want := float64(lat.Milliseconds()); r.P50Ms != want || r.MaxMs != want {
+			t.Errorf("run of %v ops: p50 %v ms, max %v ms, want %v", lat, r.P50Ms, r.MaxMs, want)
+		}
 	}
 }
