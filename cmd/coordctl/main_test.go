@@ -32,6 +32,13 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// The test binary started as a helper process (see startHelper).
+	switch os.Getenv(helperEnv) {
+	case "main":
+		main()
+	case "tied":
+		tiedHelper()
+	}
 	code := m.Run()
 	if srvNode != nil {
 		srvNode.Close()

@@ -251,7 +251,7 @@ func TestChaos(t *testing.T) {
 	lk := newLockWork(e, cfg.seed, 3)
 	ses := newSessionsWork(e, cfg.seed, 2)
 	wat := newWatchWork(e, cfg.seed, 2, 3)
-	workloads := []workload{regs, seq, lk, ses, wat}
+	workloads := []workload{regs, newZKRegisters(regs, 1), seq, lk, ses, wat}
 	setupCl, _, err := e.newClient(ctx, "setup")
 	if err != nil {
 		saveLogs()

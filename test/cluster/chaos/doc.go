@@ -12,7 +12,8 @@
 //   - registers: read / setData / versioned CAS and sync+read (half of
 //     them as one SyncGet) on a few znodes, checked for linearizability
 //     with porcupine (indeterminate writes are recorded without a return,
-//     never as failed);
+//     never as failed); zk-registers does the same through ZooKeeper's
+//     protocol (go-zookeeper) on the same keys, into the same history;
 //   - seqset: sequential creates; every acknowledged create is present
 //     exactly once and sequence numbers are unique;
 //   - lock: lockrecipe.Mutex holders write a fenced log through
