@@ -325,7 +325,7 @@ func (x *cmd) runHeld(o runOpts, newRecipe func(*lockrecipe.Session) heldRecipe)
 
 	// The session: our own, so that the recipes alone read its states.
 	cctx, cancel := x.deadline()
-	cl, err := client.Connect(cctx, x.servers, client.WithSessionTimeout(x.sessionTimeout))
+	cl, err := client.Connect(cctx, x.servers, x.clientOptions()...)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("cannot connect to %s: %w", strings.Join(x.servers, ","), err)

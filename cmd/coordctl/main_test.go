@@ -31,6 +31,9 @@ var (
 	srvDir  string
 )
 
+// cleanups run after every test, before the shared server stops.
+var cleanups []func()
+
 func TestMain(m *testing.M) {
 	// The test binary started as a helper process (see startHelper).
 	switch os.Getenv(helperEnv) {
@@ -40,6 +43,9 @@ func TestMain(m *testing.M) {
 		tiedHelper()
 	}
 	code := m.Run()
+	for _, f := range cleanups {
+		f()
+	}
 	if srvNode != nil {
 		srvNode.Close()
 	}
