@@ -734,3 +734,78 @@ func TestIdentityNeedsACLs(t *testing.T) {
 	}
 	_ = errors.New
 }
+
+type watchEvent struct {
+	Type, Path, Zxid, Note string
+}
+
+// TestEventsFeed: the events stream reports every change at or below the
+// path, in order, with its zxid, and nothing outside it; the watch goes
+// when the page does.
+func TestEventsFeed(t *testing.T) {
+	e := newEnv(t, 3, console.Config{}, -1)
+	ctx := ctxT(t)
+	if _, err := e.cl.Create(ctx, "/app", nil, client.CreateMode{}); err != nil {
+		t.Fatal(err)
+	}
+	s := e.stream(t, "/api/watch?path=/app")
+	var w struct{ Path, How string }
+	s.next(t, "watching", &w, nil)
+	if w.Path != "/app" || !strings.Contains(w.How, "recursive") {
+		t.Errorf("watching %+v", w)
+	}
+	if _, err := e.cl.Create(ctx, "/outside", nil, client.CreateMode{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.cl.Create(ctx, "/app/a", []byte("1"), client.CreateMode{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.cl.Create(ctx, "/app/a/b", nil, client.CreateMode{}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := e.cl.Set(ctx, "/app/a", []byte("<b>2</b>"), -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.cl.Delete(ctx, "/app/a/b", -1); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	var ev watchEvent
+	for range 4 {
+		s.next(t, "event", &ev, nil)
+		got = append(got, ev.Type+" "+ev.Path)
+		if ev.Type == "NodeDataChanged" && ev.Zxid != fmt.Sprintf("0x%x", st.Mzxid) {
+			t.Errorf("NodeDataChanged zxid %s, want 0x%x", ev.Zxid, st.Mzxid)
+		}
+	}
+	want := []string{"NodeCreated /app/a", "NodeCreated /app/a/b", "NodeDataChanged /app/a", "NodeDeleted /app/a/b"}
+	if strings.Join(got, ", ") != strings.Join(want, ", ") {
+		t.Errorf("events %q, want %q", got, want)
+	}
+	// The page goes: the console's session no longer watches.
+	s.cancel()
+	var out struct {
+		Sessions []struct {
+			Console bool
+			Watches int64
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		e.getJSON("/api/sessions", &out)
+		left := int64(-1)
+		for _, s := range out.Sessions {
+			if s.Console {
+				left = s.Watches
+			}
+		}
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the console's session still holds %d watches", left)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -570,7 +570,8 @@ function showEvents(path, first) {
     event: (ev) => {
       const link = el('a', { href: '#tree:' + ev.path }, ev.path);
       const tb = $('#events tbody');
-      tb.prepend(el('tr', {}, el('td', {}, fmtTime(ev.received)), el('td', { class: 'ev-' + ev.type }, ev.type), el('td', {}, link), el('td', {}, ev.zxid)));
+      const note = ev.note ? el('span', { class: 'muted' }, ' — ' + ev.note) : null;
+      tb.prepend(el('tr', {}, el('td', {}, fmtTime(ev.received)), el('td', { class: 'ev-' + ev.type }, ev.type), el('td', {}, link, note), el('td', {}, ev.zxid || '–')));
       while (tb.children.length > 500) tb.lastChild.remove();
     },
     failure: (e) => showBanner(e.code + ': ' + e.error),
