@@ -254,7 +254,7 @@ function drawChart() {
   for (let i = 0; i <= 4; i++) {
     const y = pad.t + ph - (ph * i) / 4;
     g.beginPath(); g.moveTo(pad.l, y); g.lineTo(pad.l + pw, y); g.stroke();
-    g.textAlign = 'right'; g.fillText(fmtNum((maxOps * i) / 4, 1), pad.l - 6, y + 4);
+    g.textAlign = 'right'; g.fillText(fmtNum((maxOps * i) / 4, 2), pad.l - 6, y + 4);
     g.textAlign = 'left'; g.fillText(fmtNum((maxLat * i) / 4, 2), pad.l + pw + 6, y + 4);
   }
   g.textAlign = 'center';
@@ -400,6 +400,8 @@ async function selectNode(path) {
   if (parent && !tree.items.has(path) && tree.items.get(parent) && !tree.items.get(parent).li.dataset.open) await expand(parent);
   markSelected();
   renderNode(n);
+  const it = tree.items.get(path);
+  if (it && n.numChildren > 0 && !it.li.dataset.open) expand(path);
 }
 
 function renderNode(n) {
@@ -513,7 +515,7 @@ function showSessions() {
       showBanner('');
       $('#sessions-summary').textContent = out.sessions.length + ' open sessions';
       $('#sessions tbody').replaceChildren(...out.sessions.map((s) => el('tr', { class: s.console ? 'mine' : undefined },
-        el('td', {}, s.id), el('td', {}, s.server || '–'), el('td', { class: 'num' }, fmtNum(s.timeoutMs) + ' ms'),
+        el('td', {}, s.id), el('td', {}, s.server || '–'), el('td', { class: 'num' }, fmtNum(s.timeoutMs / 1000, 1) + ' s'),
         el('td', { class: 'num' }, fmtNum(s.ephemerals)), el('td', { class: 'num' }, fmtNum(s.watches)),
         el('td', {}, s.console ? 'this console' : ''))));
     } catch (e) {
