@@ -16,7 +16,7 @@ var ErrCorrupt = errors.New("session: corrupt registry encoding")
 
 // The encoding, written by WriteTo and read by ReadRegistry:
 //
-//	magic    "CDSR" 0x01 (format version 1)
+//	magic    "CDSR" then the format version, 0x01 or 0x02
 //	count    uvarint, number of sessions
 //	count times, in strictly increasing ID order:
 //	  id        varint
@@ -27,11 +27,20 @@ var ErrCorrupt = errors.New("session: corrupt registry encoding")
 //	  nReplies times, in strictly increasing xid order, every xid >= floor:
 //	    xid     varint
 //	    len     uvarint (<= MaxReplyLen), then len bytes
+//	  version 2 only:
+//	  nIds      uvarint (<= MaxIdentities)
+//	  nIds times, distinct, in the order added:
+//	    scheme  uvarint len, then len bytes
+//	    id      uvarint len, then len bytes (scheme and id <= MaxIdentityLen)
 //	crc      4 bytes big-endian CRC-32C of everything before it
 //
 // Varints are encoding/binary's, and must be minimal (canonical), so that a registry
-// state has exactly one encoding.
-var magic = [5]byte{'C', 'D', 'S', 'R', 1}
+// state has exactly one encoding. A registry in which no session holds an identity is
+// written in version 1, as servers from before identities write and read it.
+var (
+	magic   = [5]byte{'C', 'D', 'S', 'R', 2}
+	magicV1 = [5]byte{'C', 'D', 'S', 'R', 1}
+)
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -87,7 +96,16 @@ func (e *encoder) bytes(b []byte) {
 // they were built. It returns the number of bytes written.
 func (r *Registry) WriteTo(w io.Writer) (int64, error) {
 	e := &encoder{w: w, buf: make([]byte, 0, flushAt+64)}
-	e.buf = append(e.buf, magic[:]...)
+	v2 := false
+	r.tree.Ascend(func(it item) bool {
+		v2 = len(it.e.ids) > 0
+		return !v2
+	})
+	if v2 {
+		e.buf = append(e.buf, magic[:]...)
+	} else {
+		e.buf = append(e.buf, magicV1[:]...)
+	}
 	e.buf = binary.AppendUvarint(e.buf, uint64(r.tree.Len()))
 	r.tree.Ascend(func(it item) bool {
 		s := it.e
@@ -99,6 +117,13 @@ func (r *Registry) WriteTo(w io.Writer) (int64, error) {
 		for _, rp := range s.replies {
 			e.buf = binary.AppendVarint(e.buf, rp.xid)
 			e.bytes(rp.data)
+		}
+		if v2 {
+			e.buf = binary.AppendUvarint(e.buf, uint64(len(s.ids)))
+			for _, x := range s.ids {
+				e.bytes([]byte(x.Scheme))
+				e.bytes([]byte(x.ID))
+			}
 		}
 		e.maybeFlush()
 		return e.err == nil
@@ -251,9 +276,11 @@ func readRegistry(rd io.Reader, verify bool) (*Registry, error) {
 	if err := d.full(m[:]); err != nil {
 		return nil, err
 	}
-	if m != magic {
+	if m != magic && m != magicV1 {
 		return nil, corrupt("bad magic or version %q", m[:])
 	}
+	v2 := m == magic
+	anyIDs := false
 	count, err := d.uvarint()
 	if err != nil {
 		return nil, err
@@ -261,16 +288,20 @@ func readRegistry(rd io.Reader, verify bool) (*Registry, error) {
 	r := NewRegistry()
 	var prev int64
 	for i := uint64(0); i < count; i++ {
-		s, err := d.session()
+		s, err := d.session(v2)
 		if err != nil {
 			return nil, err
 		}
+		anyIDs = anyIDs || len(s.ids) > 0
 		if i > 0 && s.info.ID <= prev {
 			return nil, corrupt("session %d after %d: not in increasing order", s.info.ID, prev)
 		}
 		prev = s.info.ID
 		s.owner = r.tok
 		r.put(s)
+	}
+	if v2 && !anyIDs {
+		return nil, corrupt("version 2 with no identities (version 1 is written then)")
 	}
 	want := d.crc
 	var sum [4]byte
@@ -283,7 +314,7 @@ func readRegistry(rd io.Reader, verify bool) (*Registry, error) {
 	return r, nil
 }
 
-func (d *decoder) session() (*entry, error) {
+func (d *decoder) session(v2 bool) (*entry, error) {
 	var s entry
 	var err error
 	if s.info.ID, err = d.varint(); err != nil {
@@ -321,5 +352,34 @@ func (d *decoder) session() (*entry, error) {
 		}
 		s.replies = append(s.replies, rp)
 	}
+	if v2 {
+		if s.ids, err = d.identities(s.info.ID); err != nil {
+			return nil, err
+		}
+	}
 	return &s, nil
+}
+
+func (d *decoder) identities(sid int64) ([]Identity, error) {
+	n, err := d.length("identity count", MaxIdentities)
+	if err != nil || n == 0 {
+		return nil, err
+	}
+	ids := make([]Identity, 0, n)
+	for i := 0; i < n; i++ {
+		scheme, err := d.bytes("scheme length", MaxIdentityLen)
+		if err != nil {
+			return nil, err
+		}
+		id, err := d.bytes("identity length", MaxIdentityLen-len(scheme))
+		if err != nil {
+			return nil, err
+		}
+		x := Identity{Scheme: string(scheme), ID: string(id)}
+		if slices.Contains(ids, x) {
+			return nil, corrupt("session %d: identity %d repeats an earlier one", sid, i)
+		}
+		ids = append(ids, x)
+	}
+	return ids, nil
 }
