@@ -3,10 +3,12 @@ package zk
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -108,8 +110,7 @@ type conn struct {
 type pending struct {
 	xid      int32
 	op       jute.OpCode
-	ops      []jute.OpCode     // a multi's ops
-	whoAmI   []jute.ClientInfo // whoAmI's answer
+	ops      []jute.OpCode // a multi's ops
 	received time.Time
 }
 
@@ -161,6 +162,7 @@ func (s *Server) serve(nc net.Conn, creq *jute.ConnectRequest) {
 	defer cancel()
 	sess, err := s.cfg.Engine.Connect(ctx, engine.ConnectRequest{
 		SessionID: creq.SessionID, Password: creq.Passwd, TimeoutMs: int64(creq.TimeOut), LastZxid: creq.LastZxidSeen,
+		Conn: connOf(nc),
 	})
 	if err != nil {
 		var ce *engine.ConnectError
@@ -246,9 +248,6 @@ func (c *conn) recvLoop() {
 					p.ops[i] = o.Type
 				}
 			}
-			if h.Type == jute.OpWhoAmI {
-				p.whoAmI = []jute.ClientInfo{{AuthScheme: "ip", User: hostOf(c.remote)}}
-			}
 		}
 		c.lastOp.Store(opAbbrev(h.Type))
 		c.mu.Lock()
@@ -270,6 +269,7 @@ func (c *conn) sendLoop(ctx context.Context, readOnlyFlag bool) {
 	for {
 		batch, ended := c.sess.Next(ctx)
 		buf = buf[:0]
+	encode:
 		for i := range batch {
 			m := &batch[i]
 			switch {
@@ -287,6 +287,13 @@ func (c *conn) sendLoop(ctx context.Context, readOnlyFlag bool) {
 				}
 				buf = reply(buf, p, m.Response)
 				c.srv.stats.latency(time.Since(p.received))
+				if p.op == jute.OpAuth && m.Response.Code == engine.AuthFailed {
+					// ZooKeeper answers a failed addAuth and closes the
+					// connection (the session lives on until it expires
+					// or a client resumes it): nothing after it is sent.
+					ended, batch = true, batch[:i+1]
+					break encode
+				}
 			case m.Event != nil:
 				buf = notification(buf, m.Event)
 			}
@@ -325,6 +332,28 @@ func (c *conn) popPending() (pending, bool) {
 	c.pending = c.pending[1:]
 	c.srv.stats.outstanding.Add(-1)
 	return p, true
+}
+
+// connOf returns what the connection says of the client: its address, and
+// the subject of its certificate when it is a TLS connection (or wraps one)
+// whose client certificate the server verified.
+func connOf(nc net.Conn) engine.Conn {
+	var c engine.Conn
+	if ap, err := netip.ParseAddrPort(nc.RemoteAddr().String()); err == nil {
+		c.IP = ap.Addr().Unmap()
+	}
+	for x := nc; x != nil; {
+		if tc, ok := x.(interface{ ConnectionState() tls.ConnectionState }); ok {
+			c.X509 = engine.VerifiedSubject(tc.ConnectionState())
+			break
+		}
+		u, ok := x.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
+		x = u.NetConn()
+	}
+	return c
 }
 
 func hostOf(addr string) string {
