@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/hashicorp/raft"
 
 	"github.com/coordd/coordd/client"
 	"github.com/coordd/coordd/rpc/zk/jute"
@@ -268,7 +269,7 @@ type zkTarget struct {
 
 func connectZK(t testing.TB, addr string) *zk.Conn {
 	t.Helper()
-	conn, events, err := zk.Connect([]string{addr}, 4*time.Second, zk.WithLogInfo(false))
+	conn, events, err := zk.Connect([]string{addr}, 4*time.Second, zk.WithLogInfo(false), zk.WithLogger(quietZK{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,6 +286,11 @@ func connectZK(t testing.TB, addr string) *zk.Conn {
 		}
 	}
 }
+
+// quietZK drops go-zookeeper's log lines.
+type quietZK struct{}
+
+func (quietZK) Printf(string, ...any) {}
 
 func newZKTarget(t testing.TB, addr string) *zkTarget {
 	z := &zkTarget{t: t, super: connectZK(t, addr), anon: connectZK(t, addr), raw: dialZKRaw(t, addr)}
@@ -684,9 +690,29 @@ func TestZKAuthFailedClosesConnection(t *testing.T) {
 	if !raw.closed(5 * time.Second) {
 		t.Fatal("the connection stayed open after AuthFailed")
 	}
-	// go-zookeeper sees ErrAuthFailed, reconnects to the same session, and
-	// its earlier identity is still there (it is the session's).
-	z := connectZK(t, addr)
+	// go-zookeeper sees ErrAuthFailed, loses the connection, and resumes
+	// the same session (sending its identities again, as ZooKeeper's
+	// clients do: the session holds them already, so nothing changes).
+	z, events, err := zk.Connect([]string{addr}, 4*time.Second, zk.WithLogInfo(false), zk.WithLogger(quietZK{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer z.Close()
+	waitState := func(want zk.State) {
+		t.Helper()
+		deadline := time.After(15 * time.Second)
+		for {
+			select {
+			case ev := <-events:
+				if ev.State == want {
+					return
+				}
+			case <-deadline:
+				t.Fatalf("go-zookeeper never reached %v", want)
+			}
+		}
+	}
+	waitState(zk.StateHasSession)
 	if err := z.AddAuth("digest", []byte("alice:pw")); err != nil {
 		t.Fatal(err)
 	}
@@ -697,9 +723,8 @@ func TestZKAuthFailedClosesConnection(t *testing.T) {
 	if err := z.AddAuth("foo", []byte("x")); !errors.Is(err, zk.ErrAuthFailed) {
 		t.Fatalf("go-zookeeper addAuth foo: %v", err)
 	}
-	Eventually(t, 15*time.Second, "go-zookeeper to resume its session", func() bool {
-		return z.State() == zk.StateHasSession
-	})
+	waitState(zk.StateDisconnected)
+	waitState(zk.StateHasSession)
 	if z.SessionID() != sid {
 		t.Fatalf("session %x became %x", sid, z.SessionID())
 	}
@@ -755,4 +780,109 @@ func TestWatchEventsNeedRead(t *testing.T) {
 	if want := "NodeDataChanged /w/public,NodeCreated /w/public/end"; strings.Join(got, ",") != want {
 		t.Fatalf("events %v, want %s", got, want)
 	}
+}
+
+// TestACLsReplicated: ACLs and a session's identities are replicated
+// state. A follower that missed them catches up by snapshot install and
+// then decides alike (its reads and the writes it forwards); a session
+// authenticated on one server keeps its identity on another without
+// sending it again; and after every server restarts the same checks give
+// the same answers.
+func TestACLsReplicated(t *testing.T) {
+	c := New(t, 3, Options{SnapshotThreshold: 64, TrailingLogs: 16})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	lead := c.LeaderIndex()
+	var f1, f2 int
+	for i := range c.Members {
+		if i != lead {
+			f1, f2 = f2, i
+		}
+	}
+	c.Stop(f2)
+	// alice authenticates on f1 only; f2 is down and never sees the entry.
+	alice := connect(t, c.Members[f1].Cfg.ClientAddr, c.Members[f2].Cfg.ClientAddr)
+	if err := alice.AddAuth(ctx, "digest", []byte("alice:pw")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.Create(ctx, "/secure", []byte("s"), client.CreateMode{ACL: client.CreatorAll()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.Create(ctx, "/ro", nil, client.CreateMode{ACL: client.ReadOnly()}); err != nil {
+		t.Fatal(err)
+	}
+	// Enough entries, and a snapshot on every running server, that f2 can
+	// only catch up by installing one.
+	for i := 0; i < 150; i++ {
+		if _, err := alice.Create(ctx, fmt.Sprintf("/secure/n%03d", i), nil, client.CreateMode{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, m := range c.Members {
+		if n := m.Node(); n != nil && i != f2 {
+			if err := n.Snapshot(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+				t.Fatalf("snapshot on %s: %v", m.ID, err)
+			}
+		}
+	}
+	c.Start(f2)
+	c.WaitConverged(20*time.Second, alice.LastZxid())
+	n2 := c.Members[f2].Node()
+	c.Eventually(5*time.Second, "the follower to record the installed snapshot", func() bool {
+		return n2.Raft().Stats()["last_snapshot_index"] != "0"
+	})
+	addr2 := c.Members[f2].Cfg.ClientAddr
+	checkFollower := func(when, data string) {
+		t.Helper()
+		anon := connect(t, addr2)
+		if _, _, err := anon.Get(ctx, "/secure"); !errors.Is(err, client.ErrNoAuth) {
+			t.Errorf("%s: an anonymous read of /secure on %s: %v", when, c.Members[f2].ID, err)
+		}
+		if _, err := anon.Set(ctx, "/ro", nil, -1); !errors.Is(err, client.ErrNoAuth) {
+			t.Errorf("%s: an anonymous write of /ro through %s: %v", when, c.Members[f2].ID, err)
+		}
+		if acl, st, err := anon.GetACL(ctx, "/secure/n000"); err != nil || len(acl) != 1 || acl[0].Scheme != "world" || st.Aversion != 0 {
+			t.Errorf("%s: getACL of an open node: %v %+v %v", when, acl, st, err)
+		}
+		z := connectZK(t, addr2)
+		if _, _, err := z.Get("/secure"); !errors.Is(err, zk.ErrNoAuth) {
+			t.Errorf("%s: go-zookeeper read of /secure: %v", when, err)
+		}
+		if err := z.AddAuth("digest", []byte("alice:pw")); err != nil {
+			t.Fatal(err)
+		}
+		if got, _, err := z.Get("/secure"); err != nil || string(got) != data {
+			t.Errorf("%s: go-zookeeper read of /secure as alice: %q %v, want %q", when, got, err, data)
+		}
+	}
+	checkFollower("after snapshot install", "s")
+
+	// alice's session moves to f2 and goes on as alice: her identity came
+	// with the snapshot, and is not sent again.
+	c.Stop(f1)
+	Eventually(t, 20*time.Second, "alice's session on "+c.Members[f2].ID, func() bool {
+		return alice.Server() == addr2 && alice.State() != client.StateDisconnected
+	})
+	if _, err := alice.Set(ctx, "/secure", []byte("t"), -1); err != nil {
+		t.Fatalf("alice's write through %s: %v", c.Members[f2].ID, err)
+	}
+	if ids, err := alice.WhoAmI(ctx); err != nil || fmt.Sprint(ids) != "[{ip 127.0.0.1} {digest alice}]" {
+		t.Fatalf("whoAmI on %s: %v %v", c.Members[f2].ID, ids, err)
+	}
+	c.Start(f1)
+
+	// Every server restarts: the ACLs and identities come back from their
+	// snapshots and logs.
+	zxid := alice.LastZxid()
+	c.StopAll()
+	for i := range c.Members {
+		c.Start(i)
+	}
+	c.WaitLeader(20 * time.Second)
+	c.WaitConverged(20*time.Second, zxid)
+	checkFollower("after every server restarted", "t")
+	Eventually(t, 20*time.Second, "alice's session after the restart", func() bool {
+		_, err := alice.Set(ctx, "/secure", []byte("u"), -1)
+		return err == nil
+	})
 }
