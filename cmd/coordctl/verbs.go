@@ -31,7 +31,7 @@ var verbs []*verb
 func init() {
 	verbs = []*verb{
 		createVerb, getVerb, setVerb, deleteVerb, deleteallVerb, lsVerb, statVerb, syncVerb,
-		watchVerb, statusVerb, sessionsVerb, benchVerb, lockVerb, electVerb, locksVerb,
+		getaclVerb, setaclVerb, addauthVerb, whoamiVerb, digestVerb, watchVerb, statusVerb, sessionsVerb, benchVerb, lockVerb, electVerb, locksVerb,
 		shellVerb, helpVerb, versionVerb,
 	}
 }
@@ -168,6 +168,9 @@ Global flags (before the verb):
                             when no server accepts a connection, a command fails at once
   --session-timeout DURATION
                             session timeout to ask for (default 10s)
+  --auth SCHEME:CREDENTIALS authenticate the session first, as addauth does (default
+                            $COORD_AUTH, comma-separated; e.g. digest:alice:secret);
+                            repeatable
 
 Exit status: 0 on success, 1 when an operation failed, 2 on a usage error;
 status exits 3 when a member is unreachable or there is no leader; lock and
