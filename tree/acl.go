@@ -241,6 +241,20 @@ func (t *Tree) ACL(path string) ([]ACL, bool) {
 	return acl, true
 }
 
+// aclPtr returns a pointer to the ACL of n, which is immutable and stays
+// valid after n's entry leaves the table.
+func (t *Tree) aclPtr(n *node) *[]ACL {
+	ref := n.aclRef()
+	if ref == openRef {
+		return &openACL
+	}
+	it, ok := t.acls.byRef.Get(aclItem{ref: ref})
+	if !ok {
+		panic(fmt.Sprintf("tree: ACL reference %d not in the table", ref))
+	}
+	return &it.e.acl
+}
+
 // aclOf returns the ACL of n (shared).
 func (t *Tree) aclOf(n *node) []ACL {
 	acl, _ := t.acls.get(n.aclRef())

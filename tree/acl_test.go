@@ -298,7 +298,7 @@ func TestEventsCarryACL(t *testing.T) {
 		t.Fatalf("events %v", tx.Events)
 	}
 	for i, e := range tx.Events {
-		if !reflect.DeepEqual(e.ACL, want[i]) {
+		if e.ACL == nil || !reflect.DeepEqual(*e.ACL, want[i]) {
 			t.Errorf("event %d (%s %s) has ACL %v, want %v", i, e.Type, e.Path, e.ACL, want[i])
 		}
 	}

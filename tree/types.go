@@ -81,12 +81,12 @@ type Event struct {
 	Type EventType
 	Path string
 	Zxid int64
-	// ACL is the ACL of the node the event is about when it happened (the
-	// deleted node's for NodeDeleted, the parent's for
+	// ACL points to the ACL of the node the event is about when it
+	// happened (the deleted node's for NodeDeleted, the parent's for
 	// NodeChildrenChanged): a server delivers the event only to sessions
-	// that may READ it, as ZooKeeper does since 3.8.4 and 3.9.2. Shared;
-	// must not be modified.
-	ACL []ACL
+	// that may READ it, as ZooKeeper does since 3.8.4 and 3.9.2. A pointer
+	// keeps Event comparable; the ACL is shared and must not be modified.
+	ACL *[]ACL
 }
 
 // Tx carries what a write needs from its log entry and collects the events

@@ -159,8 +159,8 @@ func (t *Tree) create(path string, data []byte, kind Kind, seq bool, owner, ttl 
 		t.reap.ReplaceOrInsert(path)
 	}
 	tx.Events = append(tx.Events,
-		Event{Type: EventNodeCreated, Path: path, Zxid: tx.Zxid, ACL: t.aclOf(it.n)},
-		Event{Type: EventNodeChildrenChanged, Path: parentPath, Zxid: tx.Zxid, ACL: t.aclOf(&p)})
+		Event{Type: EventNodeCreated, Path: path, Zxid: tx.Zxid, ACL: t.aclPtr(it.n)},
+		Event{Type: EventNodeChildrenChanged, Path: parentPath, Zxid: tx.Zxid, ACL: t.aclPtr(&p)})
 	return path, it.n, nil
 }
 
@@ -214,7 +214,7 @@ func (t *Tree) remove(path, key string, n *node, tx *Tx) {
 	t.nodes.Delete(item{key: key})
 	t.nodes.ReplaceOrInsert(item{key: parentKey, n: &p})
 	t.size -= int64(len(path) + len(n.data()))
-	acl := t.aclOf(n) // stays valid: entries are immutable
+	acl := t.aclPtr(n) // stays valid: entries are immutable
 	t.acls.release(n.aclRef())
 	switch n.kind {
 	case Ephemeral:
@@ -224,7 +224,7 @@ func (t *Tree) remove(path, key string, n *node, tx *Tx) {
 	}
 	tx.Events = append(tx.Events,
 		Event{Type: EventNodeDeleted, Path: path, Zxid: tx.Zxid, ACL: acl},
-		Event{Type: EventNodeChildrenChanged, Path: parentPath, Zxid: tx.Zxid, ACL: t.aclOf(&p)})
+		Event{Type: EventNodeChildrenChanged, Path: parentPath, Zxid: tx.Zxid, ACL: t.aclPtr(&p)})
 }
 
 // SetData replaces the data of the node at path if its version is version
@@ -267,7 +267,7 @@ func (t *Tree) setData(path string, data []byte, version int32, tx *Tx) (*node, 
 	it := newItem(key, data, m)
 	t.nodes.ReplaceOrInsert(it)
 	t.size += int64(len(data) - len(n.data()))
-	tx.Events = append(tx.Events, Event{Type: EventNodeDataChanged, Path: path, Zxid: tx.Zxid, ACL: t.aclOf(it.n)})
+	tx.Events = append(tx.Events, Event{Type: EventNodeDataChanged, Path: path, Zxid: tx.Zxid, ACL: t.aclPtr(it.n)})
 	return it.n, nil
 }
 

@@ -89,11 +89,11 @@ func (s *Session) pushLocked(m Message) {
 // 3.8.4 and 3.9.2, CVE-2024-23944: an event tells the path, which a
 // recursive watch would otherwise show of nodes the watcher may not read).
 // An open ACL costs no check.
-func (s *Session) mayRead(acl []tree.ACL, sessions *session.Registry) bool {
-	if len(acl) == 0 || tree.IsOpen(acl) {
+func (s *Session) mayRead(acl *[]tree.ACL, sessions *session.Registry) bool {
+	if acl == nil || len(*acl) == 0 || tree.IsOpen(*acl) {
 		return true
 	}
-	return s.requester(fsm.View{Sessions: sessions}).Allowed(acl, tree.PermRead)
+	return s.requester(fsm.View{Sessions: sessions}).Allowed(*acl, tree.PermRead)
 }
 
 func (s *Session) pushEvent(ev Event) {
