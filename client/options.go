@@ -1,11 +1,13 @@
 package client
 
 import (
+	"crypto/tls"
 	"log/slog"
 	"math"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 )
 
@@ -84,4 +86,22 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 	return func(o *options) {
 		o.dialOptions = append(o.dialOptions, opts...)
 	}
+}
+
+// WithTLS makes the client speak TLS to the servers, with cfg: RootCAs
+// verifies the servers' certificates (nil: the system's roots), and
+// Certificates (or GetClientCertificate) is the client's certificate for a
+// server that requires one (coordd --client-cert-auth). The name checked in
+// a server's certificate is the host of its address, unless cfg.ServerName
+// says otherwise. A nil cfg is an empty one. cfg is cloned; TLS 1.2 is the
+// least version used.
+func WithTLS(cfg *tls.Config) Option {
+	c := &tls.Config{}
+	if cfg != nil {
+		c = cfg.Clone()
+	}
+	if c.MinVersion < tls.VersionTLS12 {
+		c.MinVersion = tls.VersionTLS12
+	}
+	return WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(c)))
 }

@@ -2,124 +2,33 @@ package rpc
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"math/big"
-	"net"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
 	"github.com/coordd/coordd/rpc/apipb"
-	"github.com/coordd/coordd/rpc/grpcapi"
+	"github.com/coordd/coordd/rpc/tlsutil"
 	"github.com/coordd/coordd/rpc/zk/jute"
 )
 
-// testPKI is a CA with a server certificate for 127.0.0.1 and client
-// certificates, made for one test.
-type testPKI struct {
-	t      *testing.T
-	ca     *x509.Certificate
-	caKey  *ecdsa.PrivateKey
-	pool   *x509.CertPool
-	serial int64
-}
-
-func newTestPKI(t *testing.T) *testPKI {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(ca)
-	return &testPKI{t: t, ca: ca, caKey: key, pool: pool, serial: 1}
-}
-
-// cert issues a certificate for subject (a server's for 127.0.0.1 when
-// server is set).
-func (p *testPKI) cert(subject pkix.Name, server bool) tls.Certificate {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	p.serial++
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(p.serial), Subject: subject,
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	if server {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-		tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.caKey)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
-
-func (p *testPKI) serverConfig() *tls.Config {
-	return &tls.Config{
-		Certificates: []tls.Certificate{p.cert(pkix.Name{CommonName: "server"}, true)},
-		ClientAuth:   tls.VerifyClientCertIfGiven, ClientCAs: p.pool, MinVersion: tls.VersionTLS12,
-	}
-}
-
-func (p *testPKI) clientConfig(certs ...tls.Certificate) *tls.Config {
-	return &tls.Config{RootCAs: p.pool, Certificates: certs, MinVersion: tls.VersionTLS12}
-}
-
 // TestX509Scheme: a client whose certificate the server verified is
 // x509:<its subject> (RFC 2253, as ZooKeeper names it), over ZooKeeper's
-// protocol and gRPC alike: whoAmI says so, an x509 ACL lets it in and keeps
-// others out, the auth scheme stands for it, and addAuth x509 succeeds. A
-// client without a certificate has no such identity. Each front-end is
-// served on a TLS listener made here (the server's own client port is
-// plaintext in this test).
+// protocol and gRPC alike, on the server's own TLS client port (a client
+// certificate verified when given): whoAmI says so, an x509 ACL lets it in
+// and keeps others out, the auth scheme stands for it, and addAuth x509
+// succeeds. A client without a certificate has no such identity.
 func TestX509Scheme(t *testing.T) {
-	n := newTestNode(t, "1")
+	p := newTestPKI(t)
+	serverFiles := p.issue("server", tlsutil.ServerCert, "127.0.0.1")
+	aliceFiles := p.issue("alice", tlsutil.ClientCert)
+	n := newTestNodeWith(t, "1", func(c *Config) { c.ClientTLS = serverFiles })
 	waitLeader(t, n)
-	pki := newTestPKI(t)
-	const subject = "CN=alice,OU=dev,O=coordd"
-	alice := pki.cert(pkix.Name{CommonName: "alice", OrganizationalUnit: []string{"dev"}, Organization: []string{"coordd"}}, false)
+	const subject = "CN=alice,O=coordd"
 
-	// ZooKeeper's protocol on a TLS listener.
-	zln, err := tls.Listen("tcp", "127.0.0.1:0", pki.serverConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { zln.Close() })
-	go func() {
-		for {
-			c, err := zln.Accept()
-			if err != nil {
-				return
-			}
-			go n.zk.ServeConn(c)
-		}
-	}()
-	dialTLS := func(certs ...tls.Certificate) *zkRaw {
-		c, err := tls.Dial("tcp", zln.Addr().String(), pki.clientConfig(certs...))
+	dialTLS := func(files *tlsutil.Files) *zkRaw {
+		c, err := tls.Dial("tcp", n.ClientAddr(), p.clientTLS(files))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -130,7 +39,7 @@ func TestX509Scheme(t *testing.T) {
 		}
 		return z
 	}
-	za, zanon := dialTLS(alice), dialTLS()
+	za, zanon := dialTLS(&aliceFiles), dialTLS(nil)
 	whoAmI := func(z *zkRaw) []jute.ClientInfo {
 		h, r := z.call(jute.OpWhoAmI, &jute.Empty{})
 		var w jute.WhoAmIResponse
@@ -175,17 +84,9 @@ func TestX509Scheme(t *testing.T) {
 		t.Fatalf("addAuth x509 without: %v", code)
 	}
 
-	// gRPC on a TLS listener.
-	gln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer(grpc.Creds(credentials.NewTLS(pki.serverConfig())))
-	apipb.RegisterCoordServer(gs, grpcapi.New(n.engine, grpcapi.Config{ServerID: "1"}))
-	go func() { _ = gs.Serve(gln) }()
-	t.Cleanup(gs.Stop)
-	session := func(certs ...tls.Certificate) apipb.Coord_SessionClient {
-		cc, err := grpc.NewClient("passthrough:///"+gln.Addr().String(), grpc.WithTransportCredentials(credentials.NewTLS(pki.clientConfig(certs...))))
+	// gRPC on the same port.
+	session := func(files *tlsutil.Files) apipb.Coord_SessionClient {
+		cc, err := grpc.NewClient("passthrough:///"+n.ClientAddr(), grpc.WithTransportCredentials(credentials.NewTLS(p.clientTLS(files))))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -217,7 +118,7 @@ func TestX509Scheme(t *testing.T) {
 			}
 		}
 	}
-	ga, ganon := session(alice), session()
+	ga, ganon := session(&aliceFiles), session(nil)
 	r1 := do(ga, 1, &apipb.Request{Op: &apipb.Request_WhoAmI{WhoAmI: &apipb.WhoAmIRequest{}}})
 	if ids := r1.GetWhoAmI().GetIdentities(); len(ids) != 2 || ids[1].Scheme != "x509" || ids[1].Id != subject {
 		t.Fatalf("gRPC whoAmI: %v", r1)

@@ -16,18 +16,20 @@ var ErrCorrupt = errors.New("session: corrupt registry encoding")
 
 // The encoding, written by WriteTo and read by ReadRegistry:
 //
-//	magic    "CDSR" then the format version, 0x01 or 0x02
+//	magic    "CDSR" then the format version: 0x03, or 0x02 when no session holds an
+//	         identity
 //	count    uvarint, number of sessions
 //	count times, in strictly increasing ID order:
 //	  id        varint
 //	  timeoutMs varint
 //	  pwLen     uvarint (<= MaxPasswordLen), then pwLen bytes
+//	  ownerLen  uvarint (<= MaxOwnerLen), then ownerLen bytes
 //	  floor     varint (ack floor)
 //	  nReplies  uvarint (<= MaxCachedReplies)
 //	  nReplies times, in strictly increasing xid order, every xid >= floor:
 //	    xid     varint
 //	    len     uvarint (<= MaxReplyLen), then len bytes
-//	  version 2 only:
+//	  version 3 only:
 //	  nIds      uvarint (<= MaxIdentities)
 //	  nIds times, distinct, in the order added:
 //	    scheme  uvarint len, then len bytes
@@ -35,12 +37,20 @@ var ErrCorrupt = errors.New("session: corrupt registry encoding")
 //	crc      4 bytes big-endian CRC-32C of everything before it
 //
 // Varints are encoding/binary's, and must be minimal (canonical), so that a registry
-// state has exactly one encoding. A registry in which no session holds an identity is
-// written in version 1, as servers from before identities write and read it.
-var (
-	magic   = [5]byte{'C', 'D', 'S', 'R', 2}
-	magicV1 = [5]byte{'C', 'D', 'S', 'R', 1}
-)
+// state has exactly one encoding.
+//
+// Version 1, written before sessions had owners, is the same without ownerLen and its
+// bytes; ReadRegistry still reads it (every owner is then ""). Version 2, written
+// before sessions had identities, is version 3 without them; a registry in which no
+// session holds an identity is still written in version 2, byte for byte as servers
+// from before identities write and read it.
+var magic = [5]byte{'C', 'D', 'S', 'R', 3}
+
+// magicV2 starts the encoding of format version 2.
+var magicV2 = [5]byte{'C', 'D', 'S', 'R', 2}
+
+// magicV1 starts the encoding of format version 1.
+var magicV1 = [5]byte{'C', 'D', 'S', 'R', 1}
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -94,16 +104,26 @@ func (e *encoder) bytes(b []byte) {
 // WriteTo writes r's deterministic encoding to w: two registries holding the same
 // sessions, passwords, ack floors and cached replies produce the same bytes, however
 // they were built. It returns the number of bytes written.
-func (r *Registry) WriteTo(w io.Writer) (int64, error) {
+func (r *Registry) WriteTo(w io.Writer) (int64, error) { return r.writeTo(w, true) }
+
+// writeTo writes format version 3 (version 2 when no session holds an
+// identity), or version 1 (without owners or identities) for the tests of the
+// reading of old snapshots.
+func (r *Registry) writeTo(w io.Writer, owners bool) (int64, error) {
 	e := &encoder{w: w, buf: make([]byte, 0, flushAt+64)}
-	v2 := false
-	r.tree.Ascend(func(it item) bool {
-		v2 = len(it.e.ids) > 0
-		return !v2
-	})
-	if v2 {
+	ids := false
+	if owners {
+		r.tree.Ascend(func(it item) bool {
+			ids = len(it.e.ids) > 0
+			return !ids
+		})
+	}
+	switch {
+	case ids:
 		e.buf = append(e.buf, magic[:]...)
-	} else {
+	case owners:
+		e.buf = append(e.buf, magicV2[:]...)
+	default:
 		e.buf = append(e.buf, magicV1[:]...)
 	}
 	e.buf = binary.AppendUvarint(e.buf, uint64(r.tree.Len()))
@@ -112,13 +132,16 @@ func (r *Registry) WriteTo(w io.Writer) (int64, error) {
 		e.buf = binary.AppendVarint(e.buf, s.info.ID)
 		e.buf = binary.AppendVarint(e.buf, s.info.TimeoutMs)
 		e.bytes(s.info.Password)
+		if owners {
+			e.bytes([]byte(s.info.Owner))
+		}
 		e.buf = binary.AppendVarint(e.buf, s.floor)
 		e.buf = binary.AppendUvarint(e.buf, uint64(len(s.replies)))
 		for _, rp := range s.replies {
 			e.buf = binary.AppendVarint(e.buf, rp.xid)
 			e.bytes(rp.data)
 		}
-		if v2 {
+		if ids {
 			e.buf = binary.AppendUvarint(e.buf, uint64(len(s.ids)))
 			for _, x := range s.ids {
 				e.bytes([]byte(x.Scheme))
@@ -145,8 +168,11 @@ type decoder struct {
 	r   io.Reader
 	br  io.ByteReader // r, if it is one
 	crc uint32
-	one [1]byte
-	vb  [binary.MaxVarintLen64]byte
+	// owners: the format has each session's owner (version 2 and 3);
+	// ids: its identities (version 3).
+	owners, ids bool
+	one         [1]byte
+	vb          [binary.MaxVarintLen64]byte
 }
 
 // fail converts a read error: running out of input is corruption (truncation).
@@ -276,10 +302,10 @@ func readRegistry(rd io.Reader, verify bool) (*Registry, error) {
 	if err := d.full(m[:]); err != nil {
 		return nil, err
 	}
-	if m != magic && m != magicV1 {
+	if m != magic && m != magicV2 && m != magicV1 {
 		return nil, corrupt("bad magic or version %q", m[:])
 	}
-	v2 := m == magic
+	d.owners, d.ids = m != magicV1, m == magic
 	anyIDs := false
 	count, err := d.uvarint()
 	if err != nil {
@@ -288,7 +314,7 @@ func readRegistry(rd io.Reader, verify bool) (*Registry, error) {
 	r := NewRegistry()
 	var prev int64
 	for i := uint64(0); i < count; i++ {
-		s, err := d.session(v2)
+		s, err := d.session()
 		if err != nil {
 			return nil, err
 		}
@@ -300,8 +326,8 @@ func readRegistry(rd io.Reader, verify bool) (*Registry, error) {
 		s.owner = r.tok
 		r.put(s)
 	}
-	if v2 && !anyIDs {
-		return nil, corrupt("version 2 with no identities (version 1 is written then)")
+	if d.ids && !anyIDs {
+		return nil, corrupt("version 3 with no identities (version 2 is written then)")
 	}
 	want := d.crc
 	var sum [4]byte
@@ -314,7 +340,7 @@ func readRegistry(rd io.Reader, verify bool) (*Registry, error) {
 	return r, nil
 }
 
-func (d *decoder) session(v2 bool) (*entry, error) {
+func (d *decoder) session() (*entry, error) {
 	var s entry
 	var err error
 	if s.info.ID, err = d.varint(); err != nil {
@@ -325,6 +351,13 @@ func (d *decoder) session(v2 bool) (*entry, error) {
 	}
 	if s.info.Password, err = d.bytes("password length", MaxPasswordLen); err != nil {
 		return nil, err
+	}
+	if d.owners {
+		owner, err := d.bytes("owner length", MaxOwnerLen)
+		if err != nil {
+			return nil, err
+		}
+		s.info.Owner = string(owner)
 	}
 	if s.floor, err = d.varint(); err != nil {
 		return nil, err
@@ -352,7 +385,7 @@ func (d *decoder) session(v2 bool) (*entry, error) {
 		}
 		s.replies = append(s.replies, rp)
 	}
-	if v2 {
+	if d.ids {
 		if s.ids, err = d.identities(s.info.ID); err != nil {
 			return nil, err
 		}

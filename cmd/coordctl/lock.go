@@ -105,6 +105,18 @@ ignored until CMD runs.
 The verb uses a session of its own, even in the shell (the recipes must be
 the only reader of their session's state changes), with --session-timeout.
 
+If coordctl itself is killed (SIGKILL, a crash), CMD does not run on beside
+the next holder's CMD: on Linux the kernel kills CMD with coordctl (the
+parent-death signal), and on any Unix a reaper (/bin/sh, in a process group
+of its own) kills CMD's whole process group with SIGKILL as soon as
+coordctl is gone. What can still outlive coordctl: processes that left
+CMD's group (setsid, daemons); when stdin is a terminal, CMD's children
+(only CMD itself is killed then, and only on Linux); everything, if the
+reaper is killed too. The lock is freed only when the session expires. The
+fencing token is the protection that holds in every case: a resource that
+refuses a token lower than the highest it has seen cannot be written by a
+command that outlived its lock.
+
 Exit status:
   CMD's own status when it exits by itself
   128+N   CMD was killed by signal N (as a shell reports it)
@@ -313,7 +325,7 @@ func (x *cmd) runHeld(o runOpts, newRecipe func(*lockrecipe.Session) heldRecipe)
 
 	// The session: our own, so that the recipes alone read its states.
 	cctx, cancel := x.deadline()
-	cl, err := client.Connect(cctx, x.servers, client.WithSessionTimeout(x.sessionTimeout))
+	cl, err := client.Connect(cctx, x.servers, x.clientOptions()...)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("cannot connect to %s: %w", strings.Join(x.servers, ","), err)
@@ -428,7 +440,11 @@ func (x *cmd) runCommand(o runOpts, tok lockrecipe.Token, lost <-chan struct{}, 
 	// Once CMD has exited, do not wait long for children that keep its
 	// output pipes open.
 	c.WaitDelay = max(o.grace, time.Second)
-	if err := c.Start(); err != nil {
+	// CMD (and its group) must not outlive a coordctl killed with SIGKILL.
+	done, err := startTied(c, !foreground, func(err error) {
+		fmt.Fprintf(x.stderr, "coordctl: warning: %s runs without a reaper (if coordctl is killed, its process group may outlive it): %s\n", o.argv[0], errText(err))
+	})
+	if err != nil {
 		fmt.Fprintf(x.stderr, "coordctl: %s\n", errText(err))
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
 			return 127, false
@@ -444,8 +460,6 @@ func (x *cmd) runCommand(o runOpts, tok lockrecipe.Token, lost <-chan struct{}, 
 			_ = syscall.Kill(-c.Process.Pid, n)
 		}
 	}
-	done := make(chan error, 1)
-	go func() { done <- c.Wait() }()
 	var (
 		kill        <-chan time.Time
 		interrupted = x.ctx.Done() // only when signals are not routed to us

@@ -97,6 +97,7 @@ const (
 	Code_NOT_EMPTY                  Code = 111
 	Code_SESSION_EXPIRED            Code = 112
 	Code_INVALID_ACL                Code = 114
+	Code_SESSION_MOVED              Code = 118
 )
 
 // Enum value maps for Code.
@@ -114,6 +115,7 @@ var (
 		111: "NOT_EMPTY",
 		112: "SESSION_EXPIRED",
 		114: "INVALID_ACL",
+		118: "SESSION_MOVED",
 	}
 	Code_value = map[string]int32{
 		"OK":                         0,
@@ -128,6 +130,7 @@ var (
 		"NOT_EMPTY":                  111,
 		"SESSION_EXPIRED":            112,
 		"INVALID_ACL":                114,
+		"SESSION_MOVED":              118,
 	}
 )
 
@@ -170,6 +173,7 @@ type Command struct {
 	//	*Command_CloseSession
 	//	*Command_Noop
 	//	*Command_Reap
+	//	*Command_ResumeSession
 	//	*Command_AddAuth
 	Cmd           isCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
@@ -265,6 +269,15 @@ func (x *Command) GetReap() *Reap {
 	return nil
 }
 
+func (x *Command) GetResumeSession() *ResumeSession {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_ResumeSession); ok {
+			return x.ResumeSession
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetAddAuth() *AddAuth {
 	if x != nil {
 		if x, ok := x.Cmd.(*Command_AddAuth); ok {
@@ -298,8 +311,12 @@ type Command_Reap struct {
 	Reap *Reap `protobuf:"bytes,6,opt,name=reap,proto3,oneof"`
 }
 
+type Command_ResumeSession struct {
+	ResumeSession *ResumeSession `protobuf:"bytes,7,opt,name=resume_session,json=resumeSession,proto3,oneof"`
+}
+
 type Command_AddAuth struct {
-	AddAuth *AddAuth `protobuf:"bytes,7,opt,name=add_auth,json=addAuth,proto3,oneof"`
+	AddAuth *AddAuth `protobuf:"bytes,8,opt,name=add_auth,json=addAuth,proto3,oneof"`
 }
 
 func (*Command_Write) isCommand_Cmd() {}
@@ -312,6 +329,8 @@ func (*Command_Noop) isCommand_Cmd() {}
 
 func (*Command_Reap) isCommand_Cmd() {}
 
+func (*Command_ResumeSession) isCommand_Cmd() {}
+
 func (*Command_AddAuth) isCommand_Cmd() {}
 
 // Write is a client write, identified by (session_id, xid) for exactly-once
@@ -322,10 +341,14 @@ type Write struct {
 	Xid       int64                  `protobuf:"varint,2,opt,name=xid,proto3" json:"xid,omitempty"`
 	// lowest_pending_xid lets the FSM drop cached replies the client has seen.
 	LowestPendingXid int64 `protobuf:"varint,3,opt,name=lowest_pending_xid,json=lowestPendingXid,proto3" json:"lowest_pending_xid,omitempty"`
+	// server is the server whose client sent the write (empty in entries
+	// logged before coordd recorded it: not checked). A write from a server
+	// that no longer owns the session fails with SESSION_MOVED.
+	Server string `protobuf:"bytes,4,opt,name=server,proto3" json:"server,omitempty"`
 	// conn is what the server that admitted the write knows of the client's
 	// connection; the write's ACL checks use it with the session's
 	// identities. Absent in entries from before ACLs.
-	Conn *Conn `protobuf:"bytes,4,opt,name=conn,proto3" json:"conn,omitempty"`
+	Conn *Conn `protobuf:"bytes,5,opt,name=conn,proto3" json:"conn,omitempty"`
 	// Types that are valid to be assigned to Op:
 	//
 	//	*Write_Create
@@ -387,6 +410,13 @@ func (x *Write) GetLowestPendingXid() int64 {
 		return x.LowestPendingXid
 	}
 	return 0
+}
+
+func (x *Write) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
 }
 
 func (x *Write) GetConn() *Conn {
@@ -1130,9 +1160,11 @@ func (x *Multi) GetOps() []*Op {
 
 // OpenSession opens a session; its id is the entry's log index.
 type OpenSession struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TimeoutMs     int64                  `protobuf:"varint,1,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
-	Password      []byte                 `protobuf:"bytes,2,opt,name=password,proto3" json:"password,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	TimeoutMs int64                  `protobuf:"varint,1,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	Password  []byte                 `protobuf:"bytes,2,opt,name=password,proto3" json:"password,omitempty"`
+	// server is the server the session opens on: its first owner.
+	Server        string `protobuf:"bytes,3,opt,name=server,proto3" json:"server,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1181,6 +1213,69 @@ func (x *OpenSession) GetPassword() []byte {
 	return nil
 }
 
+func (x *OpenSession) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+// ResumeSession makes server the owner of a session whose client resumed it
+// there; from then on writes (and a close) of the session from any other
+// server fail with SESSION_MOVED, and that server closes its connection of
+// the session.
+type ResumeSession struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     int64                  `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Server        string                 `protobuf:"bytes,2,opt,name=server,proto3" json:"server,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeSession) Reset() {
+	*x = ResumeSession{}
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeSession) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeSession) ProtoMessage() {}
+
+func (x *ResumeSession) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeSession.ProtoReflect.Descriptor instead.
+func (*ResumeSession) Descriptor() ([]byte, []int) {
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ResumeSession) GetSessionId() int64 {
+	if x != nil {
+		return x.SessionId
+	}
+	return 0
+}
+
+func (x *ResumeSession) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
 // CloseSession closes a session and deletes its ephemerals, on client
 // request (session_id with xid) or on expiry (leader-proposed, xid 0).
 type CloseSession struct {
@@ -1190,14 +1285,17 @@ type CloseSession struct {
 	Expired   bool                   `protobuf:"varint,3,opt,name=expired,proto3" json:"expired,omitempty"`
 	// term is the Raft term of the leader that decided the expiry; the FSM
 	// ignores an expiry whose entry was written in another term.
-	Term          uint64 `protobuf:"varint,4,opt,name=term,proto3" json:"term,omitempty"`
+	Term uint64 `protobuf:"varint,4,opt,name=term,proto3" json:"term,omitempty"`
+	// server is the server whose client asked for the close (xid set); as
+	// for Write.server, another server than the owner gets SESSION_MOVED.
+	Server        string `protobuf:"bytes,5,opt,name=server,proto3" json:"server,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CloseSession) Reset() {
 	*x = CloseSession{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[13]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1209,7 +1307,7 @@ func (x *CloseSession) String() string {
 func (*CloseSession) ProtoMessage() {}
 
 func (x *CloseSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[13]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1222,7 +1320,7 @@ func (x *CloseSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSession.ProtoReflect.Descriptor instead.
 func (*CloseSession) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{13}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CloseSession) GetSessionId() int64 {
@@ -1253,6 +1351,13 @@ func (x *CloseSession) GetTerm() uint64 {
 	return 0
 }
 
+func (x *CloseSession) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
 // Noop changes nothing. A new leader proposes one at the start of its term
 // (leader_id set), so the FSM's index reaches the commit index of the new
 // term. (Earlier versions also proposed them with leader_id empty to carry
@@ -1268,7 +1373,7 @@ type Noop struct {
 
 func (x *Noop) Reset() {
 	*x = Noop{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[14]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1280,7 +1385,7 @@ func (x *Noop) String() string {
 func (*Noop) ProtoMessage() {}
 
 func (x *Noop) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[14]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1293,7 +1398,7 @@ func (x *Noop) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Noop.ProtoReflect.Descriptor instead.
 func (*Noop) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{14}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Noop) GetLeaderId() string {
@@ -1308,17 +1413,20 @@ func (x *Noop) GetLeaderId() string {
 // super when the digest is the server's super digest); adding one the
 // session holds already changes nothing, so a retry is harmless.
 type AddAuth struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SessionId     int64                  `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	Xid           int64                  `protobuf:"varint,2,opt,name=xid,proto3" json:"xid,omitempty"`
-	Ids           []*Identity            `protobuf:"bytes,3,rep,name=ids,proto3" json:"ids,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId int64                  `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Xid       int64                  `protobuf:"varint,2,opt,name=xid,proto3" json:"xid,omitempty"`
+	Ids       []*Identity            `protobuf:"bytes,3,rep,name=ids,proto3" json:"ids,omitempty"`
+	// server is the server whose client sent it; from a server that no
+	// longer owns the session it fails with SESSION_MOVED, as a write does.
+	Server        string `protobuf:"bytes,4,opt,name=server,proto3" json:"server,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AddAuth) Reset() {
 	*x = AddAuth{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[15]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1330,7 +1438,7 @@ func (x *AddAuth) String() string {
 func (*AddAuth) ProtoMessage() {}
 
 func (x *AddAuth) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[15]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1343,7 +1451,7 @@ func (x *AddAuth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddAuth.ProtoReflect.Descriptor instead.
 func (*AddAuth) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{15}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AddAuth) GetSessionId() int64 {
@@ -1367,6 +1475,13 @@ func (x *AddAuth) GetIds() []*Identity {
 	return nil
 }
 
+func (x *AddAuth) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
 // Reap is a leader-proposed conditional delete of a container or TTL node;
 // the FSM re-checks the condition at apply time.
 type Reap struct {
@@ -1378,7 +1493,7 @@ type Reap struct {
 
 func (x *Reap) Reset() {
 	*x = Reap{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[16]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1390,7 +1505,7 @@ func (x *Reap) String() string {
 func (*Reap) ProtoMessage() {}
 
 func (x *Reap) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[16]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1403,7 +1518,7 @@ func (x *Reap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reap.ProtoReflect.Descriptor instead.
 func (*Reap) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{16}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Reap) GetPaths() []string {
@@ -1435,7 +1550,7 @@ type Stat struct {
 
 func (x *Stat) Reset() {
 	*x = Stat{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[17]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1447,7 +1562,7 @@ func (x *Stat) String() string {
 func (*Stat) ProtoMessage() {}
 
 func (x *Stat) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[17]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1460,7 +1575,7 @@ func (x *Stat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stat.ProtoReflect.Descriptor instead.
 func (*Stat) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{17}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Stat) GetCzxid() int64 {
@@ -1567,7 +1682,7 @@ type OpResult struct {
 
 func (x *OpResult) Reset() {
 	*x = OpResult{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[18]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1579,7 +1694,7 @@ func (x *OpResult) String() string {
 func (*OpResult) ProtoMessage() {}
 
 func (x *OpResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[18]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1592,7 +1707,7 @@ func (x *OpResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpResult.ProtoReflect.Descriptor instead.
 func (*OpResult) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{18}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *OpResult) GetCode() Code {
@@ -1639,7 +1754,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[19]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1651,7 +1766,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[19]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1664,7 +1779,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{19}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Result) GetZxid() int64 {
@@ -1713,22 +1828,24 @@ var File_fsm_cmdpb_command_proto protoreflect.FileDescriptor
 
 const file_fsm_cmdpb_command_proto_rawDesc = "" +
 	"\n" +
-	"\x17fsm/cmdpb/command.proto\x12\rcoordd.cmd.v1\"\xe7\x02\n" +
+	"\x17fsm/cmdpb/command.proto\x12\rcoordd.cmd.v1\"\xae\x03\n" +
 	"\aCommand\x12\x17\n" +
 	"\atime_ms\x18\x01 \x01(\x03R\x06timeMs\x12,\n" +
 	"\x05write\x18\x02 \x01(\v2\x14.coordd.cmd.v1.WriteH\x00R\x05write\x12?\n" +
 	"\fopen_session\x18\x03 \x01(\v2\x1a.coordd.cmd.v1.OpenSessionH\x00R\vopenSession\x12B\n" +
 	"\rclose_session\x18\x04 \x01(\v2\x1b.coordd.cmd.v1.CloseSessionH\x00R\fcloseSession\x12)\n" +
 	"\x04noop\x18\x05 \x01(\v2\x13.coordd.cmd.v1.NoopH\x00R\x04noop\x12)\n" +
-	"\x04reap\x18\x06 \x01(\v2\x13.coordd.cmd.v1.ReapH\x00R\x04reap\x123\n" +
-	"\badd_auth\x18\a \x01(\v2\x16.coordd.cmd.v1.AddAuthH\x00R\aaddAuthB\x05\n" +
-	"\x03cmd\"\x8c\x03\n" +
+	"\x04reap\x18\x06 \x01(\v2\x13.coordd.cmd.v1.ReapH\x00R\x04reap\x12E\n" +
+	"\x0eresume_session\x18\a \x01(\v2\x1c.coordd.cmd.v1.ResumeSessionH\x00R\rresumeSession\x123\n" +
+	"\badd_auth\x18\b \x01(\v2\x16.coordd.cmd.v1.AddAuthH\x00R\aaddAuthB\x05\n" +
+	"\x03cmd\"\xa4\x03\n" +
 	"\x05Write\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x03R\tsessionId\x12\x10\n" +
 	"\x03xid\x18\x02 \x01(\x03R\x03xid\x12,\n" +
-	"\x12lowest_pending_xid\x18\x03 \x01(\x03R\x10lowestPendingXid\x12'\n" +
-	"\x04conn\x18\x04 \x01(\v2\x13.coordd.cmd.v1.ConnR\x04conn\x12/\n" +
+	"\x12lowest_pending_xid\x18\x03 \x01(\x03R\x10lowestPendingXid\x12\x16\n" +
+	"\x06server\x18\x04 \x01(\tR\x06server\x12'\n" +
+	"\x04conn\x18\x05 \x01(\v2\x13.coordd.cmd.v1.ConnR\x04conn\x12/\n" +
 	"\x06create\x18\n" +
 	" \x01(\v2\x15.coordd.cmd.v1.CreateH\x00R\x06create\x12/\n" +
 	"\x06delete\x18\v \x01(\v2\x15.coordd.cmd.v1.DeleteH\x00R\x06delete\x123\n" +
@@ -1776,24 +1893,31 @@ const file_fsm_cmdpb_command_proto_rawDesc = "" +
 	"\x05check\x18\x04 \x01(\v2\x14.coordd.cmd.v1.CheckH\x00R\x05checkB\x04\n" +
 	"\x02op\",\n" +
 	"\x05Multi\x12#\n" +
-	"\x03ops\x18\x01 \x03(\v2\x11.coordd.cmd.v1.OpR\x03ops\"H\n" +
+	"\x03ops\x18\x01 \x03(\v2\x11.coordd.cmd.v1.OpR\x03ops\"`\n" +
 	"\vOpenSession\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x01 \x01(\x03R\ttimeoutMs\x12\x1a\n" +
-	"\bpassword\x18\x02 \x01(\fR\bpassword\"m\n" +
+	"\bpassword\x18\x02 \x01(\fR\bpassword\x12\x16\n" +
+	"\x06server\x18\x03 \x01(\tR\x06server\"F\n" +
+	"\rResumeSession\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\x03R\tsessionId\x12\x16\n" +
+	"\x06server\x18\x02 \x01(\tR\x06server\"\x85\x01\n" +
 	"\fCloseSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x03R\tsessionId\x12\x10\n" +
 	"\x03xid\x18\x02 \x01(\x03R\x03xid\x12\x18\n" +
 	"\aexpired\x18\x03 \x01(\bR\aexpired\x12\x12\n" +
-	"\x04term\x18\x04 \x01(\x04R\x04term\"#\n" +
+	"\x04term\x18\x04 \x01(\x04R\x04term\x12\x16\n" +
+	"\x06server\x18\x05 \x01(\tR\x06server\"#\n" +
 	"\x04Noop\x12\x1b\n" +
-	"\tleader_id\x18\x01 \x01(\tR\bleaderId\"e\n" +
+	"\tleader_id\x18\x01 \x01(\tR\bleaderId\"}\n" +
 	"\aAddAuth\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x03R\tsessionId\x12\x10\n" +
 	"\x03xid\x18\x02 \x01(\x03R\x03xid\x12)\n" +
-	"\x03ids\x18\x03 \x03(\v2\x17.coordd.cmd.v1.IdentityR\x03ids\"\x1c\n" +
+	"\x03ids\x18\x03 \x03(\v2\x17.coordd.cmd.v1.IdentityR\x03ids\x12\x16\n" +
+	"\x06server\x18\x04 \x01(\tR\x06server\"\x1c\n" +
 	"\x04Reap\x12\x14\n" +
 	"\x05paths\x18\x01 \x03(\tR\x05paths\"\xf3\x02\n" +
 	"\x04Stat\x12\x14\n" +
@@ -1829,7 +1953,7 @@ const file_fsm_cmdpb_command_proto_rawDesc = "" +
 	"PERSISTENT\x10\x00\x12\r\n" +
 	"\tEPHEMERAL\x10\x01\x12\r\n" +
 	"\tCONTAINER\x10\x02\x12\a\n" +
-	"\x03TTL\x10\x03*\xdf\x01\n" +
+	"\x03TTL\x10\x03*\xf2\x01\n" +
 	"\x04Code\x12\x06\n" +
 	"\x02OK\x10\x00\x12\x10\n" +
 	"\fSYSTEM_ERROR\x10\x01\x12\x19\n" +
@@ -1842,7 +1966,8 @@ const file_fsm_cmdpb_command_proto_rawDesc = "" +
 	"\vNODE_EXISTS\x10n\x12\r\n" +
 	"\tNOT_EMPTY\x10o\x12\x13\n" +
 	"\x0fSESSION_EXPIRED\x10p\x12\x0f\n" +
-	"\vINVALID_ACL\x10rB$Z\"github.com/coordd/coordd/fsm/cmdpbb\x06proto3"
+	"\vINVALID_ACL\x10r\x12\x11\n" +
+	"\rSESSION_MOVED\x10vB$Z\"github.com/coordd/coordd/fsm/cmdpbb\x06proto3"
 
 var (
 	file_fsm_cmdpb_command_proto_rawDescOnce sync.Once
@@ -1857,64 +1982,66 @@ func file_fsm_cmdpb_command_proto_rawDescGZIP() []byte {
 }
 
 var file_fsm_cmdpb_command_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_fsm_cmdpb_command_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_fsm_cmdpb_command_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_fsm_cmdpb_command_proto_goTypes = []any{
-	(Kind)(0),            // 0: coordd.cmd.v1.Kind
-	(Code)(0),            // 1: coordd.cmd.v1.Code
-	(*Command)(nil),      // 2: coordd.cmd.v1.Command
-	(*Write)(nil),        // 3: coordd.cmd.v1.Write
-	(*Conn)(nil),         // 4: coordd.cmd.v1.Conn
-	(*ACL)(nil),          // 5: coordd.cmd.v1.ACL
-	(*Identity)(nil),     // 6: coordd.cmd.v1.Identity
-	(*Create)(nil),       // 7: coordd.cmd.v1.Create
-	(*SetACL)(nil),       // 8: coordd.cmd.v1.SetACL
-	(*Delete)(nil),       // 9: coordd.cmd.v1.Delete
-	(*SetData)(nil),      // 10: coordd.cmd.v1.SetData
-	(*Check)(nil),        // 11: coordd.cmd.v1.Check
-	(*Op)(nil),           // 12: coordd.cmd.v1.Op
-	(*Multi)(nil),        // 13: coordd.cmd.v1.Multi
-	(*OpenSession)(nil),  // 14: coordd.cmd.v1.OpenSession
-	(*CloseSession)(nil), // 15: coordd.cmd.v1.CloseSession
-	(*Noop)(nil),         // 16: coordd.cmd.v1.Noop
-	(*AddAuth)(nil),      // 17: coordd.cmd.v1.AddAuth
-	(*Reap)(nil),         // 18: coordd.cmd.v1.Reap
-	(*Stat)(nil),         // 19: coordd.cmd.v1.Stat
-	(*OpResult)(nil),     // 20: coordd.cmd.v1.OpResult
-	(*Result)(nil),       // 21: coordd.cmd.v1.Result
+	(Kind)(0),             // 0: coordd.cmd.v1.Kind
+	(Code)(0),             // 1: coordd.cmd.v1.Code
+	(*Command)(nil),       // 2: coordd.cmd.v1.Command
+	(*Write)(nil),         // 3: coordd.cmd.v1.Write
+	(*Conn)(nil),          // 4: coordd.cmd.v1.Conn
+	(*ACL)(nil),           // 5: coordd.cmd.v1.ACL
+	(*Identity)(nil),      // 6: coordd.cmd.v1.Identity
+	(*Create)(nil),        // 7: coordd.cmd.v1.Create
+	(*SetACL)(nil),        // 8: coordd.cmd.v1.SetACL
+	(*Delete)(nil),        // 9: coordd.cmd.v1.Delete
+	(*SetData)(nil),       // 10: coordd.cmd.v1.SetData
+	(*Check)(nil),         // 11: coordd.cmd.v1.Check
+	(*Op)(nil),            // 12: coordd.cmd.v1.Op
+	(*Multi)(nil),         // 13: coordd.cmd.v1.Multi
+	(*OpenSession)(nil),   // 14: coordd.cmd.v1.OpenSession
+	(*ResumeSession)(nil), // 15: coordd.cmd.v1.ResumeSession
+	(*CloseSession)(nil),  // 16: coordd.cmd.v1.CloseSession
+	(*Noop)(nil),          // 17: coordd.cmd.v1.Noop
+	(*AddAuth)(nil),       // 18: coordd.cmd.v1.AddAuth
+	(*Reap)(nil),          // 19: coordd.cmd.v1.Reap
+	(*Stat)(nil),          // 20: coordd.cmd.v1.Stat
+	(*OpResult)(nil),      // 21: coordd.cmd.v1.OpResult
+	(*Result)(nil),        // 22: coordd.cmd.v1.Result
 }
 var file_fsm_cmdpb_command_proto_depIdxs = []int32{
 	3,  // 0: coordd.cmd.v1.Command.write:type_name -> coordd.cmd.v1.Write
 	14, // 1: coordd.cmd.v1.Command.open_session:type_name -> coordd.cmd.v1.OpenSession
-	15, // 2: coordd.cmd.v1.Command.close_session:type_name -> coordd.cmd.v1.CloseSession
-	16, // 3: coordd.cmd.v1.Command.noop:type_name -> coordd.cmd.v1.Noop
-	18, // 4: coordd.cmd.v1.Command.reap:type_name -> coordd.cmd.v1.Reap
-	17, // 5: coordd.cmd.v1.Command.add_auth:type_name -> coordd.cmd.v1.AddAuth
-	4,  // 6: coordd.cmd.v1.Write.conn:type_name -> coordd.cmd.v1.Conn
-	7,  // 7: coordd.cmd.v1.Write.create:type_name -> coordd.cmd.v1.Create
-	9,  // 8: coordd.cmd.v1.Write.delete:type_name -> coordd.cmd.v1.Delete
-	10, // 9: coordd.cmd.v1.Write.set_data:type_name -> coordd.cmd.v1.SetData
-	13, // 10: coordd.cmd.v1.Write.multi:type_name -> coordd.cmd.v1.Multi
-	8,  // 11: coordd.cmd.v1.Write.set_acl:type_name -> coordd.cmd.v1.SetACL
-	0,  // 12: coordd.cmd.v1.Create.kind:type_name -> coordd.cmd.v1.Kind
-	5,  // 13: coordd.cmd.v1.Create.acl:type_name -> coordd.cmd.v1.ACL
-	5,  // 14: coordd.cmd.v1.SetACL.acl:type_name -> coordd.cmd.v1.ACL
-	7,  // 15: coordd.cmd.v1.Op.create:type_name -> coordd.cmd.v1.Create
-	9,  // 16: coordd.cmd.v1.Op.delete:type_name -> coordd.cmd.v1.Delete
-	10, // 17: coordd.cmd.v1.Op.set_data:type_name -> coordd.cmd.v1.SetData
-	11, // 18: coordd.cmd.v1.Op.check:type_name -> coordd.cmd.v1.Check
-	12, // 19: coordd.cmd.v1.Multi.ops:type_name -> coordd.cmd.v1.Op
-	6,  // 20: coordd.cmd.v1.AddAuth.ids:type_name -> coordd.cmd.v1.Identity
-	0,  // 21: coordd.cmd.v1.Stat.kind:type_name -> coordd.cmd.v1.Kind
-	1,  // 22: coordd.cmd.v1.OpResult.code:type_name -> coordd.cmd.v1.Code
-	19, // 23: coordd.cmd.v1.OpResult.stat:type_name -> coordd.cmd.v1.Stat
-	1,  // 24: coordd.cmd.v1.Result.code:type_name -> coordd.cmd.v1.Code
-	19, // 25: coordd.cmd.v1.Result.stat:type_name -> coordd.cmd.v1.Stat
-	20, // 26: coordd.cmd.v1.Result.ops:type_name -> coordd.cmd.v1.OpResult
-	27, // [27:27] is the sub-list for method output_type
-	27, // [27:27] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	16, // 2: coordd.cmd.v1.Command.close_session:type_name -> coordd.cmd.v1.CloseSession
+	17, // 3: coordd.cmd.v1.Command.noop:type_name -> coordd.cmd.v1.Noop
+	19, // 4: coordd.cmd.v1.Command.reap:type_name -> coordd.cmd.v1.Reap
+	15, // 5: coordd.cmd.v1.Command.resume_session:type_name -> coordd.cmd.v1.ResumeSession
+	18, // 6: coordd.cmd.v1.Command.add_auth:type_name -> coordd.cmd.v1.AddAuth
+	4,  // 7: coordd.cmd.v1.Write.conn:type_name -> coordd.cmd.v1.Conn
+	7,  // 8: coordd.cmd.v1.Write.create:type_name -> coordd.cmd.v1.Create
+	9,  // 9: coordd.cmd.v1.Write.delete:type_name -> coordd.cmd.v1.Delete
+	10, // 10: coordd.cmd.v1.Write.set_data:type_name -> coordd.cmd.v1.SetData
+	13, // 11: coordd.cmd.v1.Write.multi:type_name -> coordd.cmd.v1.Multi
+	8,  // 12: coordd.cmd.v1.Write.set_acl:type_name -> coordd.cmd.v1.SetACL
+	0,  // 13: coordd.cmd.v1.Create.kind:type_name -> coordd.cmd.v1.Kind
+	5,  // 14: coordd.cmd.v1.Create.acl:type_name -> coordd.cmd.v1.ACL
+	5,  // 15: coordd.cmd.v1.SetACL.acl:type_name -> coordd.cmd.v1.ACL
+	7,  // 16: coordd.cmd.v1.Op.create:type_name -> coordd.cmd.v1.Create
+	9,  // 17: coordd.cmd.v1.Op.delete:type_name -> coordd.cmd.v1.Delete
+	10, // 18: coordd.cmd.v1.Op.set_data:type_name -> coordd.cmd.v1.SetData
+	11, // 19: coordd.cmd.v1.Op.check:type_name -> coordd.cmd.v1.Check
+	12, // 20: coordd.cmd.v1.Multi.ops:type_name -> coordd.cmd.v1.Op
+	6,  // 21: coordd.cmd.v1.AddAuth.ids:type_name -> coordd.cmd.v1.Identity
+	0,  // 22: coordd.cmd.v1.Stat.kind:type_name -> coordd.cmd.v1.Kind
+	1,  // 23: coordd.cmd.v1.OpResult.code:type_name -> coordd.cmd.v1.Code
+	20, // 24: coordd.cmd.v1.OpResult.stat:type_name -> coordd.cmd.v1.Stat
+	1,  // 25: coordd.cmd.v1.Result.code:type_name -> coordd.cmd.v1.Code
+	20, // 26: coordd.cmd.v1.Result.stat:type_name -> coordd.cmd.v1.Stat
+	21, // 27: coordd.cmd.v1.Result.ops:type_name -> coordd.cmd.v1.OpResult
+	28, // [28:28] is the sub-list for method output_type
+	28, // [28:28] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_fsm_cmdpb_command_proto_init() }
@@ -1928,6 +2055,7 @@ func file_fsm_cmdpb_command_proto_init() {
 		(*Command_CloseSession)(nil),
 		(*Command_Noop)(nil),
 		(*Command_Reap)(nil),
+		(*Command_ResumeSession)(nil),
 		(*Command_AddAuth)(nil),
 	}
 	file_fsm_cmdpb_command_proto_msgTypes[1].OneofWrappers = []any{
@@ -1949,7 +2077,7 @@ func file_fsm_cmdpb_command_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fsm_cmdpb_command_proto_rawDesc), len(file_fsm_cmdpb_command_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

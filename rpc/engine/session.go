@@ -152,7 +152,7 @@ func (s *Session) Submit(req *Request) {
 		en.kind = kindSync
 	case req.Op == OpClose:
 		en.kind = kindWrite
-		en.cmd = &cmdpb.Command{Cmd: &cmdpb.Command_CloseSession{CloseSession: &cmdpb.CloseSession{SessionId: s.id, Xid: req.Xid}}}
+		en.cmd = &cmdpb.Command{Cmd: &cmdpb.Command_CloseSession{CloseSession: &cmdpb.CloseSession{SessionId: s.id, Xid: req.Xid, Server: e.cfg.ServerID}}}
 	case req.Op == OpAddAuth:
 		en.kind, en.resp, en.cmd = s.addAuth(req)
 	case isWrite(req.Op):
@@ -165,6 +165,7 @@ func (s *Session) Submit(req *Request) {
 			en.kind, en.resp = kindDone, errResponse(req, BadArguments, err.Error())
 			break
 		}
+		w.Server = e.cfg.ServerID
 		en.kind = kindWrite
 		en.cmd = &cmdpb.Command{Cmd: &cmdpb.Command_Write{Write: w}}
 	}
@@ -203,7 +204,7 @@ func (s *Session) addAuth(req *Request) (int, *Response, *cmdpb.Command) {
 		}
 		return kindDone, errResponse(req, AuthFailed, fmt.Sprintf("unknown authentication scheme %q (digest, ip, x509)", scheme)), nil
 	}
-	return kindWrite, nil, &cmdpb.Command{Cmd: &cmdpb.Command_AddAuth{AddAuth: &cmdpb.AddAuth{SessionId: s.id, Xid: req.Xid, Ids: ids}}}
+	return kindWrite, nil, &cmdpb.Command{Cmd: &cmdpb.Command_AddAuth{AddAuth: &cmdpb.AddAuth{SessionId: s.id, Xid: req.Xid, Ids: ids, Server: s.e.cfg.ServerID}}}
 }
 
 // Reject queues an error reply for a request the front-end could not make

@@ -111,6 +111,7 @@ type pending struct {
 	xid      int32
 	op       jute.OpCode
 	ops      []jute.OpCode // a multi's ops
+	badOp    int           // a multi's op the front-end refused (-1: none)
 	received time.Time
 }
 
@@ -181,6 +182,10 @@ func (s *Server) serve(nc net.Conn, creq *jute.ConnectRequest) {
 	}
 	c := &conn{srv: s, nc: nc, remote: nc.RemoteAddr().String(), sess: sess, established: time.Now()}
 	c.lastOp.Store("NA")
+	// ZooKeeper counts the ConnectRequest among the packets received (and
+	// the ConnectResponse among those sent).
+	c.recved.Store(1)
+	s.stats.received.Add(1)
 	s.mu.Lock()
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
@@ -231,7 +236,7 @@ func (c *conn) recvLoop() {
 			return
 		}
 		body := frame[jute.RequestHeaderSize:]
-		p := pending{xid: h.Xid, op: h.Type, received: time.Now()}
+		p := pending{xid: h.Xid, op: h.Type, badOp: -1, received: time.Now()}
 		rec, err := jute.DecodeRequest(h.Type, body)
 		var req engine.Request
 		var b *badRequest
@@ -248,6 +253,9 @@ func (c *conn) recvLoop() {
 					p.ops[i] = o.Type
 				}
 			}
+		}
+		if b != nil {
+			p.badOp = b.op
 		}
 		c.lastOp.Store(opAbbrev(h.Type))
 		c.mu.Lock()
@@ -354,13 +362,6 @@ func connOf(nc net.Conn) engine.Conn {
 		x = u.NetConn()
 	}
 	return c
-}
-
-func hostOf(addr string) string {
-	if h, _, err := net.SplitHostPort(addr); err == nil {
-		return h
-	}
-	return addr
 }
 
 // opAbbrev is an opcode's four-letter abbreviation, as cons reports a

@@ -264,7 +264,7 @@ func (g *grpcTarget) run(op, n string) string {
 type zkTarget struct {
 	t           testing.TB
 	super, anon *zk.Conn
-	raw         *zkRaw
+	raw         *aclWire
 }
 
 func connectZK(t testing.TB, addr string) *zk.Conn {
@@ -293,7 +293,7 @@ type quietZK struct{}
 func (quietZK) Printf(string, ...any) {}
 
 func newZKTarget(t testing.TB, addr string) *zkTarget {
-	z := &zkTarget{t: t, super: connectZK(t, addr), anon: connectZK(t, addr), raw: dialZKRaw(t, addr)}
+	z := &zkTarget{t: t, super: connectZK(t, addr), anon: connectZK(t, addr), raw: dialACLWire(t, addr)}
 	if err := z.super.AddAuth("digest", []byte("super:secret")); err != nil {
 		t.Fatal(err)
 	}
@@ -644,7 +644,7 @@ func TestACLSchemes(t *testing.T) {
 	if _, err := za.Set("/alice", []byte("d"), -1); err != nil {
 		t.Fatalf("go-zookeeper as alice: %v", err)
 	}
-	raw := dialZKRaw(t, addr)
+	raw := dialACLWire(t, addr)
 	if code := raw.auth("digest", "super:secret"); code != jute.CodeOK {
 		t.Fatalf("raw auth: %v", code)
 	}
@@ -677,7 +677,7 @@ func TestACLSchemes(t *testing.T) {
 func TestZKAuthFailedClosesConnection(t *testing.T) {
 	c := New(t, 1, Options{})
 	addr := c.Servers()[0]
-	raw := dialZKRaw(t, addr)
+	raw := dialACLWire(t, addr)
 	if code := raw.auth("digest", "alice:pw"); code != jute.CodeOK {
 		t.Fatal(code)
 	}
@@ -757,7 +757,7 @@ func TestWatchEventsNeedRead(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	watcher := dialZKRaw(t, addr)
+	watcher := dialACLWire(t, addr)
 	if h, _ := watcher.call(jute.OpAddWatch, &jute.AddWatchRequest{Path: "/w", Mode: jute.AddWatchPersistentRecursive}); h.Err != jute.CodeOK {
 		t.Fatal(h.Err)
 	}

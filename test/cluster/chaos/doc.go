@@ -12,7 +12,8 @@
 //   - registers: read / setData / versioned CAS and sync+read (half of
 //     them as one SyncGet) on a few znodes, checked for linearizability
 //     with porcupine (indeterminate writes are recorded without a return,
-//     never as failed);
+//     never as failed); zk-registers does the same through ZooKeeper's
+//     protocol (go-zookeeper) on the same keys, into the same history;
 //   - seqset: sequential creates; every acknowledged create is present
 //     exactly once and sequence numbers are unique;
 //   - lock: lockrecipe.Mutex holders write a fenced log through
@@ -29,6 +30,13 @@
 //
 //	make chaos                     # 3 nodes, 5 minutes, random seed
 //	make chaos SEED=7 DURATION=2m NODES=5
+//	make chaos TLS=1               # TLS on both ports (-chaos.tls)
+//
+// With -chaos.tls every server has TLS on its client port (client
+// certificates required) and its peer port, with a peer certificate of its
+// own naming its address, and the server and peer certificates are
+// reissued every 15 seconds of the fault phase: the servers re-read them
+// under load, and the checkers see any request that failed.
 //
 // Without flags (as in make test) the package runs one short pass with a
 // fixed seed. Partitions and slow links need root and iptables; without them

@@ -9,26 +9,26 @@ import (
 	"github.com/coordd/coordd/rpc/zk/jute"
 )
 
-// zkRaw is a ZooKeeper client made of the codec, for the requests
+// aclWire is a ZooKeeper client made of the codec, for the requests
 // go-zookeeper does not send (whoAmI, getAllChildrenNumber, multiRead,
 // addWatch, getEphemerals, the Java client's auth xid): it sends exactly
 // the frames a test writes and reads exactly what the server sends.
-type zkRaw struct {
+type aclWire struct {
 	t      testing.TB
 	c      net.Conn
 	xid    int32
 	events []jute.WatcherEvent // notifications read while waiting for replies
 }
 
-// dialZKRaw opens a session on addr.
-func dialZKRaw(t testing.TB, addr string) *zkRaw {
+// dialACLWire opens a session on addr.
+func dialACLWire(t testing.TB, addr string) *aclWire {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	z := &zkRaw{t: t, c: c}
+	z := &aclWire{t: t, c: c}
 	z.write(jute.AppendFrame(nil, &jute.ConnectRequest{TimeOut: 10000, Passwd: make([]byte, 16)}))
 	var resp jute.ConnectResponse
 	if err := jute.Unmarshal(z.frame(), &resp); err != nil || resp.SessionID == 0 {
@@ -37,7 +37,7 @@ func dialZKRaw(t testing.TB, addr string) *zkRaw {
 	return z
 }
 
-func (z *zkRaw) write(b []byte) {
+func (z *aclWire) write(b []byte) {
 	z.t.Helper()
 	_ = z.c.SetWriteDeadline(time.Now().Add(10 * time.Second))
 	if _, err := z.c.Write(b); err != nil {
@@ -45,7 +45,7 @@ func (z *zkRaw) write(b []byte) {
 	}
 }
 
-func (z *zkRaw) frame() []byte {
+func (z *aclWire) frame() []byte {
 	z.t.Helper()
 	_ = z.c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	f, err := jute.ReadFrame(z.c, 64<<20)
@@ -57,7 +57,7 @@ func (z *zkRaw) frame() []byte {
 
 // callXid sends a request with the given xid and returns its reply header
 // and body, keeping the notifications that come first.
-func (z *zkRaw) callXid(xid int32, op jute.OpCode, rec jute.Encoder) (jute.ReplyHeader, *jute.Reader) {
+func (z *aclWire) callXid(xid int32, op jute.OpCode, rec jute.Encoder) (jute.ReplyHeader, *jute.Reader) {
 	z.t.Helper()
 	if rec == nil {
 		rec = &jute.Empty{}
@@ -84,20 +84,20 @@ func (z *zkRaw) callXid(xid int32, op jute.OpCode, rec jute.Encoder) (jute.Reply
 	}
 }
 
-func (z *zkRaw) call(op jute.OpCode, rec jute.Encoder) (jute.ReplyHeader, *jute.Reader) {
+func (z *aclWire) call(op jute.OpCode, rec jute.Encoder) (jute.ReplyHeader, *jute.Reader) {
 	z.t.Helper()
 	z.xid++
 	return z.callXid(z.xid, op, rec)
 }
 
 // auth sends an auth packet as the Java client does (xid -4).
-func (z *zkRaw) auth(scheme, cred string) jute.Code {
+func (z *aclWire) auth(scheme, cred string) jute.Code {
 	z.t.Helper()
 	h, _ := z.callXid(jute.XidAuth, jute.OpAuth, &jute.AuthPacket{Scheme: scheme, Auth: []byte(cred)})
 	return h.Err
 }
 
-func (z *zkRaw) whoAmI() []jute.ClientInfo {
+func (z *aclWire) whoAmI() []jute.ClientInfo {
 	z.t.Helper()
 	h, r := z.call(jute.OpWhoAmI, nil)
 	var w jute.WhoAmIResponse
@@ -109,7 +109,7 @@ func (z *zkRaw) whoAmI() []jute.ClientInfo {
 
 // closed reports whether the server closed the connection (reading hits its
 // end) within d.
-func (z *zkRaw) closed(d time.Duration) bool {
+func (z *aclWire) closed(d time.Duration) bool {
 	_ = z.c.SetReadDeadline(time.Now().Add(d))
 	_, err := io.Copy(io.Discard, z.c)
 	return err == nil // EOF ends Copy without an error; a deadline does not
