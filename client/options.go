@@ -19,7 +19,9 @@ type options struct {
 	dialTimeout    time.Duration
 	logger         *slog.Logger
 	dialOptions    []grpc.DialOption
-	pool           *Pool // shared connections, or nil for one of its own
+	pool           *Pool         // shared connections, or nil for one of its own
+	margin         time.Duration // suspension margin; 0: the default
+	watchBuffer    int           // events a persistent watch's channel holds
 }
 
 // Flow-control windows of the client's gRPC connections: a stream's holds
@@ -33,6 +35,7 @@ func defaultOptions() options {
 	return options{
 		sessionTimeout: 10 * time.Second,
 		dialTimeout:    2 * time.Second,
+		watchBuffer:    DefaultWatchBuffer,
 		logger:         slog.New(slog.DiscardHandler),
 		dialOptions: []grpc.DialOption{
 			grpc.WithTransportCredentials(insecure.NewCredentials()),
@@ -104,4 +107,20 @@ func WithTLS(cfg *tls.Config) Option {
 		c.MinVersion = tls.VersionTLS12
 	}
 	return WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(c)))
+}
+
+// WithSuspendMargin sets the margin M by which the client suspends the
+// session (StateSuspended) before the leader can expire it: at
+// sent + T - V - M, sent being when the client sent the last request the
+// leader confirmed, T the session timeout and V the server's vouch
+// interval. The default, max(T/50, 50ms), covers the drift between the
+// client's clock and the leader's and a late timer; raise it for clocks
+// that are not disciplined by NTP, or for a program that needs time to
+// stop what it does once the session is suspended.
+func WithSuspendMargin(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.margin = d
+		}
+	}
 }

@@ -104,7 +104,7 @@ type Config struct {
 
 	// FourLetterWords are the ZooKeeper four-letter words the client port
 	// answers (nil: zk.DefaultFourLetterWords; "*" alone: every word
-	// coordd knows).
+	// coordd knows, zk.FourLetterWords).
 	FourLetterWords []string
 
 	// Version is this server's build version, reported by status (default
@@ -193,12 +193,12 @@ func (c *Config) setDefaults() error {
 		c.Version = "dev"
 	}
 	known := map[string]bool{"*": true}
-	for _, w := range zk.DefaultFourLetterWords {
+	for _, w := range zk.FourLetterWords {
 		known[w] = true
 	}
 	for _, w := range c.FourLetterWords {
 		if !known[w] {
-			return fmt.Errorf("rpc: unknown four-letter word %q (coordd answers %s)", w, strings.Join(zk.DefaultFourLetterWords, ", "))
+			return fmt.Errorf("rpc: unknown four-letter word %q (coordd answers %s)", w, strings.Join(zk.FourLetterWords, ", "))
 		}
 	}
 	if c.Logger == nil {
@@ -250,7 +250,7 @@ func (c *Config) fourLetterWords() map[string]bool {
 		words = zk.DefaultFourLetterWords
 	}
 	if len(words) == 1 && words[0] == "*" {
-		words = zk.DefaultFourLetterWords
+		words = zk.FourLetterWords
 	}
 	out := make(map[string]bool, len(words))
 	for _, w := range words {

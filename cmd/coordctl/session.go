@@ -103,6 +103,8 @@ func (s *session) reportStates(w io.Writer, inShell bool) {
 			}
 		case client.StateReconnected:
 			fmt.Fprintf(w, "coordctl: reconnected to %s (session 0x%x)\n", ev.Server, s.cl.SessionID())
+		case client.StateSuspended:
+			fmt.Fprintf(w, "coordctl: session 0x%x suspended: it may expire (the leader has not confirmed it lately)\n", s.cl.SessionID())
 		case client.StateExpired:
 			if ev.Err != nil {
 				fmt.Fprintf(w, "coordctl: session 0x%x expired: %s\n", s.cl.SessionID(), errText(ev.Err))

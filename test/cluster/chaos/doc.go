@@ -17,7 +17,9 @@
 //   - seqset: sequential creates; every acknowledged create is present
 //     exactly once and sequence numbers are unique;
 //   - lock: lockrecipe.Mutex holders write a fenced log through
-//     GuardedMulti; tokens in the log never go backwards;
+//     GuardedMulti; tokens in the log never go backwards, and no token is
+//     acquired before the holder of an earlier one stopped or learned
+//     through Lost that it may have lost the lock (no "unfenced overlap");
 //   - sessions: ephemerals of live clients never vanish, those of SIGKILLed
 //     client processes vanish within session timeout + tick once the
 //     cluster is healthy;
