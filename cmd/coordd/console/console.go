@@ -198,19 +198,20 @@ func checkAuth(auth string) error {
 	if !ok || scheme == "" || cred == "" {
 		return fmt.Errorf("console: identity %q: want scheme:credentials, such as digest:user:password", redact(auth))
 	}
-	return errNoACLs
+	return nil
 }
 
-// errNoACLs refuses an identity: this server has no ACLs to act under.
-var errNoACLs = errors.New("console: an identity was given, but this server has no ACLs yet")
-
-// authenticate gives a new session the identity of Config.Auth. It is the
-// hook for ACLs: until the server has them, New refuses an identity.
+// authenticate gives a new session the identity of Config.Auth (addAuth),
+// so that the console acts with that identity's permissions and no more.
 func (c *Console) authenticate(ctx context.Context, cl *client.Client) error {
 	if c.cfg.Auth == "" {
 		return nil
 	}
-	return errNoACLs
+	scheme, cred, _ := strings.Cut(c.cfg.Auth, ":")
+	if err := cl.AddAuth(ctx, scheme, []byte(cred)); err != nil {
+		return fmt.Errorf("console: authenticating as %s: %w", redact(c.cfg.Auth), err)
+	}
+	return nil
 }
 
 // identity is Config.Auth without its secret: "scheme:user".

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -720,19 +719,66 @@ func TestLocksFollowHandoffs(t *testing.T) {
 	}
 }
 
-// TestIdentityNeedsACLs: an identity is refused until the server has ACLs
-// (the hook Config.Auth), and its secret is never echoed.
-func TestIdentityNeedsACLs(t *testing.T) {
-	for _, auth := range []string{"digest:user:secret", "nonsense"} {
-		_, err := console.New(console.Config{Server: "127.0.0.1:1", Auth: auth})
-		if err == nil || strings.Contains(err.Error(), "secret") {
-			t.Errorf("Auth %q: %v", auth, err)
+// TestIdentityActsWithItsPermissions: the console acts with the identity
+// it is given and no more: it reads a node only that identity may read, a
+// console without it or with another is refused; the node's ACL is shown;
+// the password is never echoed.
+func TestIdentityActsWithItsPermissions(t *testing.T) {
+	c := cluster.New(t, 1, cluster.Options{})
+	ctx := ctxT(t)
+	owner := connect(t, c.Servers()...)
+	if _, err := owner.Create(ctx, "/secret", []byte("s3cret data"), client.CreateMode{ACL: client.DigestACL(client.PermAll, "alice", "pw-alice")}); err != nil {
+		t.Fatal(err)
+	}
+	open := func(auth string) *httptest.Server {
+		con, err := console.New(console.Config{Server: c.Servers()[0], Auth: auth})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(con)
+		t.Cleanup(func() { srv.Close(); con.Close() })
+		return srv
+	}
+	get := func(srv *httptest.Server, path string) (int, string) {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	alice := open("digest:alice:pw-alice")
+	code, body := get(alice, "/api/node?path=/secret")
+	var n struct {
+		Data string
+		ACL  []string
+	}
+	if err := json.Unmarshal([]byte(body), &n); code != 200 || err != nil || len(n.ACL) != 1 || !strings.HasPrefix(n.ACL[0], "digest:alice:") || !strings.HasSuffix(n.ACL[0], ":cdrwa") {
+		t.Fatalf("alice reads /secret: %d %s", code, body)
+	}
+	for _, auth := range []string{"", "digest:bob:pw-bob", "digest:alice:wrong"} {
+		if code, body := get(open(auth), "/api/node?path=/secret"); code != http.StatusForbidden || !strings.Contains(body, `"NoAuth"`) {
+			t.Errorf("console with %q reads /secret: %d %s", auth, code, body)
+		}
+	}
+	_, info := get(alice, "/api/info")
+	if !strings.Contains(info, `"identity":"digest:alice"`) || strings.Contains(info, "pw-alice") {
+		t.Errorf("info %s", info)
+	}
+	var root struct{ ACL []string }
+	_, body = get(alice, "/api/node?path=/")
+	if err := json.Unmarshal([]byte(body), &root); err != nil || len(root.ACL) != 1 || root.ACL[0] != "world:anyone:cdrwa" {
+		t.Errorf("the root's ACL: %s", body)
+	}
+	for _, auth := range []string{"nonsense", "digest:", ":x"} {
+		if _, err := console.New(console.Config{Server: "127.0.0.1:1", Auth: auth}); err == nil {
+			t.Errorf("Auth %q accepted", auth)
 		}
 	}
 	if _, err := console.New(console.Config{}); err == nil {
 		t.Error("a console without a server")
 	}
-	_ = errors.New
 }
 
 type watchEvent struct {

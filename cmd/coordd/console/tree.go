@@ -76,6 +76,10 @@ type nodeJSON struct {
 	Truncated bool   `json:"truncated"`
 	// Zxid is the last zxid the server had applied when it read the node.
 	Zxid string `json:"zxid"`
+	// ACL is the node's ACL, each entry as zkCli's getAcl prints it
+	// (scheme:id:perms); ACLError says why it could not be read instead.
+	ACL      []string `json:"acl"`
+	ACLError string   `json:"aclError,omitempty"`
 }
 
 func newNodeJSON(path string, data []byte, st client.Stat, zxid int64) nodeJSON {
@@ -120,7 +124,16 @@ func (c *Console) handleNode(w http.ResponseWriter, r *http.Request) {
 		fail(w, fmt.Errorf("%s: %w", path, err))
 		return
 	}
-	writeJSON(w, http.StatusOK, newNodeJSON(path, data, st, cl.LastZxid()))
+	n := newNodeJSON(path, data, st, cl.LastZxid())
+	n.ACL = []string{}
+	acl, _, err := cl.GetACL(ctx, path)
+	if err != nil {
+		n.ACLError = err.Error()
+	}
+	for _, a := range acl {
+		n.ACL = append(n.ACL, a.String())
+	}
+	writeJSON(w, http.StatusOK, n)
 }
 
 // childJSON is one child in a listing.

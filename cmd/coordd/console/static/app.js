@@ -425,6 +425,8 @@ function renderNode(n) {
   $('#edit-note').textContent = editable ? 'saved with version ' + n.version + ': a change made meanwhile fails with BadVersion'
     : n.truncated ? 'too large to edit here' : 'binary data: edit it with coordctl';
   $('#stat tbody').replaceChildren(...n.stat.map((f) => el('tr', {}, el('td', {}, f.name), el('td', { title: f.title }, f.value))));
+  if (n.aclError) $('#acl').replaceChildren(el('li', { class: 'muted' }, 'not readable: ' + n.aclError));
+  else if (n.acl) $('#acl').replaceChildren(...n.acl.map((a) => el('li', {}, a)));
 }
 
 function renderData() {
