@@ -160,6 +160,9 @@ func NewNode(cfg Config) (_ *Node, err error) {
 	}
 	cleanup = append(cleanup, func() { n.clientLn.Close() })
 
+	if err := checkJoinDir(&cfg); err != nil {
+		return nil, err
+	}
 	if err := claimDataDir(cfg.DataDir, cfg.ID); err != nil {
 		return nil, err
 	}
@@ -239,10 +242,10 @@ func NewNode(cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if !existing && cfg.Join {
+	if !existing && cfg.joins() {
 		n.log.Info("joining: waiting for the leader to add this server", "peer", cfg.PeerAddr)
 	}
-	if !existing && !cfg.Join {
+	if !existing && !cfg.joins() {
 		peers := cfg.Peers
 		if len(peers) == 0 {
 			peers = []Peer{{ID: cfg.ID, Addr: cfg.PeerAddr}}
