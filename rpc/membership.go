@@ -73,6 +73,10 @@ func withHint(err error, hint string) error {
 // defaultCatchUp bounds the wait for a new server to catch up.
 const defaultCatchUp = 60 * time.Second
 
+// commitWait bounds the wait for the configuration to commit before a
+// change is refused as one in progress.
+const commitWait = 3 * time.Second
+
 // configTimeout bounds the commit of one configuration change.
 const configTimeout = 10 * time.Second
 
@@ -138,17 +142,30 @@ func (n *Node) changeMembers(ctx context.Context, req *peerpb.ChangeMembersReque
 }
 
 // stableConfig returns the configuration, refusing to go on while an
-// earlier change has not committed.
-func (n *Node) stableConfig() (raft.Configuration, uint64, error) {
-	cf := n.raft.GetConfiguration()
-	if err := cf.Error(); err != nil {
-		return raft.Configuration{}, 0, refuse(codes.Unavailable, reasonUnavailable, "reading the configuration: %v", err)
+// earlier change has not committed. It waits a moment for that first: a
+// new leader learns that the configuration committed only once the first
+// entry of its term has.
+func (n *Node) stableConfig(ctx context.Context) (raft.Configuration, uint64, error) {
+	deadline := time.Now().Add(commitWait)
+	for {
+		cf := n.raft.GetConfiguration()
+		if err := cf.Error(); err != nil {
+			return raft.Configuration{}, 0, refuse(codes.Unavailable, reasonUnavailable, "reading the configuration: %v", err)
+		}
+		if n.raft.CommitIndex() >= cf.Index() {
+			return cf.Configuration(), cf.Index(), nil
+		}
+		if !time.Now().Before(deadline) || ctx.Err() != nil {
+			return raft.Configuration{}, 0, refuse(codes.FailedPrecondition, reasonInProgress,
+				"a membership change is in progress (configuration %d is not committed yet); try again once it is", cf.Index())
+		}
+		select {
+		case <-ctx.Done():
+		case <-n.ctx.Done():
+			return raft.Configuration{}, 0, refuse(codes.Unavailable, reasonUnavailable, "the server is shutting down")
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
-	if n.raft.CommitIndex() < cf.Index() {
-		return raft.Configuration{}, 0, refuse(codes.FailedPrecondition, reasonInProgress,
-			"a membership change is in progress (configuration %d is not committed yet); try again once it is", cf.Index())
-	}
-	return cf.Configuration(), cf.Index(), nil
 }
 
 // confirmMajority has a majority of the voters confirm this leader's term
@@ -221,7 +238,7 @@ func (n *Node) addMember(ctx context.Context, req *apipb.AddMemberRequest) error
 	if _, err := ParsePeers(req.Id + "=" + req.PeerAddress); err != nil {
 		return refuse(codes.InvalidArgument, reasonBadArguments, "%v", err)
 	}
-	conf, index, err := n.stableConfig()
+	conf, index, err := n.stableConfig(ctx)
 	if err != nil {
 		return err
 	}
@@ -256,7 +273,7 @@ func (n *Node) addMember(ctx context.Context, req *apipb.AddMemberRequest) error
 // promoteMember makes non-voter id a voter once it has caught up, waiting
 // up to catchUpMs for that.
 func (n *Node) promoteMember(ctx context.Context, id string, catchUpMs int64) error {
-	conf, _, err := n.stableConfig()
+	conf, _, err := n.stableConfig(ctx)
 	if err != nil {
 		return err
 	}
@@ -275,7 +292,7 @@ func (n *Node) promoteMember(ctx context.Context, id string, catchUpMs int64) er
 	if err := n.waitCaughtUp(ctx, *target, time.Duration(catchUpMs)*time.Millisecond); err != nil {
 		return err
 	}
-	conf, index, err := n.stableConfig()
+	conf, index, err := n.stableConfig(ctx)
 	if err != nil {
 		return err
 	}
@@ -320,7 +337,7 @@ func (n *Node) waitCaughtUp(ctx context.Context, s raft.Server, d time.Duration)
 }
 
 func (n *Node) removeMember(ctx context.Context, req *apipb.RemoveMemberRequest) error {
-	conf, index, err := n.stableConfig()
+	conf, index, err := n.stableConfig(ctx)
 	if err != nil {
 		return err
 	}
@@ -375,7 +392,7 @@ func (n *Node) transferLeadership(ctx context.Context, req *apipb.TransferLeader
 		if req.Id == n.cfg.ID {
 			return &apipb.TransferLeadershipResponse{Leader: n.cfg.ID}, nil
 		}
-		conf, _, err := n.stableConfig()
+		conf, _, err := n.stableConfig(ctx)
 		if err != nil {
 			return nil, err
 		}
