@@ -55,9 +55,9 @@ the change.`,
 		nonVoter := fs.Bool("non-voter", false, "member add: keep the new server a non-voter (an observer)")
 		catchUp := fs.Duration("catch-up", defaultCatchUp, "member add, member promote: how long to wait for the server to catch up before promoting it")
 		return func(x *cmd, args []string) error {
-			args, err := interleaved(fs, args)
+			args, err := x.interleaved(fs, args)
 			if err != nil {
-				return x.usage("%v", err)
+				return err
 			}
 			if len(args) == 0 {
 				return x.usage("missing sub-command (list, add, remove or promote)")
@@ -142,21 +142,30 @@ cannot lead (NotVoter); an unknown id is NoMember.`,
 	},
 }
 
-// interleaved parses fs's flags wherever they stand among the positional
-// arguments ("add 4 host:port --non-voter") and returns the positional
-// ones.
-func interleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+// interleaved parses the verb's flags wherever they stand among the
+// positional arguments ("add 4 host:port --non-voter -o json") and returns
+// the positional ones. An -o among them sets the output format.
+func (x *cmd) interleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			return nil, err
+			return nil, x.usage("%v", err)
 		}
 		if fs.NArg() == 0 {
-			return pos, nil
+			break
 		}
 		pos = append(pos, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
+	if o := fs.Lookup("o"); o != nil {
+		format := o.Value.String()
+		if err := checkFormat(x.verb.name, format); err != nil {
+			return nil, err
+		}
+		x.out.json = format == "json"
+		x.errJSON = x.out.json
+	}
+	return pos, nil
 }
 
 type membersJSON struct {

@@ -1,6 +1,7 @@
 // Command coordd is the coordd server: one member of a Raft-replicated
 // ZooKeeper-style coordination service. With no flags it runs a single-node
-// server with its data in ./coordd-data.
+// server with its data in ./coordd-data. "coordd restore FILE" seeds the
+// data dir of a new cluster's server from a backup instead.
 //
 // It only turns flags into an rpc.Config and runs the node until SIGINT or
 // SIGTERM; all logic lives in package rpc.
@@ -44,6 +45,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // runUntil is run, with the server stopping at the first signal from stop.
 func runUntil(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) int {
+	if len(args) > 0 && args[0] == "restore" {
+		return runRestore(args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("coordd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
@@ -71,7 +75,7 @@ func runUntil(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) in
 		showVersion = fs.Bool("version", false, "print the version and exit")
 	)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: coordd [flags]\n\nRuns one coordd server. With no flags: a single-node server on 127.0.0.1:2181, data in ./coordd-data.\n\nA 3-node cluster on one machine:\n  coordd --id 1 --data-dir d1 --client-addr 127.0.0.1:2181 --peer-addr 127.0.0.1:2888 --peers 1=127.0.0.1:2888,2=127.0.0.1:2889,3=127.0.0.1:2890\n  (and the same for ids 2 and 3 with their own addresses)\n\nA fourth server, added to that running cluster:\n  coordd --id 4 --data-dir d4 --client-addr 127.0.0.1:2184 --peer-addr 127.0.0.1:2891 --join\n  coordctl member add 4 127.0.0.1:2891\n\nFlags:\n")
+		fmt.Fprintf(stderr, "Usage: coordd [flags]\n       coordd restore FILE [flags]   (seed a new cluster's data dir from a backup; coordd restore -h)\n\nRuns one coordd server. With no flags: a single-node server on 127.0.0.1:2181, data in ./coordd-data.\n\nA 3-node cluster on one machine:\n  coordd --id 1 --data-dir d1 --client-addr 127.0.0.1:2181 --peer-addr 127.0.0.1:2888 --peers 1=127.0.0.1:2888,2=127.0.0.1:2889,3=127.0.0.1:2890\n  (and the same for ids 2 and 3 with their own addresses)\n\nA fourth server, added to that running cluster:\n  coordd --id 4 --data-dir d4 --client-addr 127.0.0.1:2184 --peer-addr 127.0.0.1:2891 --join\n  coordctl member add 4 127.0.0.1:2891\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {

@@ -478,3 +478,10 @@ func configServers(data []byte) (string, error) {
 type quietZK struct{}
 
 func (quietZK) Printf(string, ...any) {}
+
+// ackedSoFar returns the creates acknowledged so far.
+func (l *memberLoad) ackedSoFar() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.acked...)
+}
