@@ -31,7 +31,7 @@ var verbs []*verb
 func init() {
 	verbs = []*verb{
 		createVerb, getVerb, setVerb, deleteVerb, deleteallVerb, lsVerb, statVerb, syncVerb,
-		watchVerb, statusVerb, sessionsVerb, memberVerb, leaderVerb, snapshotVerb, benchVerb, lockVerb, electVerb, locksVerb,
+		watchVerb, statusVerb, sessionsVerb, memberVerb, leaderVerb, snapshotVerb, copyVerb, benchVerb, lockVerb, electVerb, locksVerb,
 		shellVerb, helpVerb, versionVerb,
 	}
 }

@@ -1,0 +1,382 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/coordd/coordd/client"
+)
+
+// The copy verb: a subtree of a running ZooKeeper ensemble (or anything
+// that speaks ZooKeeper's protocol, coordd included) copied into coordd.
+
+var copyVerb = &verb{
+	name:     "copy",
+	synopsis: "copy [--on-conflict fail|skip|overwrite] ZK-SERVERS SRC-PATH [DST-PATH]",
+	summary:  "copy a subtree from a ZooKeeper ensemble into coordd",
+	detail: `
+Copies the subtree at SRC-PATH of the ZooKeeper ensemble ZK-SERVERS
+(host:port,...) to DST-PATH (default: SRC-PATH) in the coordd cluster of
+--servers, parents before children, with each node's data. Container and TTL
+nodes stay containers and TTL nodes (ZooKeeper shows them in the
+ephemeralOwner of their stat); ephemeral nodes are left out (they belong to
+the source's sessions); sequential nodes keep their names, and each parent's
+sequence counter is raised past the highest copied number, so that later
+sequential creates there never reuse one. Missing ancestors of DST-PATH are
+created, empty. ZooKeeper's /zookeeper subtree is never copied, nor the
+root's own data. Versions,
+zxids, times and TTL clocks start afresh, and copy never deletes anything.
+
+A node that already exists in coordd is a conflict:
+  fail       stop there, exit status 1, code NodeExists (the default)
+  skip       leave it as it is and go on with its children (re-running
+             with skip resumes an interrupted copy)
+  overwrite  set its data to the source's and go on
+
+Stop the source's writers first: the copy reads one node at a time, not a
+snapshot (a later run with --on-conflict overwrite catches up with changed
+data). Prints how many nodes it copied, skipped and overwrote.`,
+	define: func(fs *flag.FlagSet) func(x *cmd, args []string) error {
+		conflict := fs.String("on-conflict", "fail", "what to do with a node that exists in coordd: fail, skip or overwrite")
+		maxBump := fs.Int64("max-seq-raise", 1_000_000, "the most a parent's sequence counter is raised; above it the counter is left and a warning says so")
+		return func(x *cmd, args []string) error {
+			args, err := x.interleaved(fs, args)
+			if err != nil {
+				return err
+			}
+			if len(args) < 2 || len(args) > 3 {
+				return x.usage("want ZK-SERVERS SRC-PATH [DST-PATH]")
+			}
+			switch *conflict {
+			case "fail", "skip", "overwrite":
+			default:
+				return x.usage("--on-conflict: want fail, skip or overwrite, not %q", *conflict)
+			}
+			var sources []string
+			for _, s := range strings.Split(args[0], ",") {
+				if s = strings.TrimSpace(s); s != "" {
+					addr, err := normalizeServer(s)
+					if err != nil {
+						return x.usage("ZK-SERVERS: %v", strings.TrimPrefix(err.Error(), "--servers: "))
+					}
+					sources = append(sources, addr)
+				}
+			}
+			if len(sources) == 0 {
+				return x.usage("ZK-SERVERS: no server given")
+			}
+			c := &copier{x: x, conflict: *conflict, maxBump: *maxBump, src: args[1], dst: args[1], seqs: map[string]int64{}}
+			if len(args) == 3 {
+				c.dst = args[2]
+			}
+			for _, p := range []string{c.src, c.dst} {
+				if !strings.HasPrefix(p, "/") || (len(p) > 1 && strings.HasSuffix(p, "/")) || path.Clean(p) != p {
+					return x.usage("%q is not a znode path", p)
+				}
+			}
+			err = c.run(sources)
+			out := c.summary()
+			if err != nil {
+				x.out.emit(out, func(w io.Writer) { writeCopy(w, out) })
+				return err
+			}
+			return x.out.emit(out, func(w io.Writer) { writeCopy(w, out) })
+		}
+	},
+}
+
+// copier copies one subtree.
+type copier struct {
+	x        *cmd
+	conflict string
+	maxBump  int64
+	src, dst string
+	zc       *zk.Conn
+	cl       *client.Client
+
+	copied, ephemeral, existing, overwritten, raised int
+	seqs                                             map[string]int64 // coordd parent -> highest sequence number copied under it
+	warnings                                         []string
+}
+
+type copyJSON struct {
+	From        string   `json:"from"`
+	To          string   `json:"to"`
+	Copied      int      `json:"copied"`
+	Ephemeral   int      `json:"skippedEphemeral"`
+	Existing    int      `json:"existing"`
+	Overwritten int      `json:"overwritten"`
+	SeqRaised   int      `json:"sequenceCountersRaised"`
+	Warnings    []string `json:"warnings"`
+}
+
+func (c *copier) summary() copyJSON {
+	return copyJSON{From: c.src, To: c.dst, Copied: c.copied, Ephemeral: c.ephemeral, Existing: c.existing,
+		Overwritten: c.overwritten, SeqRaised: c.raised, Warnings: append([]string{}, c.warnings...)}
+}
+
+func writeCopy(w io.Writer, o copyJSON) {
+	fmt.Fprintf(w, "copied %d znodes from %s to %s: %d ephemerals left out, %d existed (%d overwritten), %d sequence counters raised\n",
+		o.Copied, o.From, o.To, o.Ephemeral, o.Existing, o.Overwritten, o.SeqRaised)
+	for _, warn := range o.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", warn)
+	}
+}
+
+// quietZK drops go-zookeeper's logs (its connection chatter).
+type quietZK struct{}
+
+func (quietZK) Printf(string, ...any) {}
+
+// run connects to both sides and copies.
+func (c *copier) run(sources []string) error {
+	zc, events, err := zk.Connect(sources, c.x.sessionTimeout, zk.WithLogger(quietZK{}), zk.WithLogInfo(false))
+	if err != nil {
+		return fmt.Errorf("copy: %w", err)
+	}
+	defer zc.Close()
+	c.zc = zc
+	wait := time.NewTimer(c.x.timeout)
+	defer wait.Stop()
+	for connected := false; !connected; {
+		select {
+		case ev := <-events:
+			connected = ev.State == zk.StateHasSession
+		case <-wait.C:
+			return &cliError{code: "ConnectionFailed", status: 1, msg: fmt.Sprintf("copy: no session with ZooKeeper at %s within %v", strings.Join(sources, ","), c.x.timeout)}
+		case <-c.x.ctx.Done():
+			return c.x.ctx.Err()
+		}
+	}
+	go func() { // drain: go-zookeeper drops events nobody reads, but keep up anyway
+		for range events {
+		}
+	}()
+	ctx, cancel := c.x.deadline()
+	cl, err := c.x.client(ctx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	c.cl = cl
+	if err := c.ancestors(); err != nil {
+		return err
+	}
+	if err := c.walk(); err != nil {
+		return err
+	}
+	return c.raiseCounters()
+}
+
+// op runs one coordd operation within --timeout.
+func (c *copier) op(f func(ctx context.Context) error) error {
+	ctx, cancel := c.x.deadline()
+	defer cancel()
+	return f(ctx)
+}
+
+// ancestors creates the missing ancestors of the destination, empty.
+func (c *copier) ancestors() error {
+	var missing []string
+	for p := path.Dir(c.dst); p != "/" && c.dst != "/"; p = path.Dir(p) {
+		missing = append([]string{p}, missing...)
+	}
+	for _, p := range missing {
+		err := c.op(func(ctx context.Context) error {
+			_, err := c.cl.Create(ctx, p, nil, client.CreateMode{})
+			return err
+		})
+		if err != nil && !errors.Is(err, client.ErrNodeExists) {
+			return fmt.Errorf("copy: creating %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// target maps a source path to its coordd path.
+func (c *copier) target(p string) string {
+	rel := strings.TrimPrefix(p, c.src)
+	if c.src == "/" {
+		rel = p
+	}
+	if c.dst == "/" {
+		return path.Clean("/" + rel)
+	}
+	return c.dst + strings.TrimSuffix(rel, "/")
+}
+
+// walk copies the subtree, parents before children, in name order.
+func (c *copier) walk() error {
+	stack := []string{c.src}
+	for len(stack) > 0 {
+		p := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if p == "/zookeeper" || strings.HasPrefix(p, "/zookeeper/") {
+			continue
+		}
+		data, st, err := c.zc.Get(p)
+		if errors.Is(err, zk.ErrNoNode) {
+			continue // deleted at the source meanwhile
+		}
+		if err != nil {
+			return fmt.Errorf("copy: reading %s from ZooKeeper: %w", p, err)
+		}
+		mode, ephemeral := kindOf(st.EphemeralOwner)
+		if ephemeral {
+			c.ephemeral++
+			continue // an ephemeral has no children
+		}
+		if err := c.put(p, data, mode); err != nil {
+			return err
+		}
+		kids, _, err := c.zc.Children(p)
+		if errors.Is(err, zk.ErrNoNode) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("copy: listing %s in ZooKeeper: %w", p, err)
+		}
+		sort.Sort(sort.Reverse(sort.StringSlice(kids)))
+		for _, k := range kids {
+			stack = append(stack, path.Join(p, k))
+		}
+	}
+	return nil
+}
+
+// put creates one node in coordd, or handles the conflict.
+func (c *copier) put(src string, data []byte, mode client.CreateMode) error {
+	dst := c.target(src)
+	if dst == "/" {
+		return nil // the root is there already; its own data is not copied
+	}
+	parent := path.Dir(dst)
+	if n, ok := sequenceOf(path.Base(dst)); ok {
+		if cur, seen := c.seqs[parent]; !seen || n > cur {
+			c.seqs[parent] = n
+		}
+	}
+	// ACLs: coordd has none yet (they are being added). Once it has, read
+	// the source's here (c.zc.GetACL(src)) and create the node with them.
+	err := c.op(func(ctx context.Context) error {
+		_, err := c.cl.Create(ctx, dst, data, mode)
+		return err
+	})
+	switch {
+	case err == nil:
+		c.copied++
+		return nil
+	case !errors.Is(err, client.ErrNodeExists):
+		return fmt.Errorf("copy: creating %s: %w", dst, err)
+	}
+	c.existing++
+	switch c.conflict {
+	case "skip":
+		return nil
+	case "overwrite":
+		var cur []byte
+		err := c.op(func(ctx context.Context) (err error) { cur, _, err = c.cl.Get(ctx, dst); return err })
+		if err != nil {
+			return fmt.Errorf("copy: reading %s: %w", dst, err)
+		}
+		if string(cur) == string(data) {
+			return nil
+		}
+		if err := c.op(func(ctx context.Context) error { _, err := c.cl.Set(ctx, dst, data, -1); return err }); err != nil {
+			return fmt.Errorf("copy: overwriting %s: %w", dst, err)
+		}
+		c.overwritten++
+		return nil
+	}
+	return fmt.Errorf("copy: %s: %w (%d copied before it; run again with --on-conflict skip to resume, or overwrite to replace data)", dst, err, c.copied)
+}
+
+// kindOf decodes a ZooKeeper stat's ephemeralOwner: 0 for a persistent
+// node, Long.MIN_VALUE for a container, 0xff in the top byte for a TTL node
+// (the TTL in the low 40 bits: ZooKeeper's EphemeralType), else the
+// session of an ephemeral.
+func kindOf(owner int64) (client.CreateMode, bool) {
+	switch {
+	case owner == 0:
+		return client.CreateMode{}, false
+	case owner == math.MinInt64:
+		return client.CreateMode{Kind: client.Container}, false
+	case uint64(owner)>>56 == 0xff && uint64(owner)>>40&0xffff == 0:
+		return client.CreateMode{Kind: client.TTL, TTL: time.Duration(owner&(1<<40-1)) * time.Millisecond}, false
+	}
+	return client.CreateMode{}, true
+}
+
+// sequenceOf returns the sequence number a name ends with (ten digits, as
+// ZooKeeper appends them).
+func sequenceOf(name string) (int64, bool) {
+	if len(name) < 10 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(name[len(name)-10:], 10, 64)
+	if err != nil || strings.ContainsAny(name[len(name)-10:], "+-") {
+		return 0, false
+	}
+	return n, true
+}
+
+// raiseCounters makes each parent's next sequential create number higher
+// than any copied under it: coordd numbers a parent's sequential children
+// by the count of children ever created there, which the copy did not
+// bring along. A create and a delete of a scratch child raise it by one;
+// they go in multis of many.
+func (c *copier) raiseCounters() error {
+	parents := make([]string, 0, len(c.seqs))
+	for p := range c.seqs {
+		parents = append(parents, p)
+	}
+	sort.Strings(parents)
+	for _, parent := range parents {
+		want := c.seqs[parent] + 1 // the next number must be past the highest
+		probe := path.Join(parent, ".coordctl-copy-seq-")
+		var name string
+		if err := c.op(func(ctx context.Context) (err error) {
+			name, err = c.cl.Create(ctx, probe, nil, client.CreateMode{Sequential: true})
+			return err
+		}); err != nil {
+			return fmt.Errorf("copy: raising the sequence counter of %s: %w", parent, err)
+		}
+		if err := c.op(func(ctx context.Context) error { return c.cl.Delete(ctx, name, -1) }); err != nil {
+			return fmt.Errorf("copy: raising the sequence counter of %s: %w", parent, err)
+		}
+		cur, _ := sequenceOf(name)
+		need := want - (cur + 1)
+		if need <= 0 {
+			continue
+		}
+		if need > c.maxBump {
+			c.warnings = append(c.warnings, fmt.Sprintf("%s: the sequence counter is %d, below the highest copied number %d; raising it would take %d creates (more than --max-seq-raise): sequential creates there may meet existing names", parent, cur+1, want-1, need))
+			continue
+		}
+		scratch := path.Join(parent, ".coordctl-copy-seq")
+		for need > 0 {
+			batch := min(need, 500)
+			ops := make([]client.Op, 0, 2*batch)
+			for range batch {
+				ops = append(ops, client.CreateOp(scratch, nil, client.CreateMode{}), client.DeleteOp(scratch, -1))
+			}
+			if err := c.op(func(ctx context.Context) error { _, err := c.cl.Multi(ctx, ops...); return err }); err != nil {
+				return fmt.Errorf("copy: raising the sequence counter of %s: %w", parent, err)
+			}
+			need -= batch
+		}
+		c.raised++
+	}
+	return nil
+}
