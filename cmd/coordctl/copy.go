@@ -6,11 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"path"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -28,10 +28,11 @@ var copyVerb = &verb{
 	detail: `
 Copies the subtree at SRC-PATH of the ZooKeeper ensemble ZK-SERVERS
 (host:port,...) to DST-PATH (default: SRC-PATH) in the coordd cluster of
---servers, parents before children, with each node's data. Container and TTL
-nodes stay containers and TTL nodes (ZooKeeper shows them in the
-ephemeralOwner of their stat); ephemeral nodes are left out (they belong to
-the source's sessions); sequential nodes keep their names, and each parent's
+--servers, parents before children, with each node's data, as persistent
+nodes: ZooKeeper does not tell its clients which nodes are containers or TTL
+nodes (their stat's ephemeralOwner is 0), so re-create those with create -c
+or -t where it matters. Ephemeral nodes are left out (they belong to the
+source's sessions); sequential nodes keep their names, and each parent's
 sequence counter is raised past the highest copied number, so that later
 sequential creates there never reuse one. Missing ancestors of DST-PATH are
 created, empty. ZooKeeper's /zookeeper subtree is never copied, nor the
@@ -105,6 +106,7 @@ type copier struct {
 	zc       *zk.Conn
 	cl       *client.Client
 
+	mu                                               sync.Mutex // the counts and seqs, updated by the workers
 	copied, ephemeral, existing, overwritten, raised int
 	seqs                                             map[string]int64 // coordd parent -> highest sequence number copied under it
 	warnings                                         []string
@@ -216,71 +218,174 @@ func (c *copier) target(p string) string {
 	return c.dst + strings.TrimSuffix(rel, "/")
 }
 
-// walk copies the subtree, parents before children, in name order.
+// copyWorkers is how many nodes are copied at once: each copy waits for a
+// write to commit, and concurrent writes share the cost of committing.
+const copyWorkers = 16
+
+// walk copies the subtree: a node is queued once its parent is copied,
+// and copyWorkers workers copy the queued nodes.
 func (c *copier) walk() error {
-	stack := []string{c.src}
-	for len(stack) > 0 {
-		p := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if p == "/zookeeper" || strings.HasPrefix(p, "/zookeeper/") {
-			continue
-		}
-		data, st, err := c.zc.Get(p)
-		if errors.Is(err, zk.ErrNoNode) {
-			continue // deleted at the source meanwhile
-		}
-		if err != nil {
-			return fmt.Errorf("copy: reading %s from ZooKeeper: %w", p, err)
-		}
-		mode, ephemeral := kindOf(st.EphemeralOwner)
-		if ephemeral {
-			c.ephemeral++
-			continue // an ephemeral has no children
-		}
-		if err := c.put(p, data, mode); err != nil {
-			return err
-		}
-		kids, _, err := c.zc.Children(p)
-		if errors.Is(err, zk.ErrNoNode) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("copy: listing %s in ZooKeeper: %w", p, err)
-		}
-		sort.Sort(sort.Reverse(sort.StringSlice(kids)))
-		for _, k := range kids {
-			stack = append(stack, path.Join(p, k))
-		}
+	q := newWorkQueue(c.src)
+	var wg sync.WaitGroup
+	var errMu sync.Mutex
+	var first error
+	for range copyWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				p, ok := q.pop()
+				if !ok {
+					return
+				}
+				kids, err := c.copyNode(p)
+				if err != nil {
+					errMu.Lock()
+					if first == nil {
+						first = err
+					}
+					errMu.Unlock()
+					q.stop()
+				}
+				q.push(kids...)
+				q.done()
+			}
+		}()
 	}
-	return nil
+	wg.Wait()
+	if first == nil && c.x.ctx.Err() != nil {
+		first = c.x.ctx.Err()
+	}
+	return first
+}
+
+// copyNode copies the node at source path p and returns its children's
+// paths (none for a node that is not to be copied).
+func (c *copier) copyNode(p string) ([]string, error) {
+	if p == "/zookeeper" || strings.HasPrefix(p, "/zookeeper/") {
+		return nil, nil
+	}
+	if err := c.x.ctx.Err(); err != nil {
+		return nil, err
+	}
+	data, st, err := c.zc.Get(p)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, nil // deleted at the source meanwhile
+	}
+	if err != nil {
+		return nil, fmt.Errorf("copy: reading %s from ZooKeeper: %w", p, err)
+	}
+	if st.EphemeralOwner != 0 {
+		c.count(&c.ephemeral)
+		return nil, nil // an ephemeral has no children
+	}
+	if err := c.put(p, data); err != nil {
+		return nil, err
+	}
+	kids, _, err := c.zc.Children(p)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("copy: listing %s in ZooKeeper: %w", p, err)
+	}
+	sort.Strings(kids)
+	out := make([]string, len(kids))
+	for i, k := range kids {
+		out[i] = path.Join(p, k)
+	}
+	return out, nil
+}
+
+// count adds one to a counter of the copy.
+func (c *copier) count(n *int) {
+	c.mu.Lock()
+	*n++
+	c.mu.Unlock()
+}
+
+// workQueue holds the nodes to copy; it is finished when nothing is
+// queued and no node is being copied (one being copied may queue more).
+type workQueue struct {
+	mu      sync.Mutex
+	cond    *sync.Cond
+	items   []string
+	pending int // queued or being copied
+	stopped bool
+}
+
+func newWorkQueue(first string) *workQueue {
+	q := &workQueue{items: []string{first}, pending: 1}
+	q.cond = sync.NewCond(&q.mu)
+	return q
+}
+
+func (q *workQueue) push(items ...string) {
+	q.mu.Lock()
+	q.items = append(q.items, items...)
+	q.pending += len(items)
+	q.mu.Unlock()
+	q.cond.Broadcast()
+}
+
+// pop takes a node to copy; false when the copy is finished or stopped.
+func (q *workQueue) pop() (string, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.items) == 0 && q.pending > 0 && !q.stopped {
+		q.cond.Wait()
+	}
+	if q.stopped || len(q.items) == 0 {
+		return "", false
+	}
+	p := q.items[len(q.items)-1]
+	q.items = q.items[:len(q.items)-1]
+	return p, true
+}
+
+// done says a popped node is copied (its children pushed).
+func (q *workQueue) done() {
+	q.mu.Lock()
+	q.pending--
+	q.mu.Unlock()
+	q.cond.Broadcast()
+}
+
+func (q *workQueue) stop() {
+	q.mu.Lock()
+	q.stopped = true
+	q.mu.Unlock()
+	q.cond.Broadcast()
 }
 
 // put creates one node in coordd, or handles the conflict.
-func (c *copier) put(src string, data []byte, mode client.CreateMode) error {
+func (c *copier) put(src string, data []byte) error {
 	dst := c.target(src)
 	if dst == "/" {
 		return nil // the root is there already; its own data is not copied
 	}
 	parent := path.Dir(dst)
 	if n, ok := sequenceOf(path.Base(dst)); ok {
+		c.mu.Lock()
 		if cur, seen := c.seqs[parent]; !seen || n > cur {
 			c.seqs[parent] = n
 		}
+		c.mu.Unlock()
 	}
 	// ACLs: coordd has none yet (they are being added). Once it has, read
 	// the source's here (c.zc.GetACL(src)) and create the node with them.
 	err := c.op(func(ctx context.Context) error {
-		_, err := c.cl.Create(ctx, dst, data, mode)
+		_, err := c.cl.Create(ctx, dst, data, client.CreateMode{})
 		return err
 	})
 	switch {
 	case err == nil:
-		c.copied++
+		c.count(&c.copied)
 		return nil
 	case !errors.Is(err, client.ErrNodeExists):
 		return fmt.Errorf("copy: creating %s: %w", dst, err)
 	}
-	c.existing++
+	c.count(&c.existing)
 	switch c.conflict {
 	case "skip":
 		return nil
@@ -296,26 +401,10 @@ func (c *copier) put(src string, data []byte, mode client.CreateMode) error {
 		if err := c.op(func(ctx context.Context) error { _, err := c.cl.Set(ctx, dst, data, -1); return err }); err != nil {
 			return fmt.Errorf("copy: overwriting %s: %w", dst, err)
 		}
-		c.overwritten++
+		c.count(&c.overwritten)
 		return nil
 	}
-	return fmt.Errorf("copy: %s: %w (%d copied before it; run again with --on-conflict skip to resume, or overwrite to replace data)", dst, err, c.copied)
-}
-
-// kindOf decodes a ZooKeeper stat's ephemeralOwner: 0 for a persistent
-// node, Long.MIN_VALUE for a container, 0xff in the top byte for a TTL node
-// (the TTL in the low 40 bits: ZooKeeper's EphemeralType), else the
-// session of an ephemeral.
-func kindOf(owner int64) (client.CreateMode, bool) {
-	switch {
-	case owner == 0:
-		return client.CreateMode{}, false
-	case owner == math.MinInt64:
-		return client.CreateMode{Kind: client.Container}, false
-	case uint64(owner)>>56 == 0xff && uint64(owner)>>40&0xffff == 0:
-		return client.CreateMode{Kind: client.TTL, TTL: time.Duration(owner&(1<<40-1)) * time.Millisecond}, false
-	}
-	return client.CreateMode{}, true
+	return fmt.Errorf("copy: %s: %w (run again with --on-conflict skip to resume, or overwrite to replace data)", dst, err)
 }
 
 // sequenceOf returns the sequence number a name ends with (ten digits, as

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math"
 	"strings"
 	"testing"
 	"time"
@@ -12,26 +11,6 @@ import (
 	"github.com/coordd/coordd/client"
 	"github.com/coordd/coordd/test/cluster"
 )
-
-// TestKindOf: ZooKeeper's ephemeralOwner encodings (EphemeralType).
-func TestKindOf(t *testing.T) {
-	for _, tc := range []struct {
-		owner     int64
-		mode      client.CreateMode
-		ephemeral bool
-	}{
-		{0, client.CreateMode{}, false},
-		{math.MinInt64, client.CreateMode{Kind: client.Container}, false},
-		{int64(-0x100000000000000 | 5000), client.CreateMode{Kind: client.TTL, TTL: 5 * time.Second}, false},
-		{0x1000017a2b3c0001, client.CreateMode{}, true},
-		{0x0100000000000001, client.CreateMode{}, true},
-	} {
-		mode, eph := kindOf(tc.owner)
-		if mode != tc.mode || eph != tc.ephemeral {
-			t.Errorf("kindOf(%#x) = %+v, %v; want %+v, %v", uint64(tc.owner), mode, eph, tc.mode, tc.ephemeral)
-		}
-	}
-}
 
 // TestCopy copies from a coordd cluster, as a ZooKeeper ensemble over
 // ZooKeeper's protocol, into the test server: data, nesting, sequential
