@@ -1,19 +1,26 @@
 package rpc
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 )
 
-// A server started with Config.Join does not bootstrap a cluster (unless it
-// is one of Config.Peers, the initial voters: then it bootstraps as they
-// do, so that one set of flags serves every server of a Kubernetes
-// StatefulSet). With an empty data dir it waits for a cluster's leader to
-// add it (AddMember), catches up, and serves nothing until it is part of a
-// configuration (serving).
+// A server started with Config.Join does not bootstrap a cluster. With an
+// empty data dir it waits for a cluster's leader to add it (AddMember),
+// catches up, and serves nothing until it is part of a configuration
+// (serving). One of Config.Peers, the initial voters, started with Join
+// bootstraps as they do unless another of them already belongs to a
+// cluster: so one set of flags serves every server of a Kubernetes
+// StatefulSet, and an initial voter that was removed and comes back with
+// an empty data dir waits to be added again instead of starting a cluster
+// of its own. Both outcomes of a race are safe: servers that bootstrap
+// write the same first configuration, and one that joins instead is in
+// that configuration, so the leader brings it up to date.
 //
 // A joining server must start from an empty data dir: Raft state it
 // already holds came from somewhere, and if that was another cluster, the
@@ -89,6 +96,32 @@ func (n *Node) inConfiguration() bool {
 	}
 	for _, s := range cf.Configuration().Servers {
 		if string(s.ID) == n.cfg.ID {
+			return true
+		}
+	}
+	return false
+}
+
+// peersHaveCluster asks the other initial voters, briefly and at once,
+// whether one of them already belongs to a cluster (knows a Raft term: a
+// bootstrapped server does, one waiting to join does not).
+func (n *Node) peersHaveCluster() bool {
+	ctx, cancel := context.WithTimeout(n.ctx, 2*time.Second)
+	defer cancel()
+	found := make(chan bool, len(n.cfg.Peers))
+	asked := 0
+	for _, p := range n.cfg.Peers {
+		if p.ID == n.cfg.ID {
+			continue
+		}
+		asked++
+		go func(addr string) {
+			in, err := n.peerInfo(ctx, addr)
+			found <- err == nil && in.Term > 0
+		}(p.Addr)
+	}
+	for range asked {
+		if <-found {
 			return true
 		}
 	}

@@ -153,3 +153,40 @@ func dirListing(t *testing.T, dir string) string {
 	}
 	return b.String()
 }
+
+// TestInitialVoterRejoins: an initial voter started with Join and an empty
+// data dir, while the others already run a cluster (it was removed and its
+// disk wiped, say), does not bootstrap a cluster of its own: it waits to
+// be added back, as any joiner does.
+func TestInitialVoterRejoins(t *testing.T) {
+	nodes, leader := threeNodes(t)
+	var gone *Node
+	for _, n := range nodes {
+		if n != leader {
+			gone = n
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := (admin{leader}).RemoveMember(ctx, &apipb.RemoveMemberRequest{Id: gone.ID()}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := gone.cfg
+	gone.Close()
+	cfg.DataDir, cfg.Join = t.TempDir(), true // the disk wiped; the same flags
+	var back *Node
+	waitFor(t, func() bool { // the old listeners may take a moment to go
+		var err error
+		back, err = NewNode(cfg)
+		return err == nil
+	})
+	defer back.Close()
+	if back.inConfiguration() {
+		t.Fatal("the returning voter bootstrapped a cluster of its own")
+	}
+	if _, err := (admin{leader}).AddMember(ctx, &apipb.AddMemberRequest{Id: cfg.ID, PeerAddress: cfg.PeerAddr}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, back.inConfiguration)
+	waitFor(t, func() bool { return back.fsm.AppliedIndex() >= leader.fsm.AppliedIndex() })
+}

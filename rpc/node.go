@@ -175,6 +175,7 @@ func NewNode(cfg Config) (_ *Node, err error) {
 	cleanup = append(cleanup, n.mux.close)
 
 	n.peers = newPeerClients(n)
+	cleanup = append(cleanup, n.peers.close)
 	n.verified = newRoundGroup(n.ctx, n.verifyCommitIndex)
 	n.asked = newRoundGroup(n.ctx, n.askLeaderReadIndex)
 	n.prop = newProposer(n)
@@ -242,10 +243,11 @@ func NewNode(cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if !existing && cfg.joins() {
+	joining := !existing && (cfg.joins() || cfg.Join && n.peersHaveCluster())
+	if joining {
 		n.log.Info("joining: waiting for the leader to add this server", "peer", cfg.PeerAddr)
 	}
-	if !existing && !cfg.joins() {
+	if !existing && !joining {
 		peers := cfg.Peers
 		if len(peers) == 0 {
 			peers = []Peer{{ID: cfg.ID, Addr: cfg.PeerAddr}}
