@@ -45,12 +45,14 @@ type procNode struct {
 	dataDir    string
 	logPath    string
 
-	mu      sync.Mutex
-	cmd     *exec.Cmd
-	exited  chan struct{}
-	paused  bool
-	starts  int
-	logFile *os.File
+	mu         sync.Mutex
+	join       bool // start with --join (it was replaced: membership fault)
+	generation int  // how many times its data dir was replaced
+	cmd        *exec.Cmd
+	exited     chan struct{}
+	paused     bool
+	starts     int
+	logFile    *os.File
 }
 
 // procCluster runs real coordd processes.
@@ -127,6 +129,9 @@ func (c *procCluster) start(i int) error {
 		"--trailing-logs", fmt.Sprint(serverTiming.TrailingLogs),
 		"--reap-interval", "500ms",
 		"--log-level", "info")
+	if n.join {
+		cmd.Args = append(cmd.Args, "--join")
+	}
 	cmd.Stdout = n.logFile
 	cmd.Stderr = n.logFile
 	// The servers die with the test process even if it is killed.
