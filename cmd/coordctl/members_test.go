@@ -120,7 +120,7 @@ func TestMemberVerbs(t *testing.T) {
 	peer5 := c.Members[i5].Cfg.PeerAddr
 	c.Stop(i5)
 	addDone := make(chan result, 1)
-	go func() { addDone <- ctlAt(t, servers, "-o", "json", "member", "add", "5", peer5, "--catch-up", "3s") }()
+	go func() { addDone <- ctlAt(t, servers, "-o", "json", "member", "add", "5", peer5, "--catch-up", "8s") }()
 	c.Eventually(10*time.Second, "server 5 added as a non-voter", func() bool {
 		r := ctl("member", "list", "-o", "json")
 		return r.code == 0 && strings.Contains(r.stdout, `"id":"5"`)
