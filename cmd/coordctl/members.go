@@ -263,6 +263,10 @@ func (x *cmd) adminCall(d time.Duration, call func(ctx context.Context, c apipb.
 		if x.ctx.Err() != nil {
 			return x.ctx.Err()
 		}
+		var local *cliError
+		if errors.As(err, &local) {
+			return err // coordctl's own failure (writing a file): no server would do better
+		}
 		reason := reasonOf(err)
 		if status.Code(err) != codes.Unavailable && reason != "" || status.Code(err) == codes.DeadlineExceeded {
 			return refusal(err, reason)
