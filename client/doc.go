@@ -30,6 +30,29 @@
 // fails with an error matching both ErrOutcomeUnknown and ErrSessionExpired
 // (or ErrClosed): it may or may not have been applied.
 //
+// # Suspension: before the session can expire
+//
+// A program that holds something through its session (a lock) must stop
+// relying on it before the leader can expire the session and hand it to
+// someone else. A server that vouches (all current servers) tells the client
+// which of its requests the leader has heard of, in a term a majority
+// confirmed afterwards; the client reports StateSuspended at
+//
+//	sent + T - V - M
+//
+// where sent is when it sent the last such request (for a new session, the
+// connect request), T the session timeout, V the server's vouch interval
+// (half the server's tick) and M the margin (WithSuspendMargin, by default
+// max(T/50, 50ms)). No leader expires the session before sent + T, so a
+// suspended session has V + M left, by the client's clock, to stop.
+// Disconnecting and reconnecting move nothing: only the leader's
+// confirmation does. When the leader confirms the session again, the client
+// reports StateReconnected. Idle sessions ping often enough that healthy ones
+// are never suspended; a leader failover that takes longer than about
+// T - 2V - M - T/3 does suspend them (safely). Against a server that does not
+// vouch, the client suspends the session at every disconnect, as a
+// ZooKeeper client's SUSPENDED. Client.Confirmation reports the figures.
+//
 // # Watches
 //
 // GetW, ExistsW and ChildrenW return a one-shot channel (capacity 1) that

@@ -20,11 +20,13 @@ const (
 	StateConnected
 	// StateDisconnected: the stream to the server broke; the client is trying
 	// the servers and the session may still be alive. Calls wait. Code that
-	// relies on the session (a lock) should consider itself suspended.
+	// relies on the session (a lock) acts on StateSuspended, which follows
+	// if the session may be lost.
 	StateDisconnected
-	// StateReconnected: the same session was resumed on a server after
-	// StateDisconnected; pending requests were re-sent and watches
-	// re-registered.
+	// StateReconnected: the session is fine again: after StateDisconnected,
+	// the same session was resumed on a server (pending requests were
+	// re-sent and watches re-registered); after StateSuspended, the leader
+	// confirmed the session again.
 	StateReconnected
 	// StateExpired: the session is gone (terminal). Every pending and later
 	// call fails with ErrSessionExpired.
@@ -32,9 +34,20 @@ const (
 	// StateClosed: Close was called (terminal, always the last event; the
 	// States channel is closed after it).
 	StateClosed
+	// StateSuspended: the session may be lost. The leader has not confirmed
+	// a request sent in the last T - V - M (session timeout, the server's
+	// vouch interval, WithSuspendMargin), so it may expire the session
+	// V + M from now, and anything the session holds (a lock) may then pass
+	// to another owner: code that relies on the session stops relying on it
+	// now. Against a server that does not vouch (older than vouches), it
+	// follows every StateDisconnected. The client stays connected, or goes
+	// on reconnecting; StateReconnected follows once the leader confirms the
+	// session again (StateExpired if it expired). While suspended, a
+	// reconnection is reported as StateSuspended again, with its server.
+	StateSuspended
 )
 
-var stateNames = [...]string{"Connecting", "Connected", "Disconnected", "Reconnected", "Expired", "Closed"}
+var stateNames = [...]string{"Connecting", "Connected", "Disconnected", "Reconnected", "Expired", "Closed", "Suspended"}
 
 // String returns the state's name, such as "Connected".
 func (s State) String() string {

@@ -44,12 +44,21 @@ type Applied struct {
 	Configuration bool
 	// Opened is set when the entry opened a session.
 	Opened *session.Info
+	// Resumed is set when the entry moved a session to the server whose
+	// client resumed it (ResumeSession): that server is its owner now.
+	Resumed *Resumed
 	// Closed lists the sessions this entry closed.
 	Closed []int64
 	// Tree and Sessions are the state right after the entry, for reads run
 	// inside the callback (the caller holds the write lock; do not keep them).
 	Tree     *tree.Tree
 	Sessions *session.Registry
+}
+
+// Resumed names a session and the server that owns it now.
+type Resumed struct {
+	Session int64
+	Server  string
 }
 
 // Observer learns what every applied entry did. Both methods are called
@@ -252,12 +261,23 @@ func (f *FSM) applyCommand(index int64, term uint64, data []byte) *cmdpb.Result 
 	case *cmdpb.Command_Write:
 		f.applyWrite(a, tx, c.Write)
 	case *cmdpb.Command_OpenSession:
-		info := session.Info{ID: index, TimeoutMs: c.OpenSession.TimeoutMs, Password: c.OpenSession.Password}
+		info := session.Info{ID: index, TimeoutMs: c.OpenSession.TimeoutMs, Password: c.OpenSession.Password, Owner: c.OpenSession.Server}
 		if err := f.sessions.Open(info); err == nil {
 			a.Opened = &info
 		}
+	case *cmdpb.Command_ResumeSession:
+		id, server := c.ResumeSession.SessionId, c.ResumeSession.Server
+		if err := f.sessions.SetOwner(id, server); err == nil {
+			a.Resumed = &Resumed{Session: id, Server: server}
+		}
 	case *cmdpb.Command_CloseSession:
 		a.Session, a.Xid = c.CloseSession.SessionId, c.CloseSession.Xid
+		if c.CloseSession.Xid != 0 {
+			if r := f.moved(tx, c.CloseSession.SessionId, c.CloseSession.Server); r != nil {
+				a.Result = r
+				break
+			}
+		}
 		if c.CloseSession.Expired && c.CloseSession.Term != term {
 			// An expiry decided in one term but logged in another is a
 			// stale leader's decision: the session's deadline was never
@@ -307,10 +327,30 @@ func (f *FSM) closeSession(a *Applied, tx *tree.Tx, id int64) *cmdpb.Result {
 	return &cmdpb.Result{Zxid: tx.Zxid}
 }
 
+// moved returns the SESSION_MOVED result for a request of session id that
+// server sent when another server owns the session, nil otherwise (also
+// when either is unknown: entries and sessions logged before coordd recorded
+// owners are not checked).
+func (f *FSM) moved(tx *tree.Tx, id int64, server string) *cmdpb.Result {
+	info, ok := f.sessions.Get(id)
+	if !ok || server == "" || info.Owner == "" || info.Owner == server {
+		return nil
+	}
+	return &cmdpb.Result{Zxid: tx.Zxid, Code: cmdpb.Code_SESSION_MOVED,
+		Message: fmt.Sprintf("session 0x%x moved to server %s; server %s may no longer write for it", id, info.Owner, server)}
+}
+
 func (f *FSM) applyWrite(a *Applied, tx *tree.Tx, w *cmdpb.Write) {
 	a.Session, a.Xid = w.SessionId, w.Xid
 	if _, ok := f.sessions.Get(w.SessionId); !ok {
 		a.Result = &cmdpb.Result{Zxid: tx.Zxid, Code: cmdpb.Code_SESSION_EXPIRED, Message: "session expired or unknown"}
+		return
+	}
+	// A server that no longer owns the session writes nothing for it, and
+	// the refusal is not cached: the client's retry of the same xid, from
+	// the server it moved to, applies.
+	if r := f.moved(tx, w.SessionId, w.Server); r != nil {
+		a.Result = r
 		return
 	}
 	if cached, ok := f.sessions.Reply(w.SessionId, w.Xid); ok {

@@ -16,12 +16,13 @@ var ErrCorrupt = errors.New("session: corrupt registry encoding")
 
 // The encoding, written by WriteTo and read by ReadRegistry:
 //
-//	magic    "CDSR" 0x01 (format version 1)
+//	magic    "CDSR" 0x02 (format version 2)
 //	count    uvarint, number of sessions
 //	count times, in strictly increasing ID order:
 //	  id        varint
 //	  timeoutMs varint
 //	  pwLen     uvarint (<= MaxPasswordLen), then pwLen bytes
+//	  ownerLen  uvarint (<= MaxOwnerLen), then ownerLen bytes
 //	  floor     varint (ack floor)
 //	  nReplies  uvarint (<= MaxCachedReplies)
 //	  nReplies times, in strictly increasing xid order, every xid >= floor:
@@ -31,7 +32,13 @@ var ErrCorrupt = errors.New("session: corrupt registry encoding")
 //
 // Varints are encoding/binary's, and must be minimal (canonical), so that a registry
 // state has exactly one encoding.
-var magic = [5]byte{'C', 'D', 'S', 'R', 1}
+//
+// Version 1, written before sessions had owners, is the same without ownerLen and its
+// bytes; ReadRegistry still reads it (every owner is then "").
+var magic = [5]byte{'C', 'D', 'S', 'R', 2}
+
+// magicV1 starts the encoding of format version 1.
+var magicV1 = [5]byte{'C', 'D', 'S', 'R', 1}
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -85,15 +92,26 @@ func (e *encoder) bytes(b []byte) {
 // WriteTo writes r's deterministic encoding to w: two registries holding the same
 // sessions, passwords, ack floors and cached replies produce the same bytes, however
 // they were built. It returns the number of bytes written.
-func (r *Registry) WriteTo(w io.Writer) (int64, error) {
+func (r *Registry) WriteTo(w io.Writer) (int64, error) { return r.writeTo(w, true) }
+
+// writeTo writes format version 2, or version 1 (without owners) for the
+// tests of the reading of old snapshots.
+func (r *Registry) writeTo(w io.Writer, owners bool) (int64, error) {
 	e := &encoder{w: w, buf: make([]byte, 0, flushAt+64)}
-	e.buf = append(e.buf, magic[:]...)
+	if owners {
+		e.buf = append(e.buf, magic[:]...)
+	} else {
+		e.buf = append(e.buf, magicV1[:]...)
+	}
 	e.buf = binary.AppendUvarint(e.buf, uint64(r.tree.Len()))
 	r.tree.Ascend(func(it item) bool {
 		s := it.e
 		e.buf = binary.AppendVarint(e.buf, s.info.ID)
 		e.buf = binary.AppendVarint(e.buf, s.info.TimeoutMs)
 		e.bytes(s.info.Password)
+		if owners {
+			e.bytes([]byte(s.info.Owner))
+		}
 		e.buf = binary.AppendVarint(e.buf, s.floor)
 		e.buf = binary.AppendUvarint(e.buf, uint64(len(s.replies)))
 		for _, rp := range s.replies {
@@ -120,8 +138,10 @@ type decoder struct {
 	r   io.Reader
 	br  io.ByteReader // r, if it is one
 	crc uint32
-	one [1]byte
-	vb  [binary.MaxVarintLen64]byte
+	// owners: the format has each session's owner (version 2).
+	owners bool
+	one    [1]byte
+	vb     [binary.MaxVarintLen64]byte
 }
 
 // fail converts a read error: running out of input is corruption (truncation).
@@ -251,9 +271,10 @@ func readRegistry(rd io.Reader, verify bool) (*Registry, error) {
 	if err := d.full(m[:]); err != nil {
 		return nil, err
 	}
-	if m != magic {
+	if m != magic && m != magicV1 {
 		return nil, corrupt("bad magic or version %q", m[:])
 	}
+	d.owners = m == magic
 	count, err := d.uvarint()
 	if err != nil {
 		return nil, err
@@ -294,6 +315,13 @@ func (d *decoder) session() (*entry, error) {
 	}
 	if s.info.Password, err = d.bytes("password length", MaxPasswordLen); err != nil {
 		return nil, err
+	}
+	if d.owners {
+		owner, err := d.bytes("owner length", MaxOwnerLen)
+		if err != nil {
+			return nil, err
+		}
+		s.info.Owner = string(owner)
 	}
 	if s.floor, err = d.varint(); err != nil {
 		return nil, err

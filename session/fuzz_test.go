@@ -23,6 +23,13 @@ func FuzzReadRegistry(f *testing.F) {
 	r.Ack(-1, 1)
 	f.Add(encode(f, r))
 	f.Add([]byte("CDSR\x01"))
+	r.SetOwner(-1, "server-1")
+	f.Add(encode(f, r))
+	var v1 bytes.Buffer
+	if _, err := r.writeTo(&v1, false); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(v1.Bytes())
 
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// Both with the checksum and without, so mutated inputs reach the structure
@@ -36,6 +43,18 @@ func FuzzReadRegistry(f *testing.F) {
 				continue
 			}
 			enc := encode(t, got)
+			if bytes.HasPrefix(data, magicV1[:]) {
+				// Read from version 1, whose owners are all "": its
+				// canonical form is version 1's.
+				var b bytes.Buffer
+				if _, err := got.writeTo(&b, false); err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(b.Bytes()[:b.Len()-4], data[:b.Len()-4]) {
+					t.Fatal("accepted a non-canonical version 1 encoding")
+				}
+				continue
+			}
 			again, err := ReadRegistry(bytes.NewReader(enc))
 			if err != nil {
 				t.Fatalf("re-reading its own encoding: %v", err)
@@ -58,7 +77,9 @@ func TestEncodingGolden(t *testing.T) {
 	r.Record(1, 3, []byte("x"))
 	r.Ack(1, 3)
 	got := encode(t, r)
-	want := withCRC([]byte{'C', 'D', 'S', 'R', 1, 1, 2, 4, 1, 0xab, 6, 1, 6, 1, 'x'})
+	_ = r.SetOwner(1, "s")
+	got = encode(t, r)
+	want := withCRC([]byte{'C', 'D', 'S', 'R', 2, 1, 2, 4, 1, 0xab, 1, 's', 6, 1, 6, 1, 'x'})
 	if !bytes.Equal(got, want) {
 		t.Fatalf("encoding = %x, want %x", got, want)
 	}
@@ -67,5 +88,27 @@ func TestEncodingGolden(t *testing.T) {
 	}
 	if _, err := ReadRegistry(bytes.NewReader(got[:len(got)-1])); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("short checksum: %v", err)
+	}
+}
+
+// TestReadVersion1: a registry written before sessions had owners (format
+// version 1, as snapshots of earlier versions hold it) still reads, every
+// owner "", and is written again as version 2.
+func TestReadVersion1(t *testing.T) {
+	v1 := withCRC([]byte{'C', 'D', 'S', 'R', 1, 1, 2, 4, 1, 0xab, 6, 1, 6, 1, 'x'})
+	r, err := ReadRegistry(bytes.NewReader(v1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, ok := r.Get(1)
+	if !ok || info.TimeoutMs != 2 || !bytes.Equal(info.Password, []byte{0xab}) || info.Owner != "" {
+		t.Fatalf("session read from version 1: %+v %v", info, ok)
+	}
+	if reply, ok := r.Reply(1, 3); !ok || string(reply) != "x" || r.Acked(1) != 3 {
+		t.Fatalf("reply read from version 1: %q %v, floor %d", reply, ok, r.Acked(1))
+	}
+	want := withCRC([]byte{'C', 'D', 'S', 'R', 2, 1, 2, 4, 1, 0xab, 0, 6, 1, 6, 1, 'x'})
+	if got := encode(t, r); !bytes.Equal(got, want) {
+		t.Fatalf("written again = %x, want %x", got, want)
 	}
 }

@@ -32,11 +32,18 @@ const MaxPasswordLen = 64
 // is also the bound [ReadRegistry] enforces on a reply's length.
 const MaxReplyLen = 64 << 20
 
+// MaxOwnerLen is the longest owner [Registry.Open] and [Registry.SetOwner] accept.
+const MaxOwnerLen = 255
+
 // Info is one open session as replicated.
 type Info struct {
 	ID        int64  // log index of the entry that opened it
 	TimeoutMs int64  // negotiated timeout
 	Password  []byte // chosen by the leader, 16 bytes
+	// Owner is the server the session's client connected to last, as logged
+	// (the session opened or resumed there); "" when unknown (a session of a
+	// log or snapshot from before owners were recorded).
+	Owner string
 }
 
 // reply is one cached reply.
@@ -112,11 +119,31 @@ func (r *Registry) Open(info Info) error {
 	if len(info.Password) > MaxPasswordLen {
 		return fmt.Errorf("session: password of %d bytes exceeds %d", len(info.Password), MaxPasswordLen)
 	}
+	if len(info.Owner) > MaxOwnerLen {
+		return fmt.Errorf("session: owner of %d bytes exceeds %d", len(info.Owner), MaxOwnerLen)
+	}
 	if r.tree.Has(item{id: info.ID}) {
 		return fmt.Errorf("%w: %d", ErrExists, info.ID)
 	}
 	info.Password = cloneBytes(info.Password)
 	r.put(&entry{owner: r.tok, info: info})
+	return nil
+}
+
+// SetOwner records that the client of session id is now connected to server
+// owner. It returns an error wrapping [ErrUnknown] if id is not open, and an
+// error if owner is longer than [MaxOwnerLen].
+func (r *Registry) SetOwner(id int64, owner string) error {
+	if len(owner) > MaxOwnerLen {
+		return fmt.Errorf("session: owner of %d bytes exceeds %d", len(owner), MaxOwnerLen)
+	}
+	e, ok := r.get(id)
+	if !ok {
+		return fmt.Errorf("%w: %d", ErrUnknown, id)
+	}
+	if e.info.Owner != owner {
+		r.mutable(e).info.Owner = owner
+	}
 	return nil
 }
 

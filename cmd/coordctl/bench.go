@@ -281,7 +281,7 @@ type bench struct {
 
 // sessionOptions are the options of every measured session.
 func (b *bench) sessionOptions() []client.Option {
-	opts := []client.Option{client.WithSessionTimeout(b.x.sessionTimeout)}
+	opts := b.x.clientOptions()
 	if b.pool != nil {
 		opts = append(opts, client.WithPool(b.pool))
 	}
@@ -300,7 +300,7 @@ func (b *bench) run(specs []benchSpec) error {
 		b.value[i] = byte('a' + rand.IntN(26))
 	}
 	ctx, cancel := x.deadline()
-	admin, err := client.Connect(ctx, x.servers, client.WithSessionTimeout(x.sessionTimeout))
+	admin, err := client.Connect(ctx, x.servers, x.clientOptions()...)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("bench: cannot connect to %s: %w", strings.Join(x.servers, ","), err)

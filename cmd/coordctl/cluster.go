@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/coordd/coordd/rpc/apipb"
 )
@@ -128,7 +127,7 @@ func (x *cmd) unary(call func(ctx context.Context, c apipb.CoordClient) error) e
 			continue
 		}
 		err := func() error {
-			cc, err := dialAPI(addr)
+			cc, err := x.dialAPI(addr)
 			if err != nil {
 				return err
 			}
@@ -145,10 +144,12 @@ func (x *cmd) unary(call func(ctx context.Context, c apipb.CoordClient) error) e
 		}
 		later[addr] = err
 	}
-	return &connectError{what: "no server answered", servers: failures(servers, failed, func(addr string) error { return later[addr] })}
+	lastErr := func(addr string) error { return later[addr] }
+	return &connectError{what: "no server answered", servers: x.explainTLS(failures(servers, failed, lastErr), lastErr)}
 }
 
-// dialAPI opens a connection to the public API of the server at addr.
-func dialAPI(addr string) (*grpc.ClientConn, error) {
-	return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+// dialAPI opens a connection to the public API of the server at addr, with
+// the invocation's TLS settings.
+func (c *cli) dialAPI(addr string) (*grpc.ClientConn, error) {
+	return grpc.NewClient(addr, c.grpcCredentials())
 }

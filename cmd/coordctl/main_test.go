@@ -30,8 +30,21 @@ var (
 	srvDir  string
 )
 
+// cleanups run after every test, before the shared server stops.
+var cleanups []func()
+
 func TestMain(m *testing.M) {
+	// The test binary started as a helper process (see startHelper).
+	switch os.Getenv(helperEnv) {
+	case "main":
+		main()
+	case "tied":
+		tiedHelper()
+	}
 	code := m.Run()
+	for _, f := range cleanups {
+		f()
+	}
 	if srvNode != nil {
 		srvNode.Close()
 	}

@@ -248,7 +248,7 @@ func (x *cmd) adminCall(d time.Duration, call func(ctx context.Context, c apipb.
 			continue
 		}
 		err := func() error {
-			cc, err := dialAPI(addr)
+			cc, err := x.dialAPI(addr)
 			if err != nil {
 				return err
 			}
@@ -279,7 +279,8 @@ func (x *cmd) adminCall(d time.Duration, call func(ctx context.Context, c apipb.
 	if lastAnswer != nil {
 		return refusal(lastAnswer, "Unavailable")
 	}
-	return &connectError{what: "no server answered", servers: failures(servers, failed, func(addr string) error { return later[addr] })}
+	lastErr := func(addr string) error { return later[addr] }
+	return &connectError{what: "no server answered", servers: x.explainTLS(failures(servers, failed, lastErr), lastErr)}
 }
 
 // reasonOf returns the reason of a server's refusal (the ErrorInfo detail

@@ -95,6 +95,7 @@ const (
 	Code_NODE_EXISTS                Code = 110
 	Code_NOT_EMPTY                  Code = 111
 	Code_SESSION_EXPIRED            Code = 112
+	Code_SESSION_MOVED              Code = 118
 )
 
 // Enum value maps for Code.
@@ -110,6 +111,7 @@ var (
 		110: "NODE_EXISTS",
 		111: "NOT_EMPTY",
 		112: "SESSION_EXPIRED",
+		118: "SESSION_MOVED",
 	}
 	Code_value = map[string]int32{
 		"OK":                         0,
@@ -122,6 +124,7 @@ var (
 		"NODE_EXISTS":                110,
 		"NOT_EMPTY":                  111,
 		"SESSION_EXPIRED":            112,
+		"SESSION_MOVED":              118,
 	}
 )
 
@@ -164,6 +167,7 @@ type Command struct {
 	//	*Command_CloseSession
 	//	*Command_Noop
 	//	*Command_Reap
+	//	*Command_ResumeSession
 	Cmd           isCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -258,6 +262,15 @@ func (x *Command) GetReap() *Reap {
 	return nil
 }
 
+func (x *Command) GetResumeSession() *ResumeSession {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_ResumeSession); ok {
+			return x.ResumeSession
+		}
+	}
+	return nil
+}
+
 type isCommand_Cmd interface {
 	isCommand_Cmd()
 }
@@ -282,6 +295,10 @@ type Command_Reap struct {
 	Reap *Reap `protobuf:"bytes,6,opt,name=reap,proto3,oneof"`
 }
 
+type Command_ResumeSession struct {
+	ResumeSession *ResumeSession `protobuf:"bytes,7,opt,name=resume_session,json=resumeSession,proto3,oneof"`
+}
+
 func (*Command_Write) isCommand_Cmd() {}
 
 func (*Command_OpenSession) isCommand_Cmd() {}
@@ -292,6 +309,8 @@ func (*Command_Noop) isCommand_Cmd() {}
 
 func (*Command_Reap) isCommand_Cmd() {}
 
+func (*Command_ResumeSession) isCommand_Cmd() {}
+
 // Write is a client write, identified by (session_id, xid) for exactly-once
 // retries.
 type Write struct {
@@ -300,6 +319,10 @@ type Write struct {
 	Xid       int64                  `protobuf:"varint,2,opt,name=xid,proto3" json:"xid,omitempty"`
 	// lowest_pending_xid lets the FSM drop cached replies the client has seen.
 	LowestPendingXid int64 `protobuf:"varint,3,opt,name=lowest_pending_xid,json=lowestPendingXid,proto3" json:"lowest_pending_xid,omitempty"`
+	// server is the server whose client sent the write (empty in entries
+	// logged before coordd recorded it: not checked). A write from a server
+	// that no longer owns the session fails with SESSION_MOVED.
+	Server string `protobuf:"bytes,4,opt,name=server,proto3" json:"server,omitempty"`
 	// Types that are valid to be assigned to Op:
 	//
 	//	*Write_Create
@@ -360,6 +383,13 @@ func (x *Write) GetLowestPendingXid() int64 {
 		return x.LowestPendingXid
 	}
 	return 0
+}
+
+func (x *Write) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
 }
 
 func (x *Write) GetOp() isWrite_Op {
@@ -839,9 +869,11 @@ func (x *Multi) GetOps() []*Op {
 
 // OpenSession opens a session; its id is the entry's log index.
 type OpenSession struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TimeoutMs     int64                  `protobuf:"varint,1,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
-	Password      []byte                 `protobuf:"bytes,2,opt,name=password,proto3" json:"password,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	TimeoutMs int64                  `protobuf:"varint,1,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	Password  []byte                 `protobuf:"bytes,2,opt,name=password,proto3" json:"password,omitempty"`
+	// server is the server the session opens on: its first owner.
+	Server        string `protobuf:"bytes,3,opt,name=server,proto3" json:"server,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -890,6 +922,69 @@ func (x *OpenSession) GetPassword() []byte {
 	return nil
 }
 
+func (x *OpenSession) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+// ResumeSession makes server the owner of a session whose client resumed it
+// there; from then on writes (and a close) of the session from any other
+// server fail with SESSION_MOVED, and that server closes its connection of
+// the session.
+type ResumeSession struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     int64                  `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Server        string                 `protobuf:"bytes,2,opt,name=server,proto3" json:"server,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeSession) Reset() {
+	*x = ResumeSession{}
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeSession) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeSession) ProtoMessage() {}
+
+func (x *ResumeSession) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeSession.ProtoReflect.Descriptor instead.
+func (*ResumeSession) Descriptor() ([]byte, []int) {
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ResumeSession) GetSessionId() int64 {
+	if x != nil {
+		return x.SessionId
+	}
+	return 0
+}
+
+func (x *ResumeSession) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
 // CloseSession closes a session and deletes its ephemerals, on client
 // request (session_id with xid) or on expiry (leader-proposed, xid 0).
 type CloseSession struct {
@@ -899,14 +994,17 @@ type CloseSession struct {
 	Expired   bool                   `protobuf:"varint,3,opt,name=expired,proto3" json:"expired,omitempty"`
 	// term is the Raft term of the leader that decided the expiry; the FSM
 	// ignores an expiry whose entry was written in another term.
-	Term          uint64 `protobuf:"varint,4,opt,name=term,proto3" json:"term,omitempty"`
+	Term uint64 `protobuf:"varint,4,opt,name=term,proto3" json:"term,omitempty"`
+	// server is the server whose client asked for the close (xid set); as
+	// for Write.server, another server than the owner gets SESSION_MOVED.
+	Server        string `protobuf:"bytes,5,opt,name=server,proto3" json:"server,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CloseSession) Reset() {
 	*x = CloseSession{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[9]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -918,7 +1016,7 @@ func (x *CloseSession) String() string {
 func (*CloseSession) ProtoMessage() {}
 
 func (x *CloseSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[9]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -931,7 +1029,7 @@ func (x *CloseSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSession.ProtoReflect.Descriptor instead.
 func (*CloseSession) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{9}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CloseSession) GetSessionId() int64 {
@@ -962,6 +1060,13 @@ func (x *CloseSession) GetTerm() uint64 {
 	return 0
 }
 
+func (x *CloseSession) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
 // Noop changes nothing. A new leader proposes one at the start of its term
 // (leader_id set), so the FSM's index reaches the commit index of the new
 // term. (Earlier versions also proposed them with leader_id empty to carry
@@ -977,7 +1082,7 @@ type Noop struct {
 
 func (x *Noop) Reset() {
 	*x = Noop{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[10]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -989,7 +1094,7 @@ func (x *Noop) String() string {
 func (*Noop) ProtoMessage() {}
 
 func (x *Noop) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[10]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1002,7 +1107,7 @@ func (x *Noop) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Noop.ProtoReflect.Descriptor instead.
 func (*Noop) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{10}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Noop) GetLeaderId() string {
@@ -1023,7 +1128,7 @@ type Reap struct {
 
 func (x *Reap) Reset() {
 	*x = Reap{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[11]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1035,7 +1140,7 @@ func (x *Reap) String() string {
 func (*Reap) ProtoMessage() {}
 
 func (x *Reap) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[11]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1048,7 +1153,7 @@ func (x *Reap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reap.ProtoReflect.Descriptor instead.
 func (*Reap) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{11}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Reap) GetPaths() []string {
@@ -1080,7 +1185,7 @@ type Stat struct {
 
 func (x *Stat) Reset() {
 	*x = Stat{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[12]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1092,7 +1197,7 @@ func (x *Stat) String() string {
 func (*Stat) ProtoMessage() {}
 
 func (x *Stat) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[12]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1105,7 +1210,7 @@ func (x *Stat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stat.ProtoReflect.Descriptor instead.
 func (*Stat) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{12}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Stat) GetCzxid() int64 {
@@ -1212,7 +1317,7 @@ type OpResult struct {
 
 func (x *OpResult) Reset() {
 	*x = OpResult{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[13]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1224,7 +1329,7 @@ func (x *OpResult) String() string {
 func (*OpResult) ProtoMessage() {}
 
 func (x *OpResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[13]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1237,7 +1342,7 @@ func (x *OpResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpResult.ProtoReflect.Descriptor instead.
 func (*OpResult) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{13}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *OpResult) GetCode() Code {
@@ -1284,7 +1389,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[14]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1296,7 +1401,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[14]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1309,7 +1414,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{14}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Result) GetZxid() int64 {
@@ -1358,20 +1463,22 @@ var File_fsm_cmdpb_command_proto protoreflect.FileDescriptor
 
 const file_fsm_cmdpb_command_proto_rawDesc = "" +
 	"\n" +
-	"\x17fsm/cmdpb/command.proto\x12\rcoordd.cmd.v1\"\xb2\x02\n" +
+	"\x17fsm/cmdpb/command.proto\x12\rcoordd.cmd.v1\"\xf9\x02\n" +
 	"\aCommand\x12\x17\n" +
 	"\atime_ms\x18\x01 \x01(\x03R\x06timeMs\x12,\n" +
 	"\x05write\x18\x02 \x01(\v2\x14.coordd.cmd.v1.WriteH\x00R\x05write\x12?\n" +
 	"\fopen_session\x18\x03 \x01(\v2\x1a.coordd.cmd.v1.OpenSessionH\x00R\vopenSession\x12B\n" +
 	"\rclose_session\x18\x04 \x01(\v2\x1b.coordd.cmd.v1.CloseSessionH\x00R\fcloseSession\x12)\n" +
 	"\x04noop\x18\x05 \x01(\v2\x13.coordd.cmd.v1.NoopH\x00R\x04noop\x12)\n" +
-	"\x04reap\x18\x06 \x01(\v2\x13.coordd.cmd.v1.ReapH\x00R\x04reapB\x05\n" +
-	"\x03cmd\"\xb1\x02\n" +
+	"\x04reap\x18\x06 \x01(\v2\x13.coordd.cmd.v1.ReapH\x00R\x04reap\x12E\n" +
+	"\x0eresume_session\x18\a \x01(\v2\x1c.coordd.cmd.v1.ResumeSessionH\x00R\rresumeSessionB\x05\n" +
+	"\x03cmd\"\xc9\x02\n" +
 	"\x05Write\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x03R\tsessionId\x12\x10\n" +
 	"\x03xid\x18\x02 \x01(\x03R\x03xid\x12,\n" +
-	"\x12lowest_pending_xid\x18\x03 \x01(\x03R\x10lowestPendingXid\x12/\n" +
+	"\x12lowest_pending_xid\x18\x03 \x01(\x03R\x10lowestPendingXid\x12\x16\n" +
+	"\x06server\x18\x04 \x01(\tR\x06server\x12/\n" +
 	"\x06create\x18\n" +
 	" \x01(\v2\x15.coordd.cmd.v1.CreateH\x00R\x06create\x12/\n" +
 	"\x06delete\x18\v \x01(\v2\x15.coordd.cmd.v1.DeleteH\x00R\x06delete\x123\n" +
@@ -1403,17 +1510,23 @@ const file_fsm_cmdpb_command_proto_rawDesc = "" +
 	"\x05check\x18\x04 \x01(\v2\x14.coordd.cmd.v1.CheckH\x00R\x05checkB\x04\n" +
 	"\x02op\",\n" +
 	"\x05Multi\x12#\n" +
-	"\x03ops\x18\x01 \x03(\v2\x11.coordd.cmd.v1.OpR\x03ops\"H\n" +
+	"\x03ops\x18\x01 \x03(\v2\x11.coordd.cmd.v1.OpR\x03ops\"`\n" +
 	"\vOpenSession\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x01 \x01(\x03R\ttimeoutMs\x12\x1a\n" +
-	"\bpassword\x18\x02 \x01(\fR\bpassword\"m\n" +
+	"\bpassword\x18\x02 \x01(\fR\bpassword\x12\x16\n" +
+	"\x06server\x18\x03 \x01(\tR\x06server\"F\n" +
+	"\rResumeSession\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\x03R\tsessionId\x12\x16\n" +
+	"\x06server\x18\x02 \x01(\tR\x06server\"\x85\x01\n" +
 	"\fCloseSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x03R\tsessionId\x12\x10\n" +
 	"\x03xid\x18\x02 \x01(\x03R\x03xid\x12\x18\n" +
 	"\aexpired\x18\x03 \x01(\bR\aexpired\x12\x12\n" +
-	"\x04term\x18\x04 \x01(\x04R\x04term\"#\n" +
+	"\x04term\x18\x04 \x01(\x04R\x04term\x12\x16\n" +
+	"\x06server\x18\x05 \x01(\tR\x06server\"#\n" +
 	"\x04Noop\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\tR\bleaderId\"\x1c\n" +
 	"\x04Reap\x12\x14\n" +
@@ -1451,7 +1564,7 @@ const file_fsm_cmdpb_command_proto_rawDesc = "" +
 	"PERSISTENT\x10\x00\x12\r\n" +
 	"\tEPHEMERAL\x10\x01\x12\r\n" +
 	"\tCONTAINER\x10\x02\x12\a\n" +
-	"\x03TTL\x10\x03*\xc1\x01\n" +
+	"\x03TTL\x10\x03*\xd4\x01\n" +
 	"\x04Code\x12\x06\n" +
 	"\x02OK\x10\x00\x12\x10\n" +
 	"\fSYSTEM_ERROR\x10\x01\x12\x19\n" +
@@ -1462,7 +1575,8 @@ const file_fsm_cmdpb_command_proto_rawDesc = "" +
 	"\x1aNO_CHILDREN_FOR_EPHEMERALS\x10l\x12\x0f\n" +
 	"\vNODE_EXISTS\x10n\x12\r\n" +
 	"\tNOT_EMPTY\x10o\x12\x13\n" +
-	"\x0fSESSION_EXPIRED\x10pB$Z\"github.com/coordd/coordd/fsm/cmdpbb\x06proto3"
+	"\x0fSESSION_EXPIRED\x10p\x12\x11\n" +
+	"\rSESSION_MOVED\x10vB$Z\"github.com/coordd/coordd/fsm/cmdpbb\x06proto3"
 
 var (
 	file_fsm_cmdpb_command_proto_rawDescOnce sync.Once
@@ -1477,53 +1591,55 @@ func file_fsm_cmdpb_command_proto_rawDescGZIP() []byte {
 }
 
 var file_fsm_cmdpb_command_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_fsm_cmdpb_command_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_fsm_cmdpb_command_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_fsm_cmdpb_command_proto_goTypes = []any{
-	(Kind)(0),            // 0: coordd.cmd.v1.Kind
-	(Code)(0),            // 1: coordd.cmd.v1.Code
-	(*Command)(nil),      // 2: coordd.cmd.v1.Command
-	(*Write)(nil),        // 3: coordd.cmd.v1.Write
-	(*Create)(nil),       // 4: coordd.cmd.v1.Create
-	(*Delete)(nil),       // 5: coordd.cmd.v1.Delete
-	(*SetData)(nil),      // 6: coordd.cmd.v1.SetData
-	(*Check)(nil),        // 7: coordd.cmd.v1.Check
-	(*Op)(nil),           // 8: coordd.cmd.v1.Op
-	(*Multi)(nil),        // 9: coordd.cmd.v1.Multi
-	(*OpenSession)(nil),  // 10: coordd.cmd.v1.OpenSession
-	(*CloseSession)(nil), // 11: coordd.cmd.v1.CloseSession
-	(*Noop)(nil),         // 12: coordd.cmd.v1.Noop
-	(*Reap)(nil),         // 13: coordd.cmd.v1.Reap
-	(*Stat)(nil),         // 14: coordd.cmd.v1.Stat
-	(*OpResult)(nil),     // 15: coordd.cmd.v1.OpResult
-	(*Result)(nil),       // 16: coordd.cmd.v1.Result
+	(Kind)(0),             // 0: coordd.cmd.v1.Kind
+	(Code)(0),             // 1: coordd.cmd.v1.Code
+	(*Command)(nil),       // 2: coordd.cmd.v1.Command
+	(*Write)(nil),         // 3: coordd.cmd.v1.Write
+	(*Create)(nil),        // 4: coordd.cmd.v1.Create
+	(*Delete)(nil),        // 5: coordd.cmd.v1.Delete
+	(*SetData)(nil),       // 6: coordd.cmd.v1.SetData
+	(*Check)(nil),         // 7: coordd.cmd.v1.Check
+	(*Op)(nil),            // 8: coordd.cmd.v1.Op
+	(*Multi)(nil),         // 9: coordd.cmd.v1.Multi
+	(*OpenSession)(nil),   // 10: coordd.cmd.v1.OpenSession
+	(*ResumeSession)(nil), // 11: coordd.cmd.v1.ResumeSession
+	(*CloseSession)(nil),  // 12: coordd.cmd.v1.CloseSession
+	(*Noop)(nil),          // 13: coordd.cmd.v1.Noop
+	(*Reap)(nil),          // 14: coordd.cmd.v1.Reap
+	(*Stat)(nil),          // 15: coordd.cmd.v1.Stat
+	(*OpResult)(nil),      // 16: coordd.cmd.v1.OpResult
+	(*Result)(nil),        // 17: coordd.cmd.v1.Result
 }
 var file_fsm_cmdpb_command_proto_depIdxs = []int32{
 	3,  // 0: coordd.cmd.v1.Command.write:type_name -> coordd.cmd.v1.Write
 	10, // 1: coordd.cmd.v1.Command.open_session:type_name -> coordd.cmd.v1.OpenSession
-	11, // 2: coordd.cmd.v1.Command.close_session:type_name -> coordd.cmd.v1.CloseSession
-	12, // 3: coordd.cmd.v1.Command.noop:type_name -> coordd.cmd.v1.Noop
-	13, // 4: coordd.cmd.v1.Command.reap:type_name -> coordd.cmd.v1.Reap
-	4,  // 5: coordd.cmd.v1.Write.create:type_name -> coordd.cmd.v1.Create
-	5,  // 6: coordd.cmd.v1.Write.delete:type_name -> coordd.cmd.v1.Delete
-	6,  // 7: coordd.cmd.v1.Write.set_data:type_name -> coordd.cmd.v1.SetData
-	9,  // 8: coordd.cmd.v1.Write.multi:type_name -> coordd.cmd.v1.Multi
-	0,  // 9: coordd.cmd.v1.Create.kind:type_name -> coordd.cmd.v1.Kind
-	4,  // 10: coordd.cmd.v1.Op.create:type_name -> coordd.cmd.v1.Create
-	5,  // 11: coordd.cmd.v1.Op.delete:type_name -> coordd.cmd.v1.Delete
-	6,  // 12: coordd.cmd.v1.Op.set_data:type_name -> coordd.cmd.v1.SetData
-	7,  // 13: coordd.cmd.v1.Op.check:type_name -> coordd.cmd.v1.Check
-	8,  // 14: coordd.cmd.v1.Multi.ops:type_name -> coordd.cmd.v1.Op
-	0,  // 15: coordd.cmd.v1.Stat.kind:type_name -> coordd.cmd.v1.Kind
-	1,  // 16: coordd.cmd.v1.OpResult.code:type_name -> coordd.cmd.v1.Code
-	14, // 17: coordd.cmd.v1.OpResult.stat:type_name -> coordd.cmd.v1.Stat
-	1,  // 18: coordd.cmd.v1.Result.code:type_name -> coordd.cmd.v1.Code
-	14, // 19: coordd.cmd.v1.Result.stat:type_name -> coordd.cmd.v1.Stat
-	15, // 20: coordd.cmd.v1.Result.ops:type_name -> coordd.cmd.v1.OpResult
-	21, // [21:21] is the sub-list for method output_type
-	21, // [21:21] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	12, // 2: coordd.cmd.v1.Command.close_session:type_name -> coordd.cmd.v1.CloseSession
+	13, // 3: coordd.cmd.v1.Command.noop:type_name -> coordd.cmd.v1.Noop
+	14, // 4: coordd.cmd.v1.Command.reap:type_name -> coordd.cmd.v1.Reap
+	11, // 5: coordd.cmd.v1.Command.resume_session:type_name -> coordd.cmd.v1.ResumeSession
+	4,  // 6: coordd.cmd.v1.Write.create:type_name -> coordd.cmd.v1.Create
+	5,  // 7: coordd.cmd.v1.Write.delete:type_name -> coordd.cmd.v1.Delete
+	6,  // 8: coordd.cmd.v1.Write.set_data:type_name -> coordd.cmd.v1.SetData
+	9,  // 9: coordd.cmd.v1.Write.multi:type_name -> coordd.cmd.v1.Multi
+	0,  // 10: coordd.cmd.v1.Create.kind:type_name -> coordd.cmd.v1.Kind
+	4,  // 11: coordd.cmd.v1.Op.create:type_name -> coordd.cmd.v1.Create
+	5,  // 12: coordd.cmd.v1.Op.delete:type_name -> coordd.cmd.v1.Delete
+	6,  // 13: coordd.cmd.v1.Op.set_data:type_name -> coordd.cmd.v1.SetData
+	7,  // 14: coordd.cmd.v1.Op.check:type_name -> coordd.cmd.v1.Check
+	8,  // 15: coordd.cmd.v1.Multi.ops:type_name -> coordd.cmd.v1.Op
+	0,  // 16: coordd.cmd.v1.Stat.kind:type_name -> coordd.cmd.v1.Kind
+	1,  // 17: coordd.cmd.v1.OpResult.code:type_name -> coordd.cmd.v1.Code
+	15, // 18: coordd.cmd.v1.OpResult.stat:type_name -> coordd.cmd.v1.Stat
+	1,  // 19: coordd.cmd.v1.Result.code:type_name -> coordd.cmd.v1.Code
+	15, // 20: coordd.cmd.v1.Result.stat:type_name -> coordd.cmd.v1.Stat
+	16, // 21: coordd.cmd.v1.Result.ops:type_name -> coordd.cmd.v1.OpResult
+	22, // [22:22] is the sub-list for method output_type
+	22, // [22:22] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_fsm_cmdpb_command_proto_init() }
@@ -1537,6 +1653,7 @@ func file_fsm_cmdpb_command_proto_init() {
 		(*Command_CloseSession)(nil),
 		(*Command_Noop)(nil),
 		(*Command_Reap)(nil),
+		(*Command_ResumeSession)(nil),
 	}
 	file_fsm_cmdpb_command_proto_msgTypes[1].OneofWrappers = []any{
 		(*Write_Create)(nil),
@@ -1556,7 +1673,7 @@ func file_fsm_cmdpb_command_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fsm_cmdpb_command_proto_rawDesc), len(file_fsm_cmdpb_command_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   15,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

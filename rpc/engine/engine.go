@@ -88,6 +88,9 @@ type Engine struct {
 	mu       sync.Mutex
 	sessions map[int64]*Session
 	openWait map[string]chan session.Info // keyed by password
+	// resumeWait are the connects waiting for their ResumeSession to be
+	// applied, by session.
+	resumeWait map[int64]chan struct{}
 	// touched maps each session heard from since the last touch batch to
 	// the highest xid it sent meanwhile (0: none, only a connect).
 	touched map[int64]int64
@@ -102,12 +105,13 @@ func New(cfg Config) *Engine {
 		cfg.ConfigData = func() ([]byte, int64) { return nil, 0 }
 	}
 	return &Engine{
-		cfg:      cfg,
-		log:      cfg.Logger,
-		watches:  watch.NewManager(),
-		sessions: make(map[int64]*Session),
-		openWait: make(map[string]chan session.Info),
-		touched:  make(map[int64]int64),
+		cfg:        cfg,
+		log:        cfg.Logger,
+		watches:    watch.NewManager(),
+		sessions:   make(map[int64]*Session),
+		openWait:   make(map[string]chan session.Info),
+		resumeWait: make(map[int64]chan struct{}),
+		touched:    make(map[int64]int64),
 	}
 }
 
@@ -134,6 +138,9 @@ func (e *Engine) Applied(a *fsm.Applied) {
 		}
 		e.mu.Unlock()
 	}
+	if a.Resumed != nil {
+		e.resumed(a.Resumed)
+	}
 	if a.Configuration {
 		// The membership changed: ZooKeeper's /zookeeper/config with it.
 		a.Events = []tree.Event{{Type: tree.EventNodeDataChanged, Path: systemConfig, Zxid: a.Index}}
@@ -142,6 +149,14 @@ func (e *Engine) Applied(a *fsm.Applied) {
 	// deletion of its own ephemerals notifies only the others.
 	for _, id := range a.Closed {
 		e.watches.RemoveSession(id)
+		e.mu.Lock()
+		if ch, ok := e.resumeWait[id]; ok {
+			// A session closed while it was moving here: the connect finds
+			// it gone.
+			delete(e.resumeWait, id)
+			close(ch)
+		}
+		e.mu.Unlock()
 	}
 	if len(a.Events) > 0 {
 		for _, nt := range e.watches.Trigger(a.Events) {
@@ -150,7 +165,7 @@ func (e *Engine) Applied(a *fsm.Applied) {
 			}
 		}
 	}
-	if a.Session != 0 && a.Result != nil {
+	if a.Session != 0 && a.Result != nil && e.mine(a.Cmd) {
 		if s := e.get(a.Session); s != nil {
 			s.completeWrite(a.Xid, a.Result, a.Tree, a.Index)
 		}
@@ -165,6 +180,72 @@ func (e *Engine) Applied(a *fsm.Applied) {
 			s.End(&Response{Code: SessionExpired, Message: "session expired"})
 		}
 	}
+}
+
+// mine reports whether this server submitted the client request cmd (a
+// write or a close): only then does its result answer the session connected
+// here. A session that moved here may have requests with the same xids
+// still pending, re-sent by its client; the old server's refused copies
+// must not answer them. A command logged before coordd recorded servers
+// counts as anyone's.
+func (e *Engine) mine(cmd *cmdpb.Command) bool {
+	var server string
+	switch c := cmd.GetCmd().(type) {
+	case *cmdpb.Command_Write:
+		server = c.Write.Server
+	case *cmdpb.Command_CloseSession:
+		server = c.CloseSession.Server
+	}
+	return server == "" || server == e.cfg.ServerID
+}
+
+// resumed learns that a session's owner is now r.Server: a connect waiting
+// for it here goes on; a connection of the session here, if another server
+// owns it now, is closed with SessionMoved (its writes would fail anyway;
+// the client is connected elsewhere, and ZooKeeper closes such a
+// connection too). The FSM's write lock is held.
+func (e *Engine) resumed(r *fsm.Resumed) {
+	e.mu.Lock()
+	if r.Server == e.cfg.ServerID {
+		if ch, ok := e.resumeWait[r.Session]; ok {
+			delete(e.resumeWait, r.Session)
+			close(ch)
+		}
+	}
+	s := e.sessions[r.Session]
+	e.mu.Unlock()
+	if s != nil && r.Server != e.cfg.ServerID {
+		e.log.Info("session moved to another server", "session", r.Session, "server", r.Server)
+		s.End(&Response{Code: SessionMoved, Message: fmt.Sprintf("session moved to server %s", r.Server)})
+	}
+}
+
+// resume makes this server the owner of a session (a ResumeSession entry)
+// and waits until it has applied it: from then on, writes of the session
+// from any other server fail with SessionMoved.
+func (e *Engine) resume(ctx context.Context, id int64, timeout time.Duration) error {
+	e.mu.Lock()
+	ch, ok := e.resumeWait[id]
+	if !ok {
+		ch = make(chan struct{})
+		e.resumeWait[id] = ch
+	}
+	e.mu.Unlock()
+	e.cfg.Cluster.Submit(&cmdpb.Command{Cmd: &cmdpb.Command_ResumeSession{ResumeSession: &cmdpb.ResumeSession{SessionId: id, Server: e.cfg.ServerID}}})
+	wait := time.NewTimer(max(5*time.Second, timeout))
+	defer wait.Stop()
+	select {
+	case <-ch:
+		return nil
+	case <-wait.C:
+	case <-ctx.Done():
+	}
+	e.mu.Lock()
+	if e.resumeWait[id] == ch {
+		delete(e.resumeWait, id)
+	}
+	e.mu.Unlock()
+	return errors.New("timed out moving the session here")
 }
 
 // Restored is told that a snapshot replaced the whole state: the watch
@@ -295,7 +376,7 @@ func (e *Engine) open(ctx context.Context, timeout time.Duration) (session.Info,
 		delete(e.openWait, string(pw))
 		e.mu.Unlock()
 	}()
-	e.cfg.Cluster.Submit(&cmdpb.Command{Cmd: &cmdpb.Command_OpenSession{OpenSession: &cmdpb.OpenSession{TimeoutMs: timeout.Milliseconds(), Password: pw}}})
+	e.cfg.Cluster.Submit(&cmdpb.Command{Cmd: &cmdpb.Command_OpenSession{OpenSession: &cmdpb.OpenSession{TimeoutMs: timeout.Milliseconds(), Password: pw, Server: e.cfg.ServerID}}})
 	wait := time.NewTimer(max(5*time.Second, timeout))
 	defer wait.Stop()
 	select {
@@ -348,6 +429,19 @@ func (e *Engine) Connect(ctx context.Context, req ConnectRequest) (*Session, err
 		return nil, &ConnectError{Unavailable, "server " + e.cfg.ServerID + " has no leader"}
 	}
 	f := e.cfg.FSM
+	// A server behind the client's last zxid refuses the connect, new
+	// session or not, as ZooKeeper does (processConnectRequest checks it
+	// before it looks at the session id): a client that opens a new
+	// session after its old one expired must not see time go backwards
+	// either.
+	if req.LastZxid > f.AppliedIndex() {
+		wctx, cancel := context.WithTimeout(ctx, ConnectWait)
+		caughtUp := f.WaitApplied(wctx.Done(), req.LastZxid)
+		cancel()
+		if !caughtUp {
+			return nil, &ConnectError{Unavailable, fmt.Sprintf("server %s is behind the client (applied %d < last seen %d)", e.cfg.ServerID, f.AppliedIndex(), req.LastZxid)}
+		}
+	}
 	var info session.Info
 	if req.SessionID == 0 {
 		timeout := session.Negotiate(time.Duration(req.TimeoutMs)*time.Millisecond, e.cfg.Tick, e.cfg.MinSessionTimeout, e.cfg.MaxSessionTimeout)
@@ -357,12 +451,6 @@ func (e *Engine) Connect(ctx context.Context, req ConnectRequest) (*Session, err
 			return nil, &ConnectError{Unavailable, "opening session: " + err.Error()}
 		}
 	} else {
-		wctx, cancel := context.WithTimeout(ctx, ConnectWait)
-		caughtUp := f.WaitApplied(wctx.Done(), req.LastZxid)
-		cancel()
-		if !caughtUp {
-			return nil, &ConnectError{Unavailable, fmt.Sprintf("server %s is behind the client (applied %d < last seen %d)", e.cfg.ServerID, f.AppliedIndex(), req.LastZxid)}
-		}
 		var perr error
 		f.Read(func(v fsm.View) {
 			perr = v.Sessions.CheckPassword(req.SessionID, req.Password)
@@ -373,6 +461,17 @@ func (e *Engine) Connect(ctx context.Context, req ConnectRequest) (*Session, err
 			return nil, &ConnectError{AuthFailed, "wrong session password"}
 		case perr != nil:
 			return nil, &ConnectError{SessionExpired, fmt.Sprintf("session 0x%x expired or unknown", req.SessionID)}
+		}
+		if info.Owner != e.cfg.ServerID {
+			// A client resuming is alive: its session must not expire
+			// while it moves.
+			e.touch(info.ID, 0)
+			// The session moves here: logged, so that every server agrees
+			// which one may write for it (ZooKeeper's leader records the
+			// owner when a server revalidates a session).
+			if err := e.resume(ctx, info.ID, time.Duration(info.TimeoutMs)*time.Millisecond); err != nil {
+				return nil, &ConnectError{Unavailable, "resuming session: " + err.Error()}
+			}
 		}
 	}
 

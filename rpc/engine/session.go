@@ -135,7 +135,7 @@ func (s *Session) Submit(req *Request) {
 		en.kind = kindSync
 	case req.Op == OpClose:
 		en.kind = kindWrite
-		en.cmd = &cmdpb.Command{Cmd: &cmdpb.Command_CloseSession{CloseSession: &cmdpb.CloseSession{SessionId: s.id, Xid: req.Xid}}}
+		en.cmd = &cmdpb.Command{Cmd: &cmdpb.Command_CloseSession{CloseSession: &cmdpb.CloseSession{SessionId: s.id, Xid: req.Xid, Server: e.cfg.ServerID}}}
 	case isWrite(req.Op):
 		if resp := s.admit(req); resp != nil {
 			en.kind, en.resp = kindDone, resp
@@ -146,6 +146,7 @@ func (s *Session) Submit(req *Request) {
 			en.kind, en.resp = kindDone, errResponse(req, BadArguments, err.Error())
 			break
 		}
+		w.Server = e.cfg.ServerID
 		en.kind = kindWrite
 		en.cmd = &cmdpb.Command{Cmd: &cmdpb.Command_Write{Write: w}}
 	}

@@ -15,12 +15,18 @@ import (
 type badRequest struct {
 	code engine.Code
 	msg  string
+	// op is the op of a multi that was refused (-1: the request as a
+	// whole): the multi is answered with per-op results, as ZooKeeper
+	// answers an op its PrepRequestProcessor refuses. (ZooKeeper checks the
+	// ops in order against the tree too, so when an earlier op would also
+	// fail there it reports that one; coordd reports the refused op.)
+	op int
 }
 
 func (b *badRequest) Error() string { return b.msg }
 
 func bad(code engine.Code, format string, args ...any) *badRequest {
-	return &badRequest{code: code, msg: fmt.Sprintf(format, args...)}
+	return &badRequest{code: code, msg: fmt.Sprintf(format, args...), op: -1}
 }
 
 // createOf maps a create's mode to the engine's, checking it against the
@@ -115,9 +121,10 @@ func requestOf(h jute.RequestHeader, rec jute.Record) (engine.Request, *badReque
 			Joining: deref(x.JoiningServers), Leaving: deref(x.LeavingServers), NewMembers: deref(x.NewMembers), FromConfig: x.CurConfigID}}
 	case *jute.MultiRequest:
 		req = engine.Request{Op: engine.OpMulti, Ops: make([]engine.Request, 0, len(x.Ops))}
-		for _, o := range x.Ops {
+		for i, o := range x.Ops {
 			sub, sb := writeOp(o.Type, o.Request)
 			if sb != nil {
+				sb.op = i
 				return req, sb
 			}
 			req.Ops = append(req.Ops, sub)

@@ -8,6 +8,16 @@ import (
 
 // This file turns engine replies and events into ZooKeeper frames, once.
 
+// wireCode is a code as ZooKeeper's wire carries it: the engine's codes
+// have ZooKeeper's numbers, except Unavailable (this server cannot serve
+// now), which a ZooKeeper client knows as ConnectionLoss.
+func wireCode(c engine.Code) jute.Code {
+	if c == engine.Unavailable {
+		return jute.CodeConnectionLoss
+	}
+	return jute.Code(c)
+}
+
 // statOf converts a stat (nil gives a zero stat, as ZooKeeper sends for
 // nodes it has not got one for).
 func statOf(s *tree.Stat) jute.Stat {
@@ -41,7 +51,7 @@ func multiResults(ops []jute.OpCode, r *engine.Response) *jute.MultiResponse {
 	for i := range r.Results {
 		res := &r.Results[i]
 		if r.Code != engine.OK {
-			out.Results = append(out.Results, jute.ErrorResult(jute.Code(res.Code)))
+			out.Results = append(out.Results, jute.ErrorResult(wireCode(res.Code)))
 			continue
 		}
 		op := jute.OpError
@@ -70,7 +80,7 @@ func multiReadResults(r *engine.Response) *jute.MultiResponse {
 		res := &r.Results[i]
 		switch {
 		case res.Code != engine.OK:
-			out.Results = append(out.Results, jute.ErrorResult(jute.Code(res.Code)))
+			out.Results = append(out.Results, jute.ErrorResult(wireCode(res.Code)))
 		case res.Op == engine.OpGetData:
 			out.Results = append(out.Results, jute.OpResult{Type: jute.OpGetData, Data: res.Data, Stat: statOf(res.Stat)})
 		default:
@@ -90,10 +100,7 @@ func nonNil(s []string) []string {
 // reply encodes a reply to a request of type p.op: its header and, when the
 // request succeeded, its body.
 func reply(dst []byte, p pending, r *engine.Response) []byte {
-	h := jute.ReplyHeader{Xid: p.xid, Zxid: r.Zxid, Err: jute.Code(r.Code)}
-	if r.Code == engine.Unavailable {
-		h.Err = jute.CodeConnectionLoss
-	}
+	h := jute.ReplyHeader{Xid: p.xid, Zxid: r.Zxid, Err: wireCode(r.Code)}
 	var body jute.Encoder
 	switch p.op {
 	case jute.OpCreate, jute.OpCreate2, jute.OpCreateContainer, jute.OpCreateTTL:
@@ -135,6 +142,21 @@ func reply(dst []byte, p pending, r *engine.Response) []byte {
 		body = multiResults(p.ops, r)
 	case jute.OpMultiRead:
 		body = multiReadResults(r)
+	}
+	if p.op == jute.OpMulti && h.Err != jute.CodeOK {
+		// A multi that failed in one of its ops is answered as ZooKeeper's
+		// FinalRequestProcessor answers it: header error 0 and every op's
+		// result (ok-rolled-back, the failing op's error,
+		// RuntimeInconsistency after it). Kafka and Curator read them. Only
+		// a multi that failed as a whole (the connection, the session, a
+		// limit of this server) has its error in the header.
+		switch {
+		case len(r.Results) > 0:
+			h.Err = jute.CodeOK
+		case p.badOp >= 0 && r.Code != engine.Unavailable:
+			h.Err = jute.CodeOK
+			body = &jute.MultiResponse{Results: jute.FailedMultiResults(len(p.ops), p.badOp, wireCode(r.Code))}
+		}
 	}
 	if h.Err != jute.CodeOK {
 		body = nil // clients read no body after an error

@@ -110,6 +110,7 @@ type pending struct {
 	op       jute.OpCode
 	ops      []jute.OpCode     // a multi's ops
 	whoAmI   []jute.ClientInfo // whoAmI's answer
+	badOp    int               // a multi's op the front-end refused (-1: none)
 	received time.Time
 }
 
@@ -179,6 +180,10 @@ func (s *Server) serve(nc net.Conn, creq *jute.ConnectRequest) {
 	}
 	c := &conn{srv: s, nc: nc, remote: nc.RemoteAddr().String(), sess: sess, established: time.Now()}
 	c.lastOp.Store("NA")
+	// ZooKeeper counts the ConnectRequest among the packets received (and
+	// the ConnectResponse among those sent).
+	c.recved.Store(1)
+	s.stats.received.Add(1)
 	s.mu.Lock()
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
@@ -229,7 +234,7 @@ func (c *conn) recvLoop() {
 			return
 		}
 		body := frame[jute.RequestHeaderSize:]
-		p := pending{xid: h.Xid, op: h.Type, received: time.Now()}
+		p := pending{xid: h.Xid, op: h.Type, badOp: -1, received: time.Now()}
 		rec, err := jute.DecodeRequest(h.Type, body)
 		var req engine.Request
 		var b *badRequest
@@ -249,6 +254,9 @@ func (c *conn) recvLoop() {
 			if h.Type == jute.OpWhoAmI {
 				p.whoAmI = []jute.ClientInfo{{AuthScheme: "ip", User: hostOf(c.remote)}}
 			}
+		}
+		if b != nil {
+			p.badOp = b.op
 		}
 		c.lastOp.Store(opAbbrev(h.Type))
 		c.mu.Lock()
