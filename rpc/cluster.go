@@ -170,7 +170,7 @@ func (c cluster) Reconfig(ctx context.Context, r engine.Reconfig) (int64, error)
 		if _, err := n.changeMembers(ctx, req); err != nil {
 			code := engine.NewConfigNoQuorum
 			switch reasonOf(err) {
-			case reasonBadArguments, reasonMemberExists, reasonNoMember, reasonLastVoter:
+			case reasonBadArguments, reasonMemberExists, reasonNoMember, reasonLastVoter, reasonNotJoining:
 				code = engine.BadArguments
 			case reasonInProgress:
 				code = engine.ReconfigInProgress

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+
 	"github.com/coordd/coordd/rpc/apipb"
 )
 
@@ -189,4 +191,30 @@ func TestInitialVoterRejoins(t *testing.T) {
 	}
 	waitFor(t, back.inConfiguration)
 	waitFor(t, func() bool { return back.fsm.AppliedIndex() >= leader.fsm.AppliedIndex() })
+}
+
+// TestAddRefusesStrangers: a server that leads a cluster of its own (it
+// was started without --join) is not added, nor one that says it has
+// another id; the membership stays as it was.
+func TestAddRefusesStrangers(t *testing.T) {
+	_, leader := threeNodes(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	alone := newTestNode(t, "4") // bootstrapped by itself
+	waitLeader(t, alone)
+	_, err := (admin{leader}).AddMember(ctx, &apipb.AddMemberRequest{Id: "4", PeerAddress: alone.cfg.PeerAddr})
+	wantCode(t, err, codes.FailedPrecondition, "leads a cluster of its own")
+	if reasonOf(err) != reasonNotJoining {
+		t.Fatalf("reason %q", reasonOf(err))
+	}
+	j := joiner(t, "5")
+	_, err = (admin{leader}).AddMember(ctx, &apipb.AddMemberRequest{Id: "6", PeerAddress: j.cfg.PeerAddr})
+	wantCode(t, err, codes.InvalidArgument, "is server 5, not 6")
+	resp, err := (admin{leader}).Members(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, nv := voters(resp); len(v) != 3 || len(nv) != 0 {
+		t.Fatalf("refused additions changed the membership: voters %v, non-voters %v", v, nv)
+	}
 }

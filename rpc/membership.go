@@ -38,7 +38,9 @@ const (
 	reasonNotCaughtUp  = "NotCaughtUp"        // a non-voter to promote is behind
 	reasonAlreadyVoter = "AlreadyVoter"       // promoting a voter
 	reasonNotVoter     = "NotVoter"           // a non-voter cannot lead
-	reasonUnavailable  = "Unavailable"        // no leader, or Raft failed the change
+	reasonNotJoining   = "NotJoining"         // the server to add runs a cluster of its own
+	reasonNoLeader     = "NoLeader"           // no leader known: nothing was done, ask again
+	reasonUnavailable  = "Unavailable"        // Raft failed the change (it may have been made), or shutting down
 )
 
 // refuse returns a gRPC status error with code, reason and message.
@@ -62,6 +64,18 @@ func reasonOf(err error) string {
 		}
 	}
 	return ""
+}
+
+// leaderUnreachable passes on the leader's answer to a change taken there;
+// a failure to reach it at all (no reason from the leader: it has just
+// stopped, or is cut off, and an election is coming) is NoLeader, which
+// the asker may ask again.
+func leaderUnreachable(err error) error {
+	if err == nil || reasonOf(err) != "" {
+		return err
+	}
+	return refuse(codes.Unavailable, reasonNoLeader,
+		"the leader could not be reached (%s); if it had begun the change, coordctl member list shows whether it was made", status.Convert(err).Message())
 }
 
 // withHint adds a hint to a refusal's message, keeping its code and reason.
@@ -116,9 +130,10 @@ func (n *Node) changeMembers(ctx context.Context, req *peerpb.ChangeMembersReque
 	if n.raft.State() != raft.Leader {
 		c, err := n.peers.leader()
 		if err != nil {
-			return nil, refuse(codes.Unavailable, reasonUnavailable, "no leader to make the change: the cluster has no majority now")
+			return nil, refuse(codes.Unavailable, reasonNoLeader, "no leader to make the change (an election under way, or no majority)")
 		}
-		return c.ChangeMembers(ctx, req)
+		resp, err := c.ChangeMembers(ctx, req)
+		return resp, leaderUnreachable(err)
 	}
 	if !n.memberMu.TryLock() {
 		return nil, refuse(codes.FailedPrecondition, reasonInProgress, "another membership change is in progress on the leader; try again once it is done")
@@ -250,6 +265,10 @@ func (n *Node) addMember(ctx context.Context, req *apipb.AddMemberRequest) error
 			return refuse(codes.AlreadyExists, reasonMemberExists, "peer address %s is already member %s's", s.Address, s.ID)
 		}
 	}
+	in, err := n.peerInfo(ctx, req.PeerAddress)
+	if err := checkNewcomer(req.Id, req.PeerAddress, in, err); err != nil {
+		return err
+	}
 	if err := n.confirmMajority(ctx); err != nil {
 		return err
 	}
@@ -266,6 +285,26 @@ func (n *Node) addMember(ctx context.Context, req *apipb.AddMemberRequest) error
 	}
 	if err := n.promoteMember(ctx, req.Id, wait.Milliseconds()); err != nil {
 		return withHint(err, fmt.Sprintf("server %s was added as a non-voter; promote it with coordctl member promote %s once it runs and has caught up", req.Id, req.Id))
+	}
+	return nil
+}
+
+// checkNewcomer looks at what a server about to be added as id says of
+// itself, when it answers (one that does not answer yet is added all the
+// same, and catches up once it runs): it must have that id, and must not
+// lead a cluster of its own. A server started without --join on an empty
+// data dir bootstraps one and elects itself; the leader's log would then
+// seem to match its own (every cluster's first entry has index 1 and term
+// 1) while its state machine has applied entries the cluster never had.
+func checkNewcomer(id, addr string, in *peerpb.InfoResponse, err error) error {
+	switch {
+	case err != nil:
+		return nil
+	case in.Id != id:
+		return refuse(codes.InvalidArgument, reasonBadArguments, "the server at %s is server %s, not %s", addr, in.Id, id)
+	case in.Role == "leader":
+		return refuse(codes.FailedPrecondition, reasonNotJoining,
+			"the server at %s leads a cluster of its own (it was not started with --join): stop it, empty its data dir and start it with --join", addr)
 	}
 	return nil
 }
@@ -378,10 +417,10 @@ func (n *Node) transferLeadership(ctx context.Context, req *apipb.TransferLeader
 	if n.raft.State() != raft.Leader {
 		c, err := n.peers.leader()
 		if err != nil {
-			return nil, refuse(codes.Unavailable, reasonUnavailable, "no leader to hand over from")
+			return nil, refuse(codes.Unavailable, reasonNoLeader, "no leader to hand over from (an election under way, or no majority)")
 		}
 		if _, err := c.ChangeMembers(ctx, &peerpb.ChangeMembersRequest{Change: &peerpb.ChangeMembersRequest_Transfer{Transfer: req}}); err != nil {
-			return nil, err
+			return nil, leaderUnreachable(err)
 		}
 		return n.awaitLeader(ctx, "")
 	}

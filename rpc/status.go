@@ -148,6 +148,9 @@ func (n *Node) serving() bool {
 	if !n.inConfiguration() {
 		return false
 	}
+	if _, id := n.raft.LeaderWithID(); id != "" {
+		return true // watchQuorum may not have noticed the new leader yet
+	}
 	n.leaderSeen.Lock()
 	defer n.leaderSeen.Unlock()
 	return n.leaderlessSince.IsZero() || time.Since(n.leaderlessSince) < n.leaderlessLimit()

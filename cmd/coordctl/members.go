@@ -47,10 +47,12 @@ ID makes a caught-up non-voter a voter.
 One change at a time: a change is refused, and nothing changes, when another
 is in progress (ReconfigInProgress), when the id or peer address is already a
 member's (MemberExists), when there is no such member (NoMember), when it
-would remove the last voter (LastVoter), or when the voters of the new
-configuration would not have a reachable majority (NewConfigNoQuorum); with
--o json these are the error's code. Every member prints the membership after
-the change.`,
+would remove the last voter (LastVoter), when the voters of the new
+configuration would not have a reachable majority (NewConfigNoQuorum), or
+when the server to add leads a cluster of its own, started without --join
+(NotJoining); with -o json these are the error's code. While there is no
+leader (an election), the change is asked again for up to --timeout. Every
+sub-command prints the membership after the change.`,
 	define: func(fs *flag.FlagSet) func(x *cmd, args []string) error {
 		nonVoter := fs.Bool("non-voter", false, "member add: keep the new server a non-voter (an observer)")
 		catchUp := fs.Duration("catch-up", defaultCatchUp, "member add, member promote: how long to wait for the server to catch up before promoting it")
@@ -223,8 +225,10 @@ func writeMembers(w io.Writer, ms membersJSON) {
 // takes it, within d. A server that cannot be reached, or answers that it
 // cannot do it now (Unavailable: it has no leader, say), is passed over
 // for the next; any other answer is final: a refusal is not asked of
-// another server. A refusal becomes an error whose JSON code is the
-// server's reason (ReconfigInProgress, MemberExists, ...).
+// another server. While every server that answers knows no leader (an
+// election is under way), the servers are asked again, for up to
+// --timeout. A refusal becomes an error whose JSON code is the server's
+// reason (ReconfigInProgress, MemberExists, ...).
 func (x *cmd) adminCall(d time.Duration, call func(ctx context.Context, c apipb.CoordClient) error) error {
 	var servers []string
 	if x.sess != nil {
@@ -241,8 +245,26 @@ func (x *cmd) adminCall(d time.Duration, call func(ctx context.Context, c apipb.
 	if x.ctx.Err() != nil {
 		return x.ctx.Err()
 	}
+	deadline := time.Now().Add(x.timeout)
+	for {
+		again, err := x.adminRound(servers, failed, d, call)
+		if !again || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-x.ctx.Done():
+			return x.ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// adminRound asks the reachable servers in turn (see adminCall); again
+// says that every one that answered knows no leader.
+func (x *cmd) adminRound(servers []string, failed map[string]error, d time.Duration, call func(ctx context.Context, c apipb.CoordClient) error) (again bool, err error) {
 	later := map[string]error{}
 	var lastAnswer error
+	noLeader := true
 	for _, addr := range servers {
 		if failed[addr] != nil {
 			continue
@@ -258,29 +280,30 @@ func (x *cmd) adminCall(d time.Duration, call func(ctx context.Context, c apipb.
 			return call(ctx, apipb.NewCoordClient(cc))
 		}()
 		if err == nil {
-			return nil
+			return false, nil
 		}
 		if x.ctx.Err() != nil {
-			return x.ctx.Err()
+			return false, x.ctx.Err()
 		}
 		var local *cliError
 		if errors.As(err, &local) {
-			return err // coordctl's own failure (writing a file): no server would do better
+			return false, err // coordctl's own failure (writing a file): no server would do better
 		}
 		reason := reasonOf(err)
 		if status.Code(err) != codes.Unavailable && reason != "" || status.Code(err) == codes.DeadlineExceeded {
-			return refusal(err, reason)
+			return false, refusal(err, reason)
 		}
 		if reason != "" {
 			lastAnswer = err
+			noLeader = noLeader && reason == "NoLeader"
 		}
 		later[addr] = err
 	}
 	if lastAnswer != nil {
-		return refusal(lastAnswer, "Unavailable")
+		return noLeader, refusal(lastAnswer, "Unavailable")
 	}
 	lastErr := func(addr string) error { return later[addr] }
-	return &connectError{what: "no server answered", servers: x.explainTLS(failures(servers, failed, lastErr), lastErr)}
+	return false, &connectError{what: "no server answered", servers: x.explainTLS(failures(servers, failed, lastErr), lastErr)}
 }
 
 // reasonOf returns the reason of a server's refusal (the ErrorInfo detail

@@ -163,6 +163,15 @@ func TestMemberVerbs(t *testing.T) {
 	if v, _ := voterSets(m); v != "1,2,3" {
 		t.Fatalf("a refused removal changed the membership: %+v", m)
 	}
+
+	// With no leader at all, a change is asked again until --timeout, then
+	// refused as Unavailable.
+	c.Stop(leader)
+	start := time.Now()
+	wantRefusal(t, ctlAt(t, live[1:], "-o", "json", "--timeout", "1500ms", "member", "remove", c.Members[down].ID), "Unavailable", "leader")
+	if took := time.Since(start); took < time.Second {
+		t.Errorf("the refusal came after %v: the change was not asked again until --timeout", took)
+	}
 }
 
 // TestRemoveLastVoterVerb: the only voter cannot be removed.
