@@ -35,6 +35,8 @@ type Options struct {
 	// (a test restores a backup into it); the members then start on it
 	// rather than bootstrap.
 	Seed func(cfg rpc.Config) error
+	// SuperDigest is rpc.Config's (the super user's digest).
+	SuperDigest string
 	// ElectionTimeout is Raft's heartbeat and election timeout (default
 	// 500ms). A server with no leader for twice that closes its client
 	// streams.
@@ -156,6 +158,7 @@ func newCluster(t testing.TB, n int, opts Options) *Cluster {
 			TrailingLogs: opts.TrailingLogs, SnapshotInterval: 200 * time.Millisecond,
 			Logger: logger.With("server", id), DialPeer: c.Net.Dialer(id),
 			ReapInterval: opts.ReapInterval, DisableTTL: opts.DisableTTL, MaxDataSize: opts.MaxDataSize,
+			SuperDigest: opts.SuperDigest,
 		}})
 	}
 	for _, m := range c.Members {
