@@ -474,11 +474,6 @@ func configServers(data []byte) (string, error) {
 	return strings.Join(lines, "\n"), nil
 }
 
-// quietZK drops go-zookeeper's logs.
-type quietZK struct{}
-
-func (quietZK) Printf(string, ...any) {}
-
 // ackedSoFar returns the creates acknowledged so far.
 func (l *memberLoad) ackedSoFar() []string {
 	l.mu.Lock()
