@@ -36,7 +36,13 @@ source's sessions); sequential nodes keep their names, and each parent's
 sequence counter is raised past the highest copied number, so that later
 sequential creates there never reuse one. Missing ancestors of DST-PATH are
 created, empty. ZooKeeper's /zookeeper subtree is never copied, nor the
-root's own data. Versions,
+root's own data.
+
+ACLs are copied: each node is created open (so that its children can be
+created whatever its ACL) and gets the source's ACL once the whole subtree
+is there. --from-auth gives the ZooKeeper session identities (as --auth
+gives coordd's): it must be allowed to read every node, and needs ADMIN (or
+the super user) where an ACL has digests, which ZooKeeper hides otherwise. Versions,
 zxids, times and TTL clocks start afresh, and copy never deletes anything.
 
 A node that already exists in coordd is a conflict:
@@ -51,6 +57,8 @@ data). Prints how many nodes it copied, skipped and overwrote.`,
 	define: func(fs *flag.FlagSet) func(x *cmd, args []string) error {
 		conflict := fs.String("on-conflict", "fail", "what to do with a node that exists in coordd: fail, skip or overwrite")
 		maxBump := fs.Int64("max-seq-raise", 1_000_000, "the most a parent's sequence counter is raised; above it the counter is left and a warning says so")
+		var fromAuth authList
+		fs.Var(&fromAuth, "from-auth", "an identity for the ZooKeeper session, `SCHEME:CREDENTIALS` (digest:user:password), as often as needed: it must read every node, and have ADMIN to see digests in their ACLs")
 		return func(x *cmd, args []string) error {
 			args, err := x.interleaved(fs, args)
 			if err != nil {
@@ -77,7 +85,8 @@ data). Prints how many nodes it copied, skipped and overwrote.`,
 			if len(sources) == 0 {
 				return x.usage("ZK-SERVERS: no server given")
 			}
-			c := &copier{x: x, conflict: *conflict, maxBump: *maxBump, src: args[1], dst: args[1], seqs: map[string]int64{}}
+			c := &copier{x: x, conflict: *conflict, maxBump: *maxBump, fromAuth: fromAuth, src: args[1], dst: args[1],
+				seqs: map[string]int64{}, acls: map[string][]client.ACL{}}
 			if len(args) == 3 {
 				c.dst = args[2]
 			}
@@ -102,13 +111,16 @@ type copier struct {
 	x        *cmd
 	conflict string
 	maxBump  int64
+	fromAuth authList
 	src, dst string
 	zc       *zk.Conn
 	cl       *client.Client
 
 	mu                                               sync.Mutex // the counts and seqs, updated by the workers
 	copied, ephemeral, existing, overwritten, raised int
-	seqs                                             map[string]int64 // coordd parent -> highest sequence number copied under it
+	seqs                                             map[string]int64        // coordd parent -> highest sequence number copied under it
+	acls                                             map[string][]client.ACL // coordd path -> the ACL to give it once the copy is done
+	aclsSet                                          int
 	warnings                                         []string
 }
 
@@ -120,17 +132,18 @@ type copyJSON struct {
 	Existing    int      `json:"existing"`
 	Overwritten int      `json:"overwritten"`
 	SeqRaised   int      `json:"sequenceCountersRaised"`
+	ACLsSet     int      `json:"aclsSet"`
 	Warnings    []string `json:"warnings"`
 }
 
 func (c *copier) summary() copyJSON {
 	return copyJSON{From: c.src, To: c.dst, Copied: c.copied, Ephemeral: c.ephemeral, Existing: c.existing,
-		Overwritten: c.overwritten, SeqRaised: c.raised, Warnings: append([]string{}, c.warnings...)}
+		Overwritten: c.overwritten, SeqRaised: c.raised, ACLsSet: c.aclsSet, Warnings: append([]string{}, c.warnings...)}
 }
 
 func writeCopy(w io.Writer, o copyJSON) {
-	fmt.Fprintf(w, "copied %d znodes from %s to %s: %d ephemerals left out, %d existed (%d overwritten), %d sequence counters raised\n",
-		o.Copied, o.From, o.To, o.Ephemeral, o.Existing, o.Overwritten, o.SeqRaised)
+	fmt.Fprintf(w, "copied %d znodes from %s to %s: %d ephemerals left out, %d existed (%d overwritten), %d sequence counters raised, %d ACLs set\n",
+		o.Copied, o.From, o.To, o.Ephemeral, o.Existing, o.Overwritten, o.SeqRaised, o.ACLsSet)
 	for _, warn := range o.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", warn)
 	}
@@ -165,6 +178,12 @@ func (c *copier) run(sources []string) error {
 		for range events {
 		}
 	}()
+	for _, a := range c.fromAuth {
+		scheme, cred, _ := strings.Cut(a, ":")
+		if err := zc.AddAuth(scheme, []byte(cred)); err != nil {
+			return fmt.Errorf("copy: authenticating to ZooKeeper (%s): %w", scheme, err)
+		}
+	}
 	ctx, cancel := c.x.deadline()
 	cl, err := c.x.client(ctx)
 	cancel()
@@ -178,7 +197,28 @@ func (c *copier) run(sources []string) error {
 	if err := c.walk(); err != nil {
 		return err
 	}
-	return c.raiseCounters()
+	if err := c.raiseCounters(); err != nil {
+		return err
+	}
+	return c.setACLs()
+}
+
+// setACLs gives the copied nodes their ACLs. Every node was created open,
+// so that the copy could create its children whatever the ACL, and gets
+// its own once the whole subtree is there.
+func (c *copier) setACLs() error {
+	paths := make([]string, 0, len(c.acls))
+	for p := range c.acls {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		if err := c.op(func(ctx context.Context) error { _, err := c.cl.SetACL(ctx, p, c.acls[p], -1); return err }); err != nil {
+			return fmt.Errorf("copy: setting the ACL of %s: %w", p, err)
+		}
+		c.aclsSet++
+	}
+	return nil
 }
 
 // op runs one coordd operation within --timeout.
@@ -273,13 +313,17 @@ func (c *copier) copyNode(p string) ([]string, error) {
 		return nil, nil // deleted at the source meanwhile
 	}
 	if err != nil {
-		return nil, fmt.Errorf("copy: reading %s from ZooKeeper: %w", p, err)
+		return nil, sourceError("reading", p, err)
 	}
 	if st.EphemeralOwner != 0 {
 		c.count(&c.ephemeral)
 		return nil, nil // an ephemeral has no children
 	}
-	if err := c.put(p, data); err != nil {
+	acl, err := c.sourceACL(p)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.put(p, data, acl); err != nil {
 		return nil, err
 	}
 	kids, _, err := c.zc.Children(p)
@@ -287,7 +331,7 @@ func (c *copier) copyNode(p string) ([]string, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("copy: listing %s in ZooKeeper: %w", p, err)
+		return nil, sourceError("listing", p, err)
 	}
 	sort.Strings(kids)
 	out := make([]string, len(kids))
@@ -358,8 +402,42 @@ func (q *workQueue) stop() {
 	q.cond.Broadcast()
 }
 
-// put creates one node in coordd, or handles the conflict.
-func (c *copier) put(src string, data []byte) error {
+// sourceError reports a failed read of the source; a refusal (NoAuth) says
+// how to get past it.
+func sourceError(what, p string, err error) error {
+	msg := fmt.Sprintf("copy: %s %s from ZooKeeper: %v", what, p, err)
+	if errors.Is(err, zk.ErrNoAuth) {
+		return &cliError{code: "NoAuth", status: 1, msg: msg + " (give copy an identity allowed to read it: --from-auth SCHEME:CREDENTIALS)"}
+	}
+	return errors.New(msg)
+}
+
+// sourceACL reads the ACL of source node p; nil when it is open (world:
+// anyone with every permission, what a node created without one gets).
+func (c *copier) sourceACL(p string) ([]client.ACL, error) {
+	zacl, _, err := c.zc.GetACL(p)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, sourceError("reading the ACL of", p, err)
+	}
+	if len(zacl) == 1 && zacl[0].Scheme == "world" && zacl[0].ID == "anyone" && client.Perm(zacl[0].Perms) == client.PermAll {
+		return nil, nil
+	}
+	acl := make([]client.ACL, 0, len(zacl))
+	for _, a := range zacl {
+		if a.Scheme == "digest" && strings.HasSuffix(a.ID, ":x") {
+			return nil, &cliError{code: "NoAuth", status: 1, msg: fmt.Sprintf("copy: ZooKeeper shows the ACL of %s with its digests hidden (%s): copy as an identity with ADMIN on it, or the super user (--from-auth)", p, a.ID)}
+		}
+		acl = append(acl, client.ACL{Perms: client.Perm(a.Perms), Scheme: a.Scheme, ID: a.ID})
+	}
+	return acl, nil
+}
+
+// put creates one node in coordd, open, or handles the conflict; acl (nil:
+// open) is the ACL setACLs gives it at the end.
+func (c *copier) put(src string, data []byte, acl []client.ACL) error {
 	dst := c.target(src)
 	if dst == "/" {
 		return nil // the root is there already; its own data is not copied
@@ -372,8 +450,6 @@ func (c *copier) put(src string, data []byte) error {
 		}
 		c.mu.Unlock()
 	}
-	// ACLs: coordd has none yet (they are being added). Once it has, read
-	// the source's here (c.zc.GetACL(src)) and create the node with them.
 	err := c.op(func(ctx context.Context) error {
 		_, err := c.cl.Create(ctx, dst, data, client.CreateMode{})
 		return err
@@ -381,6 +457,7 @@ func (c *copier) put(src string, data []byte) error {
 	switch {
 	case err == nil:
 		c.count(&c.copied)
+		c.setACLLater(dst, acl, false)
 		return nil
 	case !errors.Is(err, client.ErrNodeExists):
 		return fmt.Errorf("copy: creating %s: %w", dst, err)
@@ -390,6 +467,7 @@ func (c *copier) put(src string, data []byte) error {
 	case "skip":
 		return nil
 	case "overwrite":
+		c.setACLLater(dst, acl, true)
 		var cur []byte
 		err := c.op(func(ctx context.Context) (err error) { cur, _, err = c.cl.Get(ctx, dst); return err })
 		if err != nil {
@@ -405,6 +483,21 @@ func (c *copier) put(src string, data []byte) error {
 		return nil
 	}
 	return fmt.Errorf("copy: %s: %w (run again with --on-conflict skip to resume, or overwrite to replace data)", dst, err)
+}
+
+// setACLLater records that dst gets acl once the copy is done. A node the
+// copy created is open already; one it overwrites gets the source's ACL,
+// open or not.
+func (c *copier) setACLLater(dst string, acl []client.ACL, existed bool) {
+	if acl == nil && !existed {
+		return
+	}
+	if acl == nil {
+		acl = client.OpenACL()
+	}
+	c.mu.Lock()
+	c.acls[dst] = acl
+	c.mu.Unlock()
 }
 
 // sequenceOf returns the sequence number a name ends with (ten digits, as

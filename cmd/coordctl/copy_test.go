@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -113,4 +114,46 @@ func TestCopy(t *testing.T) {
 	}
 	r = ctl(t, "-o", "json", "--timeout", "1s", "copy", freeAddr(t), "/app", "/nowhere")
 	wantRefusal(t, r, "ConnectionFailed", "no session with ZooKeeper")
+
+	// ACLs: a protected subtree needs an identity to read it, and arrives
+	// with its ACLs; a node whose ACL shows hidden digests is refused.
+	if err := sc.AddAuth(ctx, "digest", []byte("alice:pw")); err != nil {
+		t.Fatal(err)
+	}
+	alice := client.DigestACL(client.PermAll, "alice", "pw")
+	mk("/sec", "secret", client.CreateMode{ACL: alice})
+	mk("/sec/child", "open child", client.CreateMode{})
+	mk("/sec/guarded", "", client.CreateMode{ACL: append(client.ReadOnly(), alice...)})
+	fresh(t, "/copied-sec")
+	r = ctl(t, "-o", "json", "copy", zkServers, "/sec", "/copied-sec")
+	wantRefusal(t, r, "NoAuth", "--from-auth")
+	if err := json.Unmarshal([]byte(ok(t, "copy", "-o", "json", "--from-auth", "digest:alice:pw", "--on-conflict", "skip", zkServers, "/sec", "/copied-sec")), &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.ACLsSet != 2 {
+		t.Fatalf("copy of /sec: %+v", out)
+	}
+	tc, err := client.Connect(ctx, []string{server(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close(context.Background())
+	if _, _, err := tc.Get(ctx, "/copied-sec"); !errors.Is(err, client.ErrNoAuth) {
+		t.Fatalf("the copied /sec without alice's identity: %v, want NoAuth", err)
+	}
+	if err := tc.AddAuth(ctx, "digest", []byte("alice:pw")); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string][]client.ACL{"/copied-sec": alice, "/copied-sec/child": client.OpenACL(), "/copied-sec/guarded": append(client.ReadOnly(), alice...)} {
+		acl, _, err := tc.GetACL(ctx, p)
+		if err != nil || fmt.Sprint(acl) != fmt.Sprint(want) {
+			t.Errorf("ACL of %s: %v (%v), want %v", p, acl, err, want)
+		}
+	}
+	if data, _, err := tc.Get(ctx, "/copied-sec"); err != nil || string(data) != "secret" {
+		t.Errorf("/copied-sec: %q %v", data, err)
+	}
+	fresh(t, "/copied-guarded")
+	r = ctl(t, "-o", "json", "copy", zkServers, "/sec/guarded", "/copied-guarded")
+	wantRefusal(t, r, "NoAuth", "digests hidden")
 }
