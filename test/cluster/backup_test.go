@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -61,6 +62,11 @@ func TestBackupAndRestore(t *testing.T) {
 	c := New(t, 3, Options{SnapshotThreshold: 256, TrailingLogs: 64})
 	load := startMemberLoad(t, c.Servers(), 3)
 	load.waitWrites(c, 200)
+	guard := connect(t, c.Servers()...)
+	aliceACL := client.DigestACL(client.PermAll, "alice", "pw")
+	if _, err := guard.Create(ctxT(t), "/guarded", []byte("g"), client.CreateMode{ACL: aliceACL}); err != nil {
+		t.Fatal(err)
+	}
 	before := load.ackedSoFar()
 	file := filepath.Join(t.TempDir(), "backup.coordd")
 	info := saveBackup(t, c.Admin(c.Follower()), file)
@@ -110,6 +116,15 @@ func TestBackupAndRestore(t *testing.T) {
 		t.Fatalf("restored cluster status: %d members, %d znodes (backup %d, %d ephemerals), %d sessions", len(st.Members), st.Znodes, h.Znodes, h.Ephemerals, st.Sessions)
 	}
 	cl := connect(t, r.Servers()...)
+	if _, _, err := cl.Get(ctx, "/guarded"); !errors.Is(err, client.ErrNoAuth) {
+		t.Fatalf("/guarded on the restored cluster, without alice: %v, want NoAuth (its ACL kept)", err)
+	}
+	if err := cl.AddAuth(ctx, "digest", []byte("alice:pw")); err != nil {
+		t.Fatal(err)
+	}
+	if acl, _, err := cl.GetACL(ctx, "/guarded"); err != nil || fmt.Sprint(acl) != fmt.Sprint(aliceACL) {
+		t.Fatalf("the ACL of /guarded after the restore: %v (%v), want %v", acl, err, aliceACL)
+	}
 	p, err := cl.Create(ctx, "/load/w0-", nil, client.CreateMode{Sequential: true})
 	if err != nil {
 		t.Fatalf("a write on the restored cluster: %v", err)
