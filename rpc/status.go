@@ -148,8 +148,11 @@ func (n *Node) serving() bool {
 	if !n.inConfiguration() {
 		return false
 	}
+	// A leader known now counts at once: watchQuorum notices it only at
+	// its next tick, and a server whose first election was slow would
+	// otherwise refuse clients for that long after it has a leader.
 	if _, id := n.raft.LeaderWithID(); id != "" {
-		return true // watchQuorum may not have noticed the new leader yet
+		return true
 	}
 	n.leaderSeen.Lock()
 	defer n.leaderSeen.Unlock()
