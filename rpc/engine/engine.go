@@ -465,10 +465,28 @@ func (e *Engine) Connect(ctx context.Context, req ConnectRequest) (*Session, err
 		}
 	} else {
 		var perr error
-		f.Read(func(v fsm.View) {
-			perr = v.Sessions.CheckPassword(req.SessionID, req.Password)
-			info, _ = v.Sessions.Get(req.SessionID)
-		})
+		check := func() {
+			f.Read(func(v fsm.View) {
+				perr = v.Sessions.CheckPassword(req.SessionID, req.Password)
+				info, _ = v.Sessions.Get(req.SessionID)
+			})
+		}
+		check()
+		if perr != nil && !errors.Is(perr, session.ErrBadPassword) {
+			// Unknown here may only mean not applied here yet: a client
+			// that moves before it has seen a zxid (ZooKeeper's clients
+			// learn none from the handshake) reports no lastZxid. Only the
+			// leader's commit index can say the session is gone, as only
+			// ZooKeeper's leader can when a follower revalidates one.
+			wctx, cancel := context.WithTimeout(ctx, ConnectWait)
+			idx, err := e.cfg.Cluster.ReadIndex(wctx.Done())
+			caughtUp := err == nil && f.WaitApplied(wctx.Done(), idx)
+			cancel()
+			if !caughtUp {
+				return nil, &ConnectError{Unavailable, fmt.Sprintf("server %s could not check session 0x%x against the leader's state", e.cfg.ServerID, req.SessionID)}
+			}
+			check()
+		}
 		switch {
 		case errors.Is(perr, session.ErrBadPassword):
 			return nil, &ConnectError{AuthFailed, "wrong session password"}
