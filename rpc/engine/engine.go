@@ -151,7 +151,7 @@ func (e *Engine) Applied(a *fsm.Applied) {
 	}
 	if len(a.Events) > 0 {
 		for _, nt := range e.watches.Trigger(a.Events) {
-			if s := e.get(nt.Session); s != nil && s.mayRead(nt.Event.ACL, a.Sessions) {
+			if s := e.get(nt.Session); s != nil && s.mayRead(nt.Event.ACL, a) {
 				s.pushEvent(Event{Type: nt.Event.Type, Path: nt.Event.Path, Zxid: nt.Event.Zxid, Kinds: nt.Kinds})
 			}
 		}
