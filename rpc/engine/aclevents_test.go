@@ -68,3 +68,50 @@ func TestClosingSessionReadsItsOwnEphemeralsDeletion(t *testing.T) {
 		})
 	}
 }
+
+// TestReregisterFiresOnlyReadable: the watches a resume (or setWatches)
+// re-registers fire at once only for nodes the session may READ, as live
+// events do: a session that may not read a node learns neither that it was
+// created nor when it last changed. Its watch is consumed as a live
+// trigger's would be; those on nodes it may read fire as before.
+func TestReregisterFiresOnlyReadable(t *testing.T) {
+	acl := []tree.ACL{{Perms: tree.PermAll, Scheme: "digest", ID: fsm.Digest([]byte("alice:pw"))}}
+	e, _ := testEngine(t)
+	o, a := connectTest(t, e, ConnectRequest{}), connectTest(t, e, ConnectRequest{})
+	a.ok(Request{Op: OpAddAuth, AuthScheme: "digest", Auth: []byte("alice:pw")})
+	a.ok(Request{Op: OpCreate, Path: "/open"})
+	rel := a.ok(Request{Op: OpSync, Path: "/"}).Zxid
+	o.s.Detach()
+	// While o is away: a protected node appears (o had an exists watch on
+	// it), and so does an open one.
+	a.ok(Request{Op: OpCreate, Path: "/secret", ACL: acl})
+	a.ok(Request{Op: OpCreate, Path: "/open2"})
+	a.ok(Request{Op: OpSetData, Path: "/open", Data: []byte("v"), Version: -1})
+
+	lists := Watches{RelZxid: rel, Exist: []string{"/secret", "/open2"}, Data: []string{"/open"}, Child: []string{"/secret"}}
+	r := connectTest(t, e, ConnectRequest{SessionID: o.s.ID(), Password: o.connected.Password, Watches: lists})
+	got := map[string]tree.EventType{}
+	for i := 0; i < 2; i++ {
+		m := r.next()
+		if m.Event == nil {
+			t.Fatalf("message %d after the resume is %+v, want an event", i, m)
+		}
+		got[m.Event.Path] = m.Event.Type
+	}
+	if len(got) != 2 || got["/open2"] != tree.EventNodeCreated || got["/open"] != tree.EventNodeDataChanged {
+		t.Fatalf("resume fired %v, want NodeCreated /open2 and NodeDataChanged /open only", got)
+	}
+	if _, evs := r.do(Request{Op: OpSync, Path: "/"}); len(evs) != 0 {
+		t.Fatalf("resume fired %+v about a node the session may not read", evs)
+	}
+	// The same through setWatches on the live connection.
+	_, evs := r.do(Request{Op: OpSetWatches, Watches: Watches{RelZxid: rel, Exist: []string{"/secret"}, Data: []string{"/secret"}}})
+	if _, more := r.do(Request{Op: OpSync, Path: "/"}); len(evs)+len(more) != 0 {
+		t.Fatalf("setWatches fired %+v %+v about a node the session may not read", evs, more)
+	}
+	// The secret's later changes are filtered as live events.
+	a.ok(Request{Op: OpSetData, Path: "/secret", Data: []byte("x"), Version: -1})
+	if _, evs := r.do(Request{Op: OpSync, Path: "/"}); len(evs) != 0 {
+		t.Fatalf("session was sent %+v about a node it may not read", evs)
+	}
+}
