@@ -65,6 +65,7 @@ type procCluster struct {
 	conns    map[string]*grpc.ClientConn
 
 	tls *clusterTLS // nil: plaintext (-chaos.tls)
+	acl *clusterACL // nil: every node open, nobody authenticates (-chaos.acl)
 	// filesMu keeps certificate rotation and server starts apart: a server
 	// reads its files as it starts, and must not read half a rotation.
 	filesMu   sync.Mutex
@@ -135,6 +136,7 @@ func (c *procCluster) start(i int) error {
 	if c.tls != nil {
 		args = append(args, c.tls.flags(i)...)
 	}
+	args = append(args, c.aclFlags()...)
 	cmd := exec.Command(c.bin, args...)
 	cmd.Stdout = n.logFile
 	cmd.Stderr = n.logFile
