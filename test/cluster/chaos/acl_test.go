@@ -608,7 +608,7 @@ func (a *aclWork) check(ctx context.Context, cl *client.Client, v *verdict) {
 	a.e.mu.Lock()
 	obs := append([]*zxObserver(nil), a.e.observers...)
 	a.e.mu.Unlock()
-	var refusedElsewhere, leaks, anonEvents int64
+	var refusedElsewhere, leaks, anonEvents, authMoves int64
 	for _, o := range obs {
 		o.mu.Lock()
 		for _, l := range o.leaks {
@@ -618,6 +618,7 @@ func (a *aclWork) check(ctx context.Context, cl *client.Client, v *verdict) {
 		if o.anonymous {
 			anonEvents += o.events
 		} else {
+			authMoves += int64(max(o.streams-1, 0))
 			refusedElsewhere += o.noAuth
 			for _, x := range o.noAuthSeen {
 				v.failf("authenticated client refused: %s", x)
@@ -655,8 +656,8 @@ func (a *aclWork) check(ctx context.Context, cl *client.Client, v *verdict) {
 	}
 	v.notef("observers: %s probes (gRPC and %d over ZooKeeper's protocol; ok = refused with NoAuth), %d found no node; %d exists watches on ephemerals to come (%d over ZooKeeper's protocol), none fired",
 		&a.cnt, a.zkProbes.Load(), a.absent.Load(), a.watchesSet.Load()+a.zkWatches.Load(), a.zkWatches.Load())
-	v.notef("observer's stream: %d events, %d of the open node (of %d writes), %d about protected nodes; %d NoAuth answers to authenticated clients",
-		anonEvents, a.tickEvents.Load(), a.tickWrites.Load(), leaks, refusedElsewhere)
+	v.notef("observer's stream: %d events, %d of the open node (of %d writes), %d about protected nodes; %d NoAuth answers to authenticated clients (whose sessions moved %d times)",
+		anonEvents, a.tickEvents.Load(), a.tickWrites.Load(), leaks, refusedElsewhere, authMoves)
 	v.notef("prober: %d reads of a protected node, %d session moves with its identity found on the new server (never sent again); super read %d ACLs as set up",
 		a.proberOK.Load(), a.moves.Load(), checked)
 	if a.cnt.ok.Load() == 0 {
