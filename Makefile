@@ -147,14 +147,20 @@ clean:
 ## chaos: the fault-injection suite against real coordd processes (needs root
 ## and iptables for partitions and slow links; skipped with a log line if not).
 ## SEED=0 picks a random seed (printed); failures land in test/cluster/chaos/chaos-out/<seed>.
-## TLS=1 runs the servers with TLS on both ports (and client certificates).
+## TLS=1 runs the servers with TLS on both ports (and client certificates);
+## ACL=1 protects every workload node with an ACL (authenticated clients, a
+## super user for the checkers, an unauthenticated observer); SECURE=1 is both.
 SEED     ?= 0
 DURATION ?= 5m
 NODES    ?= 3
-.PHONY: chaos chaos-ci
+.PHONY: chaos chaos-ci chaos-ci-secure
 chaos:
-	$(GO) test ./test/cluster/chaos -run '^TestChaos$$' -timeout 3h -count=1 -v -args -chaos.seed=$(SEED) -chaos.duration=$(DURATION) -chaos.nodes=$(NODES) $(if $(filter 1,$(TLS)),-chaos.tls)
+	$(GO) test ./test/cluster/chaos -run '^TestChaos$$' -timeout 3h -count=1 -v -args -chaos.seed=$(SEED) -chaos.duration=$(DURATION) -chaos.nodes=$(NODES) $(if $(filter 1,$(TLS) $(SECURE)),-chaos.tls) $(if $(filter 1,$(ACL) $(SECURE)),-chaos.acl)
 
 ## chaos-ci: a fixed-seed pass of about 2.5 minutes (3 nodes), run by .ci/run.
+## chaos-ci-secure: a shorter one (50s of faults, about 70s) with TLS and
+## ACLs on, also run by .ci/run.
 chaos-ci:
 	$(GO) test ./test/cluster/chaos -run '^TestChaos$$' -timeout 20m -count=1 -v -args -chaos.seed=20260601 -chaos.duration=2m -chaos.nodes=3
+chaos-ci-secure:
+	$(GO) test ./test/cluster/chaos -run '^TestChaos$$' -timeout 20m -count=1 -v -args -chaos.seed=20260602 -chaos.duration=50s -chaos.nodes=3 -chaos.tls -chaos.acl

@@ -151,7 +151,7 @@ func (e *Engine) Applied(a *fsm.Applied) {
 	}
 	if len(a.Events) > 0 {
 		for _, nt := range e.watches.Trigger(a.Events) {
-			if s := e.get(nt.Session); s != nil && s.mayRead(nt.Event.ACL, a.Sessions) {
+			if s := e.get(nt.Session); s != nil && s.mayRead(nt.Event.ACL, a) {
 				s.pushEvent(Event{Type: nt.Event.Type, Path: nt.Event.Path, Zxid: nt.Event.Zxid, Kinds: nt.Kinds})
 			}
 		}
@@ -540,7 +540,10 @@ func (e *Engine) Connect(ctx context.Context, req ConnectRequest) (*Session, err
 // reregisterLocked registers a client's watches again and queues those that
 // fire at once: in zxid order like live events (a NodeDeleted whose zxid is
 // unknown carries 0 and goes first), or, with w.ListOrder, in ZooKeeper's
-// order. s.mu is held, and the FSM's lock.
+// order. As a live event, one about a node the session may not READ is not
+// sent (its watch is consumed all the same): it would tell the node exists
+// and when it changed. (ZooKeeper's setWatches does not check; its live
+// events do, since CVE-2024-23944.) s.mu is held, and the FSM's lock.
 func (s *Session) reregisterLocked(w *Watches, v fsm.View) {
 	fired := s.e.watches.ReregisterAll(s.id, watch.SetWatches{
 		RelZxid: w.RelZxid, Data: w.Data, Exist: w.Exist, Child: w.Child,
@@ -550,6 +553,9 @@ func (s *Session) reregisterLocked(w *Watches, v fsm.View) {
 		sort.SliceStable(fired, func(i, j int) bool { return fired[i].Event.Zxid < fired[j].Event.Zxid })
 	}
 	for _, nt := range fired {
+		if nt.Event.Type != tree.EventNodeDeleted && s.permitted(v, nt.Event.Path, tree.PermRead) != nil {
+			continue
+		}
 		s.pushLocked(Message{Event: &Event{Type: nt.Event.Type, Path: nt.Event.Path, Zxid: nt.Event.Zxid, Kinds: nt.Kinds}})
 	}
 }
