@@ -64,6 +64,7 @@ public final class ClientSuite {
         Check.test("session expiry after its client is cut off for longer than its timeout", ClientSuite::expiry);
 
         try {
+            Check.waitUntil("the admin session connected", () -> admin.getState().isConnected());
             ZKUtil.deleteRecursive(admin, "/java");
         } finally {
             admin.close();
@@ -520,12 +521,14 @@ public final class ClientSuite {
     private static void expiry() throws Exception {
         Check.Events ev = new Check.Events();
         Check.Events gone = new Check.Events();
+        // An observer of its own: the session-move check may have killed admin's server.
+        ZooKeeper observer = Check.connect(servers, TIMEOUT);
         try (Check.Proxy proxy = new Check.Proxy(servers)) {
             ZooKeeper zk = Check.connect(proxy.address(), 4000, ev);
             try {
                 zk.create("/java/exp", null, OPEN_ACL_UNSAFE, CreateMode.EPHEMERAL);
-                Check.sync(admin, "/java/exp");
-                admin.exists("/java/exp", gone);
+                Check.sync(observer, "/java/exp");
+                Check.that(observer.exists("/java/exp", gone) != null, "the ephemeral is not there");
                 int from = ev.stateCount();
                 proxy.cut();
                 from = ev.awaitState(KeeperState.Disconnected, from);
@@ -538,6 +541,8 @@ public final class ClientSuite {
             } finally {
                 zk.close();
             }
+        } finally {
+            observer.close();
         }
     }
 }
