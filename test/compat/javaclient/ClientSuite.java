@@ -47,6 +47,7 @@ public final class ClientSuite {
         admin.create("/java", new byte[0], OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
 
         Check.test("session: id, password, negotiated timeout", ClientSuite::session);
+        Check.test("session: resuming with a wrong password is refused, the session lives on", ClientSuite::wrongPassword);
         Check.test("create, getData, setData, exists, getChildren, delete and their errors", ClientSuite::crud);
         Check.test("compare-and-set: BadVersion on setData, delete and check", ClientSuite::cas);
         Check.test("sequential nodes", ClientSuite::sequential);
@@ -96,6 +97,40 @@ public final class ClientSuite {
             zk.close();
         }
         ev.awaitState(KeeperState.Closed, 0);
+    }
+
+    private static void wrongPassword() throws Exception {
+        ZooKeeper zk = Check.connect(servers, TIMEOUT);
+        try {
+            byte[] wrong = zk.getSessionPasswd().clone();
+            wrong[0] ^= 1;
+            Check.Events ev = new Check.Events();
+            ZooKeeper thief = new ZooKeeper(servers, TIMEOUT, ev, zk.getSessionId(), wrong);
+            try {
+                ev.awaitState(KeeperState.Expired, 0);
+            } finally {
+                thief.close();
+            }
+            // ZooKeeper drops the session's own connection to that server
+            // before it checks the password (the client reconnects at once);
+            // coordd leaves it alone. Either way the session goes on.
+            long id = zk.getSessionId();
+            Check.waitUntil("the session answers after the refused resume", () -> {
+                try {
+                    zk.create("/java/pw-alive", null, OPEN_ACL_UNSAFE, CreateMode.EPHEMERAL);
+                    return true;
+                } catch (KeeperException.ConnectionLossException e) {
+                    return false;
+                } catch (KeeperException.NodeExistsException e) {
+                    return true; // created before the connection was lost
+                }
+            });
+            Check.eq(id, zk.getSessionId(), "session id");
+            Check.eq(id, zk.exists("/java/pw-alive", false).getEphemeralOwner(), "the ephemeral's owner");
+            zk.delete("/java/pw-alive", -1);
+        } finally {
+            zk.close();
+        }
     }
 
     private static int confInt(String conf, String key) {
@@ -345,6 +380,9 @@ public final class ClientSuite {
             Check.that(admin.exists("/zookeeper", false) != null, "no /zookeeper");
             Check.that(admin.exists("/zookeeper/quota", false) != null, "no /zookeeper/quota");
             Check.that(admin.exists(ZooDefs.CONFIG_NODE, false) != null, "no /zookeeper/config");
+            List<String> system = new ArrayList<>(admin.getChildren("/zookeeper", false));
+            Collections.sort(system);
+            Check.eq(List.of("config", "quota"), system, "children of /zookeeper");
 
             List<ClientInfo> who = zk.whoAmI();
             Check.eq(1, who.size(), "whoAmI: identities " + who);
@@ -538,6 +576,14 @@ public final class ClientSuite {
                 ev.awaitState(KeeperState.Expired, from);
                 Check.fails(Code.SESSIONEXPIRED, () -> zk.getData("/java/exp", false, null));
                 Check.that(!zk.getState().isAlive(), "the expired session's client is %s", zk.getState());
+                // Resuming the expired session by its id and password: Expired too.
+                Check.Events again = new Check.Events();
+                ZooKeeper resumed = new ZooKeeper(servers, 4000, again, zk.getSessionId(), zk.getSessionPasswd());
+                try {
+                    again.awaitState(KeeperState.Expired, 0);
+                } finally {
+                    resumed.close();
+                }
             } finally {
                 zk.close();
             }

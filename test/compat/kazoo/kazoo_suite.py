@@ -14,6 +14,8 @@ containers and no TTL nodes: the Java and zkCli suites check those.
 import logging
 import os
 import queue
+import re
+import socket
 import subprocess
 import sys
 import threading
@@ -94,6 +96,28 @@ def kill(addr):
     subprocess.run([ctl, "kill", addr], check=True, timeout=WAIT)
 
 
+def four(addr, word):
+    """A four-letter word's whole answer (kazoo's command() reads only its
+    first 8 KiB: enough for envi, not for a busy server's mntr)."""
+    host, port = addr.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=WAIT) as s:
+        s.sendall(word.encode())
+        chunks = []
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            chunks.append(b)
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+def lines_match(text, patterns, what):
+    """Every pattern matches some line of text."""
+    lines = text.splitlines()
+    for p in patterns:
+        that(any(re.fullmatch(p, l) for l in lines), "%s: no line like %r in:\n%s", what, p, text)
+
+
 def test(name, fn):
     global passed, failed
     only = sys.argv[1:]
@@ -156,6 +180,70 @@ def t_version():
         cfg, _ = c.get("/zookeeper/config")
         that(b"server." in cfg, "/zookeeper/config: %r", cfg)
         c.delete("/kazoo/v", recursive=True)
+    finally:
+        c.stop()
+        c.close()
+
+
+def t_four_letter_words():
+    """The answers monitoring tools parse, in ZooKeeper's formats."""
+    c = client()
+    try:
+        addr = peer(c)
+        eq("imok", four(addr, "ruok"), "ruok")
+        eq("rw", four(addr, "isro").strip(), "isro")
+        server = [r"Zookeeper version: 3\.\d+\.\d+.*", r"Latency min/avg/max: \d+/\d+(\.\d+)?/\d+",
+                  r"Received: \d+", r"Sent: \d+", r"Connections: \d+", r"Outstanding: \d+",
+                  r"Zxid: 0x[0-9a-f]+", r"Mode: (leader|follower)", r"Node count: \d+"]
+        lines_match(four(addr, "srvr"), server, "srvr")
+        stat = four(addr, "stat")
+        lines_match(stat, server + [r"Clients:", r" /127\.0\.0\.1:\d+\[1\]\(queued=\d+,recved=\d+,sent=\d+\)"], "stat")
+        mntr = four(addr, "mntr")
+        kv = {}
+        for line in mntr.splitlines():
+            k, tab, v = line.partition("\t")
+            that(tab and k.startswith("zk_"), "mntr: not zk_KEY<tab>VALUE: %r", line)
+            kv[k] = v
+        that(kv.get("zk_server_state") in ("leader", "follower"), "mntr: zk_server_state %r", kv.get("zk_server_state"))
+        that(re.match(r"3\.\d+\.\d+", kv.get("zk_version", "")), "mntr: zk_version %r", kv.get("zk_version"))
+        for k in ("zk_min_latency", "zk_max_latency", "zk_packets_received", "zk_packets_sent",
+                  "zk_num_alive_connections", "zk_outstanding_requests", "zk_znode_count", "zk_watch_count",
+                  "zk_ephemerals_count", "zk_approximate_data_size", "zk_open_file_descriptor_count",
+                  "zk_max_file_descriptor_count"):
+            that(re.fullmatch(r"\d+", kv.get(k, "")), "mntr: %s is %r, not an integer", k, kv.get(k))
+        that(re.fullmatch(r"\d+(\.\d+)?", kv.get("zk_avg_latency", "")), "mntr: zk_avg_latency %r", kv.get("zk_avg_latency"))
+        lines_match(four(addr, "envi"), [r"Environment:", r"zookeeper\.version=3\.\d+\.\d+.*"], "envi")
+        lines_match(four(addr, "conf"), [r"clientPort=\d+", r"dataDir=.+", r"tickTime=\d+",
+                                         r"minSessionTimeout=\d+", r"maxSessionTimeout=\d+", r"serverId=\d+"], "conf")
+        lines_match(four(addr, "dirs"), [r"datadir_size: \d+", r"logdir_size: \d+"], "dirs")
+    finally:
+        c.stop()
+        c.close()
+
+
+def t_four_letter_watches():
+    """cons, wchs, wchc and wchp show this session and its watches."""
+    c = client()
+    try:
+        addr = peer(c)
+        sid = "0x%x" % c.client_id[0]
+        c.create("/kazoo/fw")
+        c.get("/kazoo/fw", watch=lambda e: None)
+        c.exists("/kazoo/fw/x", watch=lambda e: None)
+        lines_match(four(addr, "cons"),
+                    [r" /127\.0\.0\.1:\d+\[1\]\(queued=\d+,recved=\d+,sent=\d+,sid=%s,lop=\w+,est=\d+,to=\d+.*\)" % sid],
+                    "cons")
+        wchs = four(addr, "wchs")
+        lines_match(wchs, [r"\d+ connections watching \d+ paths", r"Total watches:\d+"], "wchs")
+        n = int(re.search(r"Total watches:(\d+)", wchs).group(1))
+        that(n >= 2, "wchs: %d watches, this session alone has 2", n)
+        wchc = four(addr, "wchc")
+        that(re.search(r"(?m)^%s\n(\t.*\n)*\t/kazoo/fw\n" % sid, wchc) and "\t/kazoo/fw/x" in wchc,
+             "wchc does not list this session's watches (%s: /kazoo/fw, /kazoo/fw/x):\n%s", sid, wchc)
+        wchp = four(addr, "wchp")
+        that(re.search(r"(?m)^/kazoo/fw\n(\t.*\n)*\t%s$" % sid, wchp),
+             "wchp does not list /kazoo/fw watched by %s:\n%s", sid, wchp)
+        c.delete("/kazoo/fw")
     finally:
         c.stop()
         c.close()
@@ -420,6 +508,8 @@ def main():
     admin.create("/kazoo")
     test("connect: session id, password, negotiated timeout, ruok", t_connect)
     test("server_version() from envi, and the features it promises", t_version)
+    test("four-letter words: ruok, isro, srvr, stat, mntr, envi, conf, dirs in ZooKeeper's formats", t_four_letter_words)
+    test("four-letter words: cons, wchs, wchc, wchp show this session and its watches", t_four_letter_watches)
     test("create, get, set, delete, exists, get_children and their errors", t_crud)
     test("transaction: per-op results of a failed one, results of a good one", t_transaction)
     test("DataWatch, ChildrenWatch and one-shot watches", t_watches)
