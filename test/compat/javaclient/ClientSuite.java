@@ -53,6 +53,7 @@ public final class ClientSuite {
         Check.test("sequential nodes", ClientSuite::sequential);
         Check.test("ephemeral: owner, no children, gone with its session", ClientSuite::ephemeral);
         Check.test("create2 and getChildren2 return the node's Stat", ClientSuite::stats);
+        Check.test("a chroot in the connection string", ClientSuite::chroot);
         Check.test("container and TTL nodes are reaped", ClientSuite::containerAndTtl);
         Check.test("multi: a result per op", ClientSuite::multiOk);
         Check.test("multi with a failing op: nothing applied, per-op ErrorResults", ClientSuite::multiFails);
@@ -241,6 +242,22 @@ public final class ClientSuite {
             Check.eq(2, parent.getCversion(), "getChildren2: cversion");
             Check.that(parent.getPzxid() > c.getCzxid(), "getChildren2: pzxid %x not after the first child's czxid %x", parent.getPzxid(), c.getCzxid());
             Check.eq(parent, zk.exists("/java/st", false), "getChildren2's Stat against exists'");
+        } finally {
+            zk.close();
+        }
+    }
+
+    private static void chroot() throws Exception {
+        admin.create("/java/chroot", null, OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+        Check.Events ev = new Check.Events();
+        String rooted = String.join(",", addrs) + "/java/chroot";
+        ZooKeeper zk = Check.connect(rooted, TIMEOUT);
+        try {
+            Check.eq("/x", zk.create("/x", null, OPEN_ACL_UNSAFE, CreateMode.PERSISTENT), "created path");
+            Check.eq(List.of("x"), zk.getChildren("/", false), "children of the chroot");
+            zk.getData("/x", ev, null);
+            admin.setData("/java/chroot/x", Check.bytes("1"), -1);
+            ev.expect(EventType.NodeDataChanged, "/x");
         } finally {
             zk.close();
         }
