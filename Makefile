@@ -96,9 +96,10 @@ compare-etcd:
 ## starts on 127.0.200.11-13 (scripts/compat.sh; installs Debian's packages
 ## when root; about 5 minutes; not part of make test). TARGET=zookeeper runs
 ## the same suites against ZooKeeper 3.8; UPDATE=1 rewrites coordd's
-## WatchProbe goldens; SUITES="zkcli java curator kazoo probe" picks some.
+## WatchProbe goldens; SUITES="zkcli java curator kazoo probe" picks some;
+## WATCH_FIXES=ZOOKEEPER_CLONE probes with ZooKeeper 3.9's watch fixes.
 compat:
-	GO=$(GO) BIN=$(BIN) TARGET="$(TARGET)" UPDATE="$(UPDATE)" SUITES="$(SUITES)" bash scripts/compat.sh
+	GO=$(GO) BIN=$(BIN) TARGET="$(TARGET)" UPDATE="$(UPDATE)" SUITES="$(SUITES)" WATCH_FIXES="$(WATCH_FIXES)" bash scripts/compat.sh
 
 ## scale: 1 000 000 znodes loaded, snapshotted and restored, and a follower
 ## catching up 100 000 writes, in a 3-node cluster in one process (a few

@@ -9,6 +9,9 @@
 #   make compat UPDATE=1               rewrite coordd's WatchProbe goldens
 #                                      (test/compat/java/expected/coordd/)
 #   make compat SUITES="zkcli kazoo"   some suites only
+#   make compat WATCH_FIXES=DIR        the probe with ZooKeeper's watch fixes of
+#                                      3.9 built in (DIR: a clone of
+#                                      apache/zookeeper; see below)
 #
 # The suites (test/compat/README.md says what each checks):
 #   zkcli    zkCli.sh scripted through its shell   test/compat/zkcli/zkcli.sh
@@ -33,7 +36,13 @@
 # directory is removed after a clean run and kept (its path printed) after
 # a failure.
 #
-# Environment: TARGET, SUITES, UPDATE, COMPAT_NET, COMPAT_SUITE_TIMEOUT, BIN
+# WATCH_FIXES: test/compat/java/build-watch-fixes.sh builds the watch fixes
+# of ZooKeeper 3.9 from that clone; the probe's client runs with them and is
+# compared with expected/zookeeper-3.8.0-watch-fixes/ (and ZooKeeper's
+# servers, with TARGET=zookeeper, run with them too): the semantics coordd
+# follows, with both sides' client the same.
+#
+# Environment: TARGET, SUITES, UPDATE, WATCH_FIXES, COMPAT_NET, COMPAT_SUITE_TIMEOUT, BIN
 # (default bin), GO (default go), PYTHON (default /usr/bin/python3, the one
 # python3-kazoo installs for).
 set -euo pipefail
@@ -66,6 +75,10 @@ for s in $suites; do
 done
 if [ -n "$update" ] && [ "$target" != coordd ]; then
 	usage "UPDATE=1 rewrites coordd's goldens: not with TARGET=$target"
+fi
+watch_fixes=${WATCH_FIXES:-}
+if [ -n "$update" ] && [ -n "$watch_fixes" ]; then
+	usage "UPDATE=1 rewrites coordd's goldens of Debian's client: not with WATCH_FIXES"
 fi
 
 # --- what the suites need, from Debian's packages.
@@ -100,6 +113,12 @@ fi
 
 dir=$(mktemp -d "${TMPDIR:-/tmp}/coordd-compat.XXXXXX")
 mkdir -p "$dir/pid"
+fixes=
+if [ -n "$watch_fixes" ]; then
+	fixes=$dir/fixes
+	bash test/compat/java/build-watch-fixes.sh "$watch_fixes" "$fixes" >"$dir/fixes.log" 2>&1 ||
+		{ echo "compat: cannot build the watch fixes from $watch_fixes:" >&2; tail -n 5 "$dir/fixes.log" >&2; rm -rf "$dir"; exit 2; }
+fi
 export ZOO_LOG_DIR=$dir # zkCli.sh's log (Debian's default directory needs root)
 failed_suites=0
 declare -a pids=()
@@ -171,7 +190,7 @@ start_node() {
 			--4lw-commands '*' --log-level warn >>"$dir/node$i.log" 2>&1 &
 	else
 		java -Xmx256m -Dzookeeper.extendedTypesEnabled=true -Dznode.container.checkIntervalMs=1000 \
-			-Dorg.slf4j.simpleLogger.defaultLogLevel=warn -cp "$zkjar:/usr/share/java/slf4j-simple.jar" \
+			-Dorg.slf4j.simpleLogger.defaultLogLevel=warn -cp "${fixes:+$fixes:}$zkjar:/usr/share/java/slf4j-simple.jar" \
 			org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/node$i/zoo.cfg" >>"$dir/node$i.log" 2>&1 &
 	fi
 	pids[i]=$!
@@ -264,7 +283,7 @@ run_suite() {
 	java) set -- "${java_cmd[@]}" ClientSuite ;;
 	curator) set -- "${java_cmd[@]}" CuratorSuite ;;
 	kazoo) set -- "$python" test/compat/kazoo/kazoo_suite.py ;;
-	probe) set -- bash test/compat/java/compare.sh -s "$(addr 1)" -t "$target" -k "$dir/probe" ${update:+-u} ;;
+	probe) set -- bash test/compat/java/compare.sh -s "$(addr 1)" -t "$target" -k "$dir/probe" ${update:+-u} ${fixes:+-c "$fixes"} ;;
 	esac
 	# In the background, so that a signal to this script runs its cleanup
 	# at once; its output is shown as it comes.

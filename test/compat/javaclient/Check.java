@@ -88,10 +88,15 @@ final class Check {
 
     /** Waits until cond holds, polling, for at most WAIT_MS. */
     static void waitUntil(String what, Cond cond) throws Exception {
-        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(WAIT_MS);
+        waitUntil(what, WAIT_MS, cond);
+    }
+
+    /** Waits until cond holds, polling, for at most ms milliseconds. */
+    static void waitUntil(String what, long ms, Cond cond) throws Exception {
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(ms);
         while (!cond.ok()) {
             if (System.nanoTime() > deadline) {
-                throw new AssertionError("not within " + WAIT_MS + " ms: " + what);
+                throw new AssertionError("not within " + ms + " ms: " + what);
             }
             Thread.sleep(50);
         }

@@ -32,7 +32,7 @@ public final class ClientSuite {
     private static final int TIMEOUT = 15_000;
     private static String servers;
     private static String[] addrs;
-    /** A session for setting up and observing; on the last server. */
+    /** A session for setting up and observing. */
     private static ZooKeeper admin;
 
     public static void main(String[] args) throws Exception {
@@ -43,7 +43,7 @@ public final class ClientSuite {
         }
         addrs = servers.split(",");
         Check.only = args;
-        admin = Check.connect(addrs[addrs.length - 1], TIMEOUT);
+        admin = Check.connect(servers, TIMEOUT);
         admin.create("/java", new byte[0], OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
 
         Check.test("session: id, password, negotiated timeout", ClientSuite::session);

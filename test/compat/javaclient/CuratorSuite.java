@@ -75,8 +75,9 @@ public final class CuratorSuite {
         for (String addr : all) {
             CuratorFramework c = client(addr);
             try {
+                // It reads the configuration once, as it connects: a few seconds are plenty.
                 Check.waitUntil("a connection string of every server from " + addr + "'s configuration, not "
-                        + c.getZookeeperClient().getCurrentConnectionString(),
+                        + c.getZookeeperClient().getCurrentConnectionString(), 10_000,
                         () -> new TreeSet<>(Arrays.asList(c.getZookeeperClient().getCurrentConnectionString().split(","))).equals(all));
             } finally {
                 c.close();
