@@ -99,7 +99,7 @@ compare-etcd:
 ## WatchProbe goldens; SUITES="zkcli java curator kazoo probe" picks some;
 ## WATCH_FIXES=ZOOKEEPER_CLONE probes with ZooKeeper 3.9's watch fixes.
 compat:
-	GO=$(GO) BIN=$(BIN) TARGET="$(TARGET)" UPDATE="$(UPDATE)" SUITES="$(SUITES)" WATCH_FIXES="$(WATCH_FIXES)" bash scripts/compat.sh
+	GO=$(GO) BIN=$(BIN) LDFLAGS="$(LDFLAGS)" TARGET="$(TARGET)" UPDATE="$(UPDATE)" SUITES="$(SUITES)" WATCH_FIXES="$(WATCH_FIXES)" bash scripts/compat.sh
 
 ## scale: 1 000 000 znodes loaded, snapshotted and restored, and a follower
 ## catching up 100 000 writes, in a 3-node cluster in one process (a few

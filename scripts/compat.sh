@@ -43,7 +43,7 @@
 # follows, with both sides' client the same.
 #
 # Environment: TARGET, SUITES, UPDATE, WATCH_FIXES, COMPAT_NET, COMPAT_SUITE_TIMEOUT, BIN
-# (default bin), GO (default go), PYTHON (default /usr/bin/python3, the one
+# (default bin), GO (default go), LDFLAGS (of the build), PYTHON (default /usr/bin/python3, the one
 # python3-kazoo installs for).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -107,8 +107,8 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 if [ "$target" = coordd ]; then
-	"$go" build -o "$bin/coordd" ./cmd/coordd
-	"$go" build -o "$bin/coordctl" ./cmd/coordctl
+	"$go" build -ldflags "${LDFLAGS:-}" -o "$bin/coordd" ./cmd/coordd
+	"$go" build -ldflags "${LDFLAGS:-}" -o "$bin/coordctl" ./cmd/coordctl
 fi
 
 dir=$(mktemp -d "${TMPDIR:-/tmp}/coordd-compat.XXXXXX")
