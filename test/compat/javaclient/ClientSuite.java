@@ -62,7 +62,7 @@ public final class ClientSuite {
         Check.test("getConfig: one membership, the same on every server, with each client address", ClientSuite::config);
         Check.test("watches: one-shot, in order, before the reply that shows the change", ClientSuite::watchOrder);
         Check.test("addWatch PERSISTENT and PERSISTENT_RECURSIVE, removeWatches", ClientSuite::persistentWatches);
-        Check.test("session moves when its server dies: ephemeral kept, watches re-registered", ClientSuite::sessionMove);
+        Check.test("session moves when its server dies: ephemeral kept, watches re-registered (2000 of them)", ClientSuite::sessionMove);
         Check.test("session expiry after its client is cut off for longer than its timeout", ClientSuite::expiry);
 
         try {
@@ -168,6 +168,12 @@ public final class ClientSuite {
             zk.delete("/java/crud", 1);
             Check.eq(null, zk.exists("/java/crud", false), "exists after delete");
             Check.fails(Code.NONODE, () -> zk.delete("/java/crud", -1));
+            // Data of up to ZooKeeper's default limit (jute.maxbuffer, 1 MiB with the request).
+            byte[] big = new byte[1_000_000];
+            Arrays.fill(big, (byte) 'b');
+            zk.create("/java/big", big, OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+            Check.that(Arrays.equals(big, zk.getData("/java/big", false, null)), "1 MB of data came back changed");
+            zk.delete("/java/big", -1);
         } finally {
             zk.close();
         }
@@ -551,6 +557,16 @@ public final class ClientSuite {
             zk.create("/java/mv/w", Check.bytes("0"), OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
             zk.getData("/java/mv/w", data, null);
             zk.exists("/java/mv/new", data);
+            // More watches than one setWatches2 carries (the client splits them
+            // into requests of 128 KiB, ZOOKEEPER-706): each must come back.
+            Check.Events many = new Check.Events();
+            String pad = "x".repeat(100);
+            int n = 2000;
+            CountDownLatch set = new CountDownLatch(n);
+            for (int i = 0; i < n; i++) {
+                zk.exists("/java/mv/absent-" + pad + "-" + i, many, (rc, path, ctx, stat) -> set.countDown(), null);
+            }
+            Check.await(set, n + " exists watches set");
             int from = ev.stateCount();
 
             Check.kill(first);
@@ -566,6 +582,10 @@ public final class ClientSuite {
             data.expect(EventType.NodeDataChanged, "/java/mv/w");
             other.create("/java/mv/new", null, OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
             data.expect(EventType.NodeCreated, "/java/mv/new");
+            for (int i : new int[] {0, n / 2, n - 1}) {
+                other.create("/java/mv/absent-" + pad + "-" + i, null, OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+                many.expect(EventType.NodeCreated, "/java/mv/absent-" + pad + "-" + i);
+            }
             zk.delete("/java/mv/eph", -1);
         } finally {
             zk.close();
