@@ -49,6 +49,7 @@ public final class ClientSuite {
         Check.test("session: id, password, negotiated timeout", ClientSuite::session);
         Check.test("session: resuming with a wrong password is refused, the session lives on", ClientSuite::wrongPassword);
         Check.test("create, getData, setData, exists, getChildren, delete and their errors", ClientSuite::crud);
+        Check.test("empty data stays empty (not null), null data stays null", ClientSuite::emptyData);
         Check.test("compare-and-set: BadVersion on setData, delete and check", ClientSuite::cas);
         Check.test("sequential nodes", ClientSuite::sequential);
         Check.test("ephemeral: owner, no children, gone with its session", ClientSuite::ephemeral);
@@ -174,6 +175,29 @@ public final class ClientSuite {
             zk.create("/java/big", big, OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
             Check.that(Arrays.equals(big, zk.getData("/java/big", false, null)), "1 MB of data came back changed");
             zk.delete("/java/big", -1);
+        } finally {
+            zk.close();
+        }
+    }
+
+    private static String show(byte[] b) {
+        return b == null ? "null" : "byte[" + b.length + "]";
+    }
+
+    private static void emptyData() throws Exception {
+        ZooKeeper zk = Check.connect(servers, TIMEOUT);
+        try {
+            zk.create("/java/empty", new byte[0], OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+            zk.create("/java/null", null, OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+            zk.create("/java/set-empty", Check.bytes("x"), OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+            zk.setData("/java/set-empty", new byte[0], -1);
+            zk.multi(List.of(Op.create("/java/multi-empty", new byte[0], OPEN_ACL_UNSAFE, CreateMode.PERSISTENT)));
+            Check.eq("byte[0]", show(zk.getData("/java/empty", false, null)), "created with byte[0]");
+            Check.eq("byte[0]", show(zk.getData("/java/set-empty", false, null)), "set to byte[0]");
+            Check.eq("byte[0]", show(zk.getData("/java/multi-empty", false, null)), "created with byte[0] in a multi");
+            Check.eq("null", show(zk.getData("/java/null", false, null)), "created with null");
+            Check.eq("byte[0]", show(zk.getData("/", false, null)), "the root's data");
+            Check.eq("byte[0]", show(zk.getData("/zookeeper", false, null)), "/zookeeper's data");
         } finally {
             zk.close();
         }

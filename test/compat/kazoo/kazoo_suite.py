@@ -267,7 +267,11 @@ def t_crud():
         raises(NotEmptyError, c.delete, "/kazoo/crud")
         eq(["c"], c.get_children("/kazoo/crud"), "children")
         eq(None, c.exists("/kazoo/none"), "exists of an absent node")
-        eq("/kazoo/crud/s-0000000001", c.create("/kazoo/crud/s-", sequence=True), "sequential")
+        c.create("/kazoo/crud/empty")  # kazoo's default value is b""
+        eq(b"", c.get("/kazoo/crud/empty")[0], "data of a node created with the default value")
+        c.set("/kazoo/crud/c", b"")
+        eq(b"", c.get("/kazoo/crud/c")[0], "data set to b''")
+        eq("/kazoo/crud/s-0000000002", c.create("/kazoo/crud/s-", sequence=True), "sequential")
         eph = c.create("/kazoo/crud/e", ephemeral=True)
         eq(c.client_id[0], c.exists(eph).ephemeralOwner, "ephemeralOwner")
         raises(NoChildrenForEphemeralsError, c.create, "/kazoo/crud/e/x")
