@@ -283,6 +283,20 @@ else
 $(diff <(echo "$want") <(echo "$got") | sed 's/^/    /')"
 fi
 
+# --- quotas (kept under /zookeeper/quota) and the read-only configuration.
+out=$(session "$s2" <<'EOF'
+setquota -n 5 /zkcli/w
+listquota /zkcli/w
+delquota /zkcli/w
+listquota /zkcli/w
+set /zookeeper/config x
+EOF
+)
+check "setquota, listquota, delquota" has "$out" \
+	"Output quota for /zkcli/w count=5,bytes=-1=;byteHardLimit=-1;countHardLimit=-1" \
+	"quota for /zkcli/w does not exist."
+check "/zookeeper/config refuses writes as ZooKeeper does" has "$out" "Insufficient permission : /zookeeper/config"
+
 # --- deleteall removes the whole subtree.
 out=$(session "$s2" <<'EOF'
 deleteall /zkcli
