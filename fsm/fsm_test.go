@@ -67,7 +67,7 @@ func randomLog(seed int64, n int) []*cmdpb.Command {
 		ms := int64(1000 + i*7)
 		p := fmt.Sprintf("/n%d", r.Intn(8))
 		var w *cmdpb.Write
-		switch r.Intn(7) {
+		switch r.Intn(9) {
 		case 0:
 			w = create(p, "d", cmdpb.Kind_PERSISTENT, false)
 		case 1:
@@ -83,6 +83,17 @@ func randomLog(seed int64, n int) []*cmdpb.Command {
 				{Op: &cmdpb.Op_Create{Create: &cmdpb.Create{Path: p + "m", Kind: cmdpb.Kind_CONTAINER}}},
 				{Op: &cmdpb.Op_Check{Check: &cmdpb.Check{Path: p, Version: int32(r.Intn(2))}}},
 			}}}}
+		case 7:
+			// Some ACLs: digest-only nodes, refused to the sessions
+			// without the identity, and creates under them.
+			acl := []*cmdpb.ACL{{Perms: 31, Scheme: "digest", Id: "u:h"}}
+			if r.Intn(2) == 0 {
+				acl = append(acl, &cmdpb.ACL{Perms: int32(r.Intn(32)), Scheme: "world", Id: "anyone"})
+			}
+			w = &cmdpb.Write{Op: &cmdpb.Write_SetAcl{SetAcl: &cmdpb.SetACL{Path: p, Acl: acl, Version: -1}}}
+		case 8:
+			cmds = append(cmds, &cmdpb.Command{TimeMs: ms, Cmd: &cmdpb.Command_AddAuth{AddAuth: &cmdpb.AddAuth{SessionId: s, Xid: xid[s], Ids: []*cmdpb.Identity{{Scheme: "digest", Id: "u:h"}}}}})
+			continue
 		case 6:
 			cmds = append(cmds, &cmdpb.Command{TimeMs: ms, Cmd: &cmdpb.Command_CloseSession{CloseSession: &cmdpb.CloseSession{SessionId: s, Expired: true}}})
 			cmds = append(cmds, open(ms, fmt.Sprint("p", i)))
@@ -338,4 +349,89 @@ func TestLastChangeSkipsNoops(t *testing.T) {
 	if g.AppliedIndex() != 8 || g.LastChange() != 8 {
 		t.Fatalf("after restore: applied %d, last change %d; want 8, 8", g.AppliedIndex(), g.LastChange())
 	}
+}
+
+// TestSessionMoved: a session belongs to the server it opened or last
+// resumed on (ResumeSession). A write or a close from another server fails
+// with SESSION_MOVED and is not cached, so the client's retry of the same
+// xid from its new server applies; entries that name no server (logged
+// before owners were recorded) are not checked; the owner is in snapshots.
+func TestSessionMoved(t *testing.T) {
+	f := New(Options{})
+	var resumed []Resumed
+	f.SetObserver(observerFunc(func(a *Applied) {
+		if a.Resumed != nil {
+			resumed = append(resumed, *a.Resumed)
+		}
+	}))
+	from := func(server string, c *cmdpb.Command) *cmdpb.Command {
+		c.GetWrite().Server = server
+		return c
+	}
+	openOn := open(10, "pw")
+	openOn.GetOpenSession().Server = "A"
+	closeFrom := func(server string, xid int64) *cmdpb.Command {
+		return &cmdpb.Command{TimeMs: 90, Cmd: &cmdpb.Command_CloseSession{CloseSession: &cmdpb.CloseSession{SessionId: 1, Xid: xid, Server: server}}}
+	}
+	logs := logOf(t,
+		openOn, // 1
+		from("A", write(20, 1, 1, create("/a", "", cmdpb.Kind_PERSISTENT, false))),                                                     // 2: the owner writes
+		&cmdpb.Command{TimeMs: 30, Cmd: &cmdpb.Command_ResumeSession{ResumeSession: &cmdpb.ResumeSession{SessionId: 1, Server: "B"}}},  // 3
+		from("A", write(40, 1, 2, create("/b", "", cmdpb.Kind_PERSISTENT, false))),                                                     // 4: moved
+		from("B", write(50, 1, 2, create("/b", "", cmdpb.Kind_PERSISTENT, false))),                                                     // 5: the retry applies
+		from("", write(60, 1, 3, create("/c", "", cmdpb.Kind_PERSISTENT, false))),                                                      // 6: no server: not checked
+		&cmdpb.Command{TimeMs: 70, Cmd: &cmdpb.Command_ResumeSession{ResumeSession: &cmdpb.ResumeSession{SessionId: 99, Server: "B"}}}, // 7: unknown session
+		closeFrom("A", 4), // 8: moved
+	)
+	var res []*cmdpb.Result
+	for _, l := range logs {
+		r, _ := f.Apply(l).(*cmdpb.Result)
+		res = append(res, r)
+	}
+	if res[1].Code != cmdpb.Code_OK {
+		t.Fatalf("the owner's write: %v", res[1])
+	}
+	if res[3].Code != cmdpb.Code_SESSION_MOVED {
+		t.Fatalf("the old server's write after the move: %v", res[3])
+	}
+	if res[4].Code != cmdpb.Code_OK || res[4].Path != "/b" || res[4].Zxid != 5 {
+		t.Fatalf("the retry from the new owner: %v", res[4])
+	}
+	if res[5].Code != cmdpb.Code_OK {
+		t.Fatalf("a write naming no server: %v", res[5])
+	}
+	if res[7].Code != cmdpb.Code_SESSION_MOVED {
+		t.Fatalf("the old server's close: %v", res[7])
+	}
+	if len(resumed) != 1 || resumed[0] != (Resumed{Session: 1, Server: "B"}) {
+		t.Fatalf("resumed: %+v", resumed)
+	}
+	snap := snapshotBytes(t, f)
+	g := New(Options{})
+	if err := g.Restore(io.NopCloser(bytes.NewReader(snap))); err != nil {
+		t.Fatal(err)
+	}
+	g.Read(func(v View) {
+		if info, ok := v.Sessions.Get(1); !ok || info.Owner != "B" {
+			t.Fatalf("restored session: %+v %v", info, ok)
+		}
+	})
+	// The new owner closes it.
+	if r, _ := g.Apply(&raft.Log{Index: 9, Term: 1, Type: raft.LogCommand, Data: mustMarshal(t, closeFrom("B", 5))}).(*cmdpb.Result); r == nil || r.Code != cmdpb.Code_OK {
+		t.Fatalf("the owner's close: %v", r)
+	}
+}
+
+type observerFunc func(*Applied)
+
+func (o observerFunc) Applied(a *Applied) { o(a) }
+func (o observerFunc) Restored()          {}
+
+func mustMarshal(t *testing.T, c *cmdpb.Command) []byte {
+	t.Helper()
+	b, err := proto.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -14,11 +14,14 @@ import (
 type Barrier struct {
 	s    *Session
 	path string
+	o    options
 }
 
 // NewBarrier returns a Barrier on path (a persistent node; its missing
-// ancestors are created as containers).
-func NewBarrier(s *Session, path string) *Barrier { return &Barrier{s: s, path: path} }
+// ancestors are created as containers). WithACL applies to them.
+func NewBarrier(s *Session, path string, opts ...Option) *Barrier {
+	return &Barrier{s: s, path: path, o: buildOptions(opts)}
+}
 
 // Set raises the barrier (creates its node). Setting a raised barrier is
 // not an error.
@@ -27,12 +30,12 @@ func (b *Barrier) Set(ctx context.Context) error {
 		return err
 	}
 	for {
-		_, err := b.s.c.Create(ctx, b.path, nil, client.CreateMode{})
+		_, err := b.s.c.Create(ctx, b.path, nil, client.CreateMode{ACL: b.o.acl})
 		switch {
 		case err == nil, errors.Is(err, client.ErrNodeExists):
 			return nil
 		case errors.Is(err, client.ErrNoNode):
-			if err := b.s.ensureParents(ctx, parent(b.path)); err != nil {
+			if err := b.s.ensureParents(ctx, parent(b.path), b.o.acl); err != nil {
 				return err
 			}
 		default:
@@ -96,7 +99,9 @@ func parent(p string) string {
 // entered, Leave until every participant has left. Each participant is an
 // ephemeral sequential child "_c_<guid>-p-N" of the barrier's path, so a
 // participant whose session ends counts as gone; the one that completes
-// the count creates "<path>/ready", and the last to leave deletes it.
+// the count creates "<path>/ready", and the last to leave deletes it
+// together with its own node, in one transaction (so a crash cannot leave
+// "ready" behind to let the next round's first Enter through at once).
 //
 // On leaving, the lowest participant waits for the highest to go and every
 // other one deletes its node and waits for the lowest, so each departure
@@ -152,7 +157,7 @@ func (d *DoubleBarrier) Enter(ctx context.Context) error {
 			return fail(d.s.lostError("node " + node + " vanished"))
 		}
 		if len(kids) >= d.n {
-			if _, err := c.Create(ctx, ready, nil, client.CreateMode{}); err != nil && !errors.Is(err, client.ErrNodeExists) {
+			if _, err := c.Create(ctx, ready, nil, client.CreateMode{ACL: d.o.acl}); err != nil && !errors.Is(err, client.ErrNodeExists) {
 				return fail(err)
 			}
 			break
@@ -189,11 +194,12 @@ func (d *DoubleBarrier) Leave(ctx context.Context) error {
 			d.node = ""
 			return nil
 		case len(kids) == 1 && i == 0:
-			if err := c.Delete(ctx, d.node, -1); err != nil && !errors.Is(err, client.ErrNoNode) {
+			done, err := d.leaveLast(ctx)
+			if err != nil {
 				return fmt.Errorf("lockrecipe: leave %s: %w", d.path, err)
 			}
-			if err := c.Delete(ctx, join(d.path, readyName), -1); err != nil && !errors.Is(err, client.ErrNoNode) {
-				return fmt.Errorf("lockrecipe: leave %s: %w", d.path, err)
+			if !done {
+				continue // the own node vanished meanwhile: look again
 			}
 			d.node = ""
 			return nil
@@ -218,4 +224,28 @@ func (d *DoubleBarrier) Leave(ctx context.Context) error {
 			return fmt.Errorf("lockrecipe: leave %s: %w", d.path, err)
 		}
 	}
+}
+
+// leaveLast deletes the last participant's node and "ready" in one
+// transaction, so that no state has "ready" without a participant: a crash
+// between two deletes would leave "ready" behind for the next round, whose
+// first Enter would pass at once (as would an Enter between them). It
+// reports false when the own node was gone already.
+func (d *DoubleBarrier) leaveLast(ctx context.Context) (bool, error) {
+	c := d.s.c
+	res, err := c.Multi(ctx, client.DeleteOp(d.node, -1), client.DeleteOp(join(d.path, readyName), -1))
+	switch {
+	case err == nil:
+		return true, nil
+	case len(res) == 2 && res[0].Err == nil && errors.Is(res[1].Err, client.ErrNoNode):
+		// No "ready" (a participant gone during Enter never saw it, or it
+		// was removed by hand): only the own node is left to delete.
+		if err := c.Delete(ctx, d.node, -1); err != nil && !errors.Is(err, client.ErrNoNode) {
+			return false, err
+		}
+		return true, nil
+	case len(res) == 2 && errors.Is(res[0].Err, client.ErrNoNode):
+		return false, nil
+	}
+	return false, err
 }

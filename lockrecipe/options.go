@@ -1,21 +1,28 @@
 package lockrecipe
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/coordd/coordd/client"
+)
 
 // Option configures a recipe (NewMutex, NewRWMutex, NewElection, ...).
 type Option func(*options)
 
 type options struct {
 	observer func(LockEvent)
+	acl      []client.ACL
 	hooks    hooks
 }
 
-// hooks let tests inject faults into the protected create (see
-// export_test.go); all nil in production.
+// hooks let tests inject faults into the protected create, and changes
+// between two requests of Queue.Take (see export_test.go); all nil in
+// production.
 type hooks struct {
 	guid         func() string
 	beforeCreate func(path string) error    // non-nil error: skip the create, report this error
 	afterCreate  func(created string) error // non-nil error: the create applied but report this error
+	queueMissing func(path string)          // Take found no queue node, before it watches for one
 }
 
 func buildOptions(opts []Option) options {
@@ -31,6 +38,16 @@ func buildOptions(opts []Option) options {
 // recipe). Tests use it to count wakeups.
 func WithObserver(f func(LockEvent)) Option {
 	return func(o *options) { o.observer = f }
+}
+
+// WithACL gives acl to every node the recipe creates: its contenders' (or
+// items', or the barrier's) nodes and the container parents it makes. The
+// sessions using the recipe need READ, CREATE and DELETE on the parents
+// and everything on their own nodes: client.CreatorAll gives that to the
+// identities the creating session authenticated as (AddAuth first), and
+// keeps everyone else out. Without it nodes get client.OpenACL.
+func WithACL(acl []client.ACL) Option {
+	return func(o *options) { o.acl = acl }
 }
 
 // LockEventKind says what a LockEvent reports.

@@ -60,10 +60,21 @@ func TestZooKeeperClientSmoke(t *testing.T) {
 	if err != nil || strings.Join(kids, ",") != "a,zookeeper" {
 		t.Fatalf("children of /: %v %v", kids, err)
 	}
-	// go-zookeeper reports a failed multi by the first op's error it reads
-	// (the ops before it report ok-rolled-back).
-	if _, err := conn.Multi(&zk.CreateRequest{Path: "/b", Acl: zk.WorldACL(zk.PermAll)}, &zk.CheckVersionRequest{Path: "/a", Version: 99}); !errors.Is(err, zk.ErrBadVersion) {
+	// A failed multi reports every op, as ZooKeeper does (Kafka and
+	// Curator read them): the ops before the failing one ok-rolled-back,
+	// the failing one its error, the rest RuntimeInconsistency;
+	// go-zookeeper returns the first error among them.
+	res, err := conn.Multi(
+		&zk.CreateRequest{Path: "/b", Acl: zk.WorldACL(zk.PermAll)},
+		&zk.CheckVersionRequest{Path: "/a", Version: 99},
+		&zk.SetDataRequest{Path: "/a", Version: -1})
+	if !errors.Is(err, zk.ErrBadVersion) {
 		t.Fatalf("failed multi: %v", err)
+	}
+	// (go-zookeeper has no sentinel for RuntimeInconsistency, -2.)
+	if len(res) != 3 || res[0].Error != nil || !errors.Is(res[1].Error, zk.ErrBadVersion) ||
+		res[2].Error == nil || res[2].Error.Error() != "unknown error: -2" {
+		t.Fatalf("failed multi's results: %+v", res)
 	}
 	if ok, _, err := conn.Exists("/b"); ok || err != nil {
 		t.Fatalf("/b after a failed multi: %v %v", ok, err)

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"io"
 	"net"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/rpc/engine"
 	"github.com/coordd/coordd/rpc/zk/jute"
 )
 
@@ -291,5 +294,106 @@ func TestZKSlowReader(t *testing.T) {
 		}
 		other.c.Close()
 		waitFor(t, func() bool { return len(n.engine.Local()) <= before })
+	}
+}
+
+// TestZKFailedMulti: a multi that fails in one op is answered as ZooKeeper
+// answers it (probed on 3.8): reply header error 0, then every op's result
+// (ok-rolled-back, the failing op's error, RuntimeInconsistency after it)
+// and the closing header; nothing of it is applied. An op the server
+// refuses before the engine (a create without ACL) is reported the same
+// way.
+func TestZKFailedMulti(t *testing.T) {
+	n := newTestNode(t, "1")
+	waitLeader(t, n)
+	z := zkSession(t, n)
+	acl := jute.OpenACL()
+	if h, _ := z.call(jute.OpCreate, &jute.CreateRequest{Path: "/a", ACL: acl}); h.Err != jute.CodeOK {
+		t.Fatalf("create /a: %v", h.Err)
+	}
+	codes := func(ops ...jute.Op) []jute.Code {
+		t.Helper()
+		h, r := z.call(jute.OpMulti, &jute.MultiRequest{Ops: ops})
+		if h.Err != jute.CodeOK {
+			t.Fatalf("multi: header error %v, want 0 and the failure in the results", h.Err)
+		}
+		var resp jute.MultiResponse
+		if err := resp.Decode(r); err != nil {
+			t.Fatal(err)
+		}
+		var out []jute.Code
+		for _, res := range resp.Results {
+			if res.Type != jute.OpError {
+				t.Fatalf("a failed multi's result of type %v", res.Type)
+			}
+			out = append(out, res.Err)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		ops  []jute.Op
+		want []jute.Code
+	}{
+		{"check fails", []jute.Op{
+			{Type: jute.OpCreate, Request: &jute.CreateRequest{Path: "/b", ACL: acl}},
+			{Type: jute.OpCheck, Request: &jute.CheckVersionRequest{Path: "/a", Version: 9}},
+			{Type: jute.OpDelete, Request: &jute.DeleteRequest{Path: "/nope", Version: -1}},
+		}, []jute.Code{jute.CodeOK, jute.CodeBadVersion, jute.CodeRuntimeInconsistency}},
+		{"first op fails", []jute.Op{
+			{Type: jute.OpDelete, Request: &jute.DeleteRequest{Path: "/nope", Version: -1}},
+			{Type: jute.OpCreate, Request: &jute.CreateRequest{Path: "/b", ACL: acl}},
+		}, []jute.Code{jute.CodeNoNode, jute.CodeRuntimeInconsistency}},
+		{"last op fails", []jute.Op{
+			{Type: jute.OpCreate, Request: &jute.CreateRequest{Path: "/b", ACL: acl}},
+			{Type: jute.OpSetData, Request: &jute.SetDataRequest{Path: "/a", Version: -1}},
+			{Type: jute.OpCreate, Request: &jute.CreateRequest{Path: "/a", ACL: acl}},
+		}, []jute.Code{jute.CodeOK, jute.CodeOK, jute.CodeNodeExists}},
+		{"create without ACL", []jute.Op{
+			{Type: jute.OpCreate, Request: &jute.CreateRequest{Path: "/b", ACL: acl}},
+			{Type: jute.OpCreate, Request: &jute.CreateRequest{Path: "/c"}},
+			{Type: jute.OpCreate, Request: &jute.CreateRequest{Path: "/d", ACL: acl}},
+		}, []jute.Code{jute.CodeOK, jute.CodeInvalidACL, jute.CodeRuntimeInconsistency}},
+	} {
+		if got := codes(tc.ops...); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: per-op codes %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	for _, p := range []string{"/b", "/c", "/d"} {
+		if h, _ := z.call(jute.OpExists, &jute.ExistsRequest{Path: p}); h.Err != jute.CodeNoNode {
+			t.Errorf("%s after failed multis: %v", p, h.Err)
+		}
+	}
+	h, r := z.call(jute.OpGetData, &jute.GetDataRequest{Path: "/a"})
+	var gd jute.GetDataResponse
+	if h.Err != jute.CodeOK || gd.Decode(r) != nil || gd.Stat.Version != 0 {
+		t.Fatalf("/a after failed multis: %v %+v", h.Err, gd.Stat)
+	}
+}
+
+// TestZKConnectAheadOfServer: a connect, for a new session or not, whose
+// lastZxidSeen is ahead of the server is closed without an answer (as
+// ZooKeeper's processConnectRequest does, probed on 3.8), so that the client
+// tries another server; no session is opened.
+func TestZKConnectAheadOfServer(t *testing.T) {
+	n := newTestNode(t, "1")
+	waitLeader(t, n)
+	sessions := func() int {
+		var k int
+		n.FSM().Read(func(v fsm.View) { k = v.Sessions.Len() })
+		return k
+	}
+	before := sessions()
+	for _, id := range []int64{0, 0x7777} {
+		z := dialZK(t, n.ClientAddr())
+		z.write(jute.AppendFrame(nil, &jute.ConnectRequest{SessionID: id, Passwd: make([]byte, 16), TimeOut: 4000, LastZxidSeen: 1 << 40}))
+		_ = z.c.SetReadDeadline(time.Now().Add(engine.ConnectWait + 10*time.Second))
+		b, err := io.ReadAll(z.c)
+		if err != nil || len(b) != 0 {
+			t.Fatalf("session %#x ahead of the server: read %x, %v; want the connection closed without an answer", id, b, err)
+		}
+	}
+	if got := sessions(); got != before {
+		t.Fatalf("%d sessions after refused connects, want %d", got, before)
 	}
 }

@@ -16,22 +16,41 @@ var ErrCorrupt = errors.New("session: corrupt registry encoding")
 
 // The encoding, written by WriteTo and read by ReadRegistry:
 //
-//	magic    "CDSR" 0x01 (format version 1)
+//	magic    "CDSR" then the format version: 0x03, or 0x02 when no session holds an
+//	         identity
 //	count    uvarint, number of sessions
 //	count times, in strictly increasing ID order:
 //	  id        varint
 //	  timeoutMs varint
 //	  pwLen     uvarint (<= MaxPasswordLen), then pwLen bytes
+//	  ownerLen  uvarint (<= MaxOwnerLen), then ownerLen bytes
 //	  floor     varint (ack floor)
 //	  nReplies  uvarint (<= MaxCachedReplies)
 //	  nReplies times, in strictly increasing xid order, every xid >= floor:
 //	    xid     varint
 //	    len     uvarint (<= MaxReplyLen), then len bytes
+//	  version 3 only:
+//	  nIds      uvarint (<= MaxIdentities)
+//	  nIds times, distinct, in the order added:
+//	    scheme  uvarint len, then len bytes
+//	    id      uvarint len, then len bytes (scheme and id <= MaxIdentityLen)
 //	crc      4 bytes big-endian CRC-32C of everything before it
 //
 // Varints are encoding/binary's, and must be minimal (canonical), so that a registry
 // state has exactly one encoding.
-var magic = [5]byte{'C', 'D', 'S', 'R', 1}
+//
+// Version 1, written before sessions had owners, is the same without ownerLen and its
+// bytes; ReadRegistry still reads it (every owner is then ""). Version 2, written
+// before sessions had identities, is version 3 without them; a registry in which no
+// session holds an identity is still written in version 2, byte for byte as servers
+// from before identities write and read it.
+var magic = [5]byte{'C', 'D', 'S', 'R', 3}
+
+// magicV2 starts the encoding of format version 2.
+var magicV2 = [5]byte{'C', 'D', 'S', 'R', 2}
+
+// magicV1 starts the encoding of format version 1.
+var magicV1 = [5]byte{'C', 'D', 'S', 'R', 1}
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -85,20 +104,49 @@ func (e *encoder) bytes(b []byte) {
 // WriteTo writes r's deterministic encoding to w: two registries holding the same
 // sessions, passwords, ack floors and cached replies produce the same bytes, however
 // they were built. It returns the number of bytes written.
-func (r *Registry) WriteTo(w io.Writer) (int64, error) {
+func (r *Registry) WriteTo(w io.Writer) (int64, error) { return r.writeTo(w, true) }
+
+// writeTo writes format version 3 (version 2 when no session holds an
+// identity), or version 1 (without owners or identities) for the tests of the
+// reading of old snapshots.
+func (r *Registry) writeTo(w io.Writer, owners bool) (int64, error) {
 	e := &encoder{w: w, buf: make([]byte, 0, flushAt+64)}
-	e.buf = append(e.buf, magic[:]...)
+	ids := false
+	if owners {
+		r.tree.Ascend(func(it item) bool {
+			ids = len(it.e.ids) > 0
+			return !ids
+		})
+	}
+	switch {
+	case ids:
+		e.buf = append(e.buf, magic[:]...)
+	case owners:
+		e.buf = append(e.buf, magicV2[:]...)
+	default:
+		e.buf = append(e.buf, magicV1[:]...)
+	}
 	e.buf = binary.AppendUvarint(e.buf, uint64(r.tree.Len()))
 	r.tree.Ascend(func(it item) bool {
 		s := it.e
 		e.buf = binary.AppendVarint(e.buf, s.info.ID)
 		e.buf = binary.AppendVarint(e.buf, s.info.TimeoutMs)
 		e.bytes(s.info.Password)
+		if owners {
+			e.bytes([]byte(s.info.Owner))
+		}
 		e.buf = binary.AppendVarint(e.buf, s.floor)
 		e.buf = binary.AppendUvarint(e.buf, uint64(len(s.replies)))
 		for _, rp := range s.replies {
 			e.buf = binary.AppendVarint(e.buf, rp.xid)
 			e.bytes(rp.data)
+		}
+		if ids {
+			e.buf = binary.AppendUvarint(e.buf, uint64(len(s.ids)))
+			for _, x := range s.ids {
+				e.bytes([]byte(x.Scheme))
+				e.bytes([]byte(x.ID))
+			}
 		}
 		e.maybeFlush()
 		return e.err == nil
@@ -120,8 +168,11 @@ type decoder struct {
 	r   io.Reader
 	br  io.ByteReader // r, if it is one
 	crc uint32
-	one [1]byte
-	vb  [binary.MaxVarintLen64]byte
+	// owners: the format has each session's owner (version 2 and 3);
+	// ids: its identities (version 3).
+	owners, ids bool
+	one         [1]byte
+	vb          [binary.MaxVarintLen64]byte
 }
 
 // fail converts a read error: running out of input is corruption (truncation).
@@ -251,9 +302,11 @@ func readRegistry(rd io.Reader, verify bool) (*Registry, error) {
 	if err := d.full(m[:]); err != nil {
 		return nil, err
 	}
-	if m != magic {
+	if m != magic && m != magicV2 && m != magicV1 {
 		return nil, corrupt("bad magic or version %q", m[:])
 	}
+	d.owners, d.ids = m != magicV1, m == magic
+	anyIDs := false
 	count, err := d.uvarint()
 	if err != nil {
 		return nil, err
@@ -265,12 +318,16 @@ func readRegistry(rd io.Reader, verify bool) (*Registry, error) {
 		if err != nil {
 			return nil, err
 		}
+		anyIDs = anyIDs || len(s.ids) > 0
 		if i > 0 && s.info.ID <= prev {
 			return nil, corrupt("session %d after %d: not in increasing order", s.info.ID, prev)
 		}
 		prev = s.info.ID
 		s.owner = r.tok
 		r.put(s)
+	}
+	if d.ids && !anyIDs {
+		return nil, corrupt("version 3 with no identities (version 2 is written then)")
 	}
 	want := d.crc
 	var sum [4]byte
@@ -294,6 +351,13 @@ func (d *decoder) session() (*entry, error) {
 	}
 	if s.info.Password, err = d.bytes("password length", MaxPasswordLen); err != nil {
 		return nil, err
+	}
+	if d.owners {
+		owner, err := d.bytes("owner length", MaxOwnerLen)
+		if err != nil {
+			return nil, err
+		}
+		s.info.Owner = string(owner)
 	}
 	if s.floor, err = d.varint(); err != nil {
 		return nil, err
@@ -321,5 +385,34 @@ func (d *decoder) session() (*entry, error) {
 		}
 		s.replies = append(s.replies, rp)
 	}
+	if d.ids {
+		if s.ids, err = d.identities(s.info.ID); err != nil {
+			return nil, err
+		}
+	}
 	return &s, nil
+}
+
+func (d *decoder) identities(sid int64) ([]Identity, error) {
+	n, err := d.length("identity count", MaxIdentities)
+	if err != nil || n == 0 {
+		return nil, err
+	}
+	ids := make([]Identity, 0, n)
+	for i := 0; i < n; i++ {
+		scheme, err := d.bytes("scheme length", MaxIdentityLen)
+		if err != nil {
+			return nil, err
+		}
+		id, err := d.bytes("identity length", MaxIdentityLen-len(scheme))
+		if err != nil {
+			return nil, err
+		}
+		x := Identity{Scheme: string(scheme), ID: string(id)}
+		if slices.Contains(ids, x) {
+			return nil, corrupt("session %d: identity %d repeats an earlier one", sid, i)
+		}
+		ids = append(ids, x)
+	}
+	return ids, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -469,14 +470,18 @@ func TestReadRegistryRejects(t *testing.T) {
 	}
 
 	// Structural violations, with a valid checksum so the structure check is what fires.
-	hdr := func(rest ...byte) []byte { return withCRC(append(magic[:len(magic):len(magic)], rest...)) }
+	// Version 1's layout (no owners), which ReadRegistry still reads.
+	hdr := func(rest ...byte) []byte { return withCRC(append(magicV1[:len(magicV1):len(magicV1)], rest...)) }
+	hdr2 := func(rest ...byte) []byte { return withCRC(append(magicV2[:len(magicV2):len(magicV2)], rest...)) }
 	tests := []struct {
 		name string
 		b    []byte
 	}{
 		{"empty", nil},
 		{"bad magic", withCRC([]byte("XDSR\x01\x00"))},
-		{"bad version", withCRC([]byte("CDSR\x02\x00"))},
+		{"bad version", withCRC([]byte("CDSR\x03\x00"))},
+		{"owner too long", hdr2(1, 2, 2, 0, 0xff, 0x01)},
+		{"owner truncated", hdr2(1, 2, 2, 0, 4, 's')},
 		{"huge count, no data", hdr(0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01)},
 		{"varint overflow", hdr(0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02)},
 		{"non-minimal varint", hdr(0x80, 0x00)},
@@ -487,7 +492,7 @@ func TestReadRegistryRejects(t *testing.T) {
 		{"duplicate session", hdr(2, 2, 2, 0, 0, 0, 2, 2, 0, 0, 0)},
 		{"reply below floor", hdr(1, 2, 2, 0, 4, 1, 2, 0)},
 		{"replies out of order", hdr(1, 2, 2, 0, 0, 2, 4, 0, 2, 0)},
-		{"missing checksum", append(magic[:len(magic):len(magic)], 0)},
+		{"missing checksum", append(magicV1[:len(magicV1):len(magicV1)], 0)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -521,3 +526,33 @@ func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 type errWriter struct{ err error }
 
 func (e errWriter) Write([]byte) (int, error) { return 0, e.err }
+
+// TestSetOwner: the owner is set on open and by SetOwner, copied on write
+// (a clone keeps the old one), and refused for an unknown session or an
+// over-long name.
+func TestSetOwner(t *testing.T) {
+	r := NewRegistry()
+	if err := r.Open(Info{ID: 1, TimeoutMs: 2, Owner: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	c := r.Clone()
+	if err := r.SetOwner(1, "b"); err != nil {
+		t.Fatal(err)
+	}
+	if info, _ := r.Get(1); info.Owner != "b" {
+		t.Fatalf("owner %q, want b", info.Owner)
+	}
+	if info, _ := c.Get(1); info.Owner != "a" {
+		t.Fatalf("the clone's owner %q, want a", info.Owner)
+	}
+	if err := r.SetOwner(2, "b"); !errors.Is(err, ErrUnknown) {
+		t.Fatalf("SetOwner of an unknown session: %v", err)
+	}
+	long := strings.Repeat("x", MaxOwnerLen+1)
+	if err := r.SetOwner(1, long); err == nil {
+		t.Fatal("an owner over MaxOwnerLen accepted")
+	}
+	if err := r.Open(Info{ID: 3, Owner: long}); err == nil {
+		t.Fatal("a session opened with an owner over MaxOwnerLen")
+	}
+}

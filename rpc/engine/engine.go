@@ -70,6 +70,10 @@ type Config struct {
 	MaxReplySize int
 	// DisableTTL refuses the creation of TTL nodes.
 	DisableTTL bool
+	// SuperDigest, when set, is the digest id (user:base64(sha1(user:
+	// password))) whose addAuth makes a session the super user, whom no
+	// ACL refuses (ZooKeeper's DigestAuthenticationProvider.superDigest).
+	SuperDigest string
 	// ConfigData returns the data of /zookeeper/config (the cluster's
 	// membership in ZooKeeper's dynamic-config format) and its version
 	// (the index of the configuration).
@@ -88,6 +92,9 @@ type Engine struct {
 	mu       sync.Mutex
 	sessions map[int64]*Session
 	openWait map[string]chan session.Info // keyed by password
+	// resumeWait are the connects waiting for their ResumeSession to be
+	// applied, by session.
+	resumeWait map[int64]chan struct{}
 	// touched maps each session heard from since the last touch batch to
 	// the highest xid it sent meanwhile (0: none, only a connect).
 	touched map[int64]int64
@@ -102,12 +109,13 @@ func New(cfg Config) *Engine {
 		cfg.ConfigData = func() ([]byte, int64) { return nil, 0 }
 	}
 	return &Engine{
-		cfg:      cfg,
-		log:      cfg.Logger,
-		watches:  watch.NewManager(),
-		sessions: make(map[int64]*Session),
-		openWait: make(map[string]chan session.Info),
-		touched:  make(map[int64]int64),
+		cfg:        cfg,
+		log:        cfg.Logger,
+		watches:    watch.NewManager(),
+		sessions:   make(map[int64]*Session),
+		openWait:   make(map[string]chan session.Info),
+		resumeWait: make(map[int64]chan struct{}),
+		touched:    make(map[int64]int64),
 	}
 }
 
@@ -134,25 +142,39 @@ func (e *Engine) Applied(a *fsm.Applied) {
 		}
 		e.mu.Unlock()
 	}
+	if a.Resumed != nil {
+		e.resumed(a.Resumed)
+	}
 	if a.Configuration {
 		// The membership changed: ZooKeeper's /zookeeper/config with it.
 		a.Events = []tree.Event{{Type: tree.EventNodeDataChanged, Path: systemConfig, Zxid: a.Index}}
 	}
-	// A closed session's watches go before the entry's events fire: the
-	// deletion of its own ephemerals notifies only the others.
-	for _, id := range a.Closed {
-		e.watches.RemoveSession(id)
-	}
 	if len(a.Events) > 0 {
 		for _, nt := range e.watches.Trigger(a.Events) {
-			if s := e.get(nt.Session); s != nil {
+			if s := e.get(nt.Session); s != nil && s.mayRead(nt.Event.ACL, a.Sessions) {
 				s.pushEvent(Event{Type: nt.Event.Type, Path: nt.Event.Path, Zxid: nt.Event.Zxid, Kinds: nt.Kinds})
 			}
 		}
 	}
-	if a.Session != 0 && a.Result != nil {
+	// A closed session's watches go once the entry's events have fired: as
+	// in ZooKeeper, a session closed while connected here (by its close or
+	// by expiry) is sent the events its own watches match, its own
+	// ephemerals' deletion included, before the reply to its close (or the
+	// end of its connection); then it holds no watch.
+	for _, id := range a.Closed {
+		e.watches.RemoveSession(id)
+		e.mu.Lock()
+		if ch, ok := e.resumeWait[id]; ok {
+			// A session closed while it was moving here: the connect finds
+			// it gone.
+			delete(e.resumeWait, id)
+			close(ch)
+		}
+		e.mu.Unlock()
+	}
+	if a.Session != 0 && a.Result != nil && e.mine(a.Cmd) {
 		if s := e.get(a.Session); s != nil {
-			s.completeWrite(a.Xid, a.Result, a.Tree, a.Index)
+			s.completeWrite(a.Xid, a.Result, fsm.View{Tree: a.Tree, Sessions: a.Sessions, Applied: a.Index})
 		}
 	}
 	for _, id := range a.Closed {
@@ -165,6 +187,74 @@ func (e *Engine) Applied(a *fsm.Applied) {
 			s.End(&Response{Code: SessionExpired, Message: "session expired"})
 		}
 	}
+}
+
+// mine reports whether this server submitted the client request cmd (a
+// write or a close): only then does its result answer the session connected
+// here. A session that moved here may have requests with the same xids
+// still pending, re-sent by its client; the old server's refused copies
+// must not answer them. A command logged before coordd recorded servers
+// counts as anyone's.
+func (e *Engine) mine(cmd *cmdpb.Command) bool {
+	var server string
+	switch c := cmd.GetCmd().(type) {
+	case *cmdpb.Command_Write:
+		server = c.Write.Server
+	case *cmdpb.Command_CloseSession:
+		server = c.CloseSession.Server
+	case *cmdpb.Command_AddAuth:
+		server = c.AddAuth.Server
+	}
+	return server == "" || server == e.cfg.ServerID
+}
+
+// resumed learns that a session's owner is now r.Server: a connect waiting
+// for it here goes on; a connection of the session here, if another server
+// owns it now, is closed with SessionMoved (its writes would fail anyway;
+// the client is connected elsewhere, and ZooKeeper closes such a
+// connection too). The FSM's write lock is held.
+func (e *Engine) resumed(r *fsm.Resumed) {
+	e.mu.Lock()
+	if r.Server == e.cfg.ServerID {
+		if ch, ok := e.resumeWait[r.Session]; ok {
+			delete(e.resumeWait, r.Session)
+			close(ch)
+		}
+	}
+	s := e.sessions[r.Session]
+	e.mu.Unlock()
+	if s != nil && r.Server != e.cfg.ServerID {
+		e.log.Info("session moved to another server", "session", r.Session, "server", r.Server)
+		s.End(&Response{Code: SessionMoved, Message: fmt.Sprintf("session moved to server %s", r.Server)})
+	}
+}
+
+// resume makes this server the owner of a session (a ResumeSession entry)
+// and waits until it has applied it: from then on, writes of the session
+// from any other server fail with SessionMoved.
+func (e *Engine) resume(ctx context.Context, id int64, timeout time.Duration) error {
+	e.mu.Lock()
+	ch, ok := e.resumeWait[id]
+	if !ok {
+		ch = make(chan struct{})
+		e.resumeWait[id] = ch
+	}
+	e.mu.Unlock()
+	e.cfg.Cluster.Submit(&cmdpb.Command{Cmd: &cmdpb.Command_ResumeSession{ResumeSession: &cmdpb.ResumeSession{SessionId: id, Server: e.cfg.ServerID}}})
+	wait := time.NewTimer(max(5*time.Second, timeout))
+	defer wait.Stop()
+	select {
+	case <-ch:
+		return nil
+	case <-wait.C:
+	case <-ctx.Done():
+	}
+	e.mu.Lock()
+	if e.resumeWait[id] == ch {
+		delete(e.resumeWait, id)
+	}
+	e.mu.Unlock()
+	return errors.New("timed out moving the session here")
 }
 
 // Restored is told that a snapshot replaced the whole state: the watch
@@ -295,7 +385,7 @@ func (e *Engine) open(ctx context.Context, timeout time.Duration) (session.Info,
 		delete(e.openWait, string(pw))
 		e.mu.Unlock()
 	}()
-	e.cfg.Cluster.Submit(&cmdpb.Command{Cmd: &cmdpb.Command_OpenSession{OpenSession: &cmdpb.OpenSession{TimeoutMs: timeout.Milliseconds(), Password: pw}}})
+	e.cfg.Cluster.Submit(&cmdpb.Command{Cmd: &cmdpb.Command_OpenSession{OpenSession: &cmdpb.OpenSession{TimeoutMs: timeout.Milliseconds(), Password: pw, Server: e.cfg.ServerID}}})
 	wait := time.NewTimer(max(5*time.Second, timeout))
 	defer wait.Stop()
 	select {
@@ -321,6 +411,10 @@ type ConnectRequest struct {
 	Watches Watches
 	// Vouches asks for Vouch messages.
 	Vouches bool
+	// Conn is what the front-end knows of the connection: the identities
+	// ZooKeeper gives a connection itself (its ip, its verified client
+	// certificate's subject).
+	Conn fsm.Conn
 }
 
 // ConnectError is why a connect failed: Unavailable (no leader, behind the
@@ -348,6 +442,19 @@ func (e *Engine) Connect(ctx context.Context, req ConnectRequest) (*Session, err
 		return nil, &ConnectError{Unavailable, "server " + e.cfg.ServerID + " has no leader"}
 	}
 	f := e.cfg.FSM
+	// A server behind the client's last zxid refuses the connect, new
+	// session or not, as ZooKeeper does (processConnectRequest checks it
+	// before it looks at the session id): a client that opens a new
+	// session after its old one expired must not see time go backwards
+	// either.
+	if req.LastZxid > f.AppliedIndex() {
+		wctx, cancel := context.WithTimeout(ctx, ConnectWait)
+		caughtUp := f.WaitApplied(wctx.Done(), req.LastZxid)
+		cancel()
+		if !caughtUp {
+			return nil, &ConnectError{Unavailable, fmt.Sprintf("server %s is behind the client (applied %d < last seen %d)", e.cfg.ServerID, f.AppliedIndex(), req.LastZxid)}
+		}
+	}
 	var info session.Info
 	if req.SessionID == 0 {
 		timeout := session.Negotiate(time.Duration(req.TimeoutMs)*time.Millisecond, e.cfg.Tick, e.cfg.MinSessionTimeout, e.cfg.MaxSessionTimeout)
@@ -357,12 +464,6 @@ func (e *Engine) Connect(ctx context.Context, req ConnectRequest) (*Session, err
 			return nil, &ConnectError{Unavailable, "opening session: " + err.Error()}
 		}
 	} else {
-		wctx, cancel := context.WithTimeout(ctx, ConnectWait)
-		caughtUp := f.WaitApplied(wctx.Done(), req.LastZxid)
-		cancel()
-		if !caughtUp {
-			return nil, &ConnectError{Unavailable, fmt.Sprintf("server %s is behind the client (applied %d < last seen %d)", e.cfg.ServerID, f.AppliedIndex(), req.LastZxid)}
-		}
 		var perr error
 		f.Read(func(v fsm.View) {
 			perr = v.Sessions.CheckPassword(req.SessionID, req.Password)
@@ -374,9 +475,21 @@ func (e *Engine) Connect(ctx context.Context, req ConnectRequest) (*Session, err
 		case perr != nil:
 			return nil, &ConnectError{SessionExpired, fmt.Sprintf("session 0x%x expired or unknown", req.SessionID)}
 		}
+		if info.Owner != e.cfg.ServerID {
+			// A client resuming is alive: its session must not expire
+			// while it moves.
+			e.touch(info.ID, 0)
+			// The session moves here: logged, so that every server agrees
+			// which one may write for it (ZooKeeper's leader records the
+			// owner when a server revalidates a session).
+			if err := e.resume(ctx, info.ID, time.Duration(info.TimeoutMs)*time.Millisecond); err != nil {
+				return nil, &ConnectError{Unavailable, "resuming session: " + err.Error()}
+			}
+		}
 	}
 
 	s := newSession(e, info.ID, req.Vouches)
+	s.conn = req.Conn
 	var old *Session
 	var gone bool
 	f.Read(func(v fsm.View) {
@@ -406,15 +519,18 @@ func (e *Engine) Connect(ctx context.Context, req ConnectRequest) (*Session, err
 	return s, nil
 }
 
-// reregisterLocked registers a client's watches again and queues, in zxid
-// order like live events, those that fire at once (a NodeDeleted whose zxid
-// is unknown carries 0 and goes first). s.mu is held, and the FSM's lock.
+// reregisterLocked registers a client's watches again and queues those that
+// fire at once: in zxid order like live events (a NodeDeleted whose zxid is
+// unknown carries 0 and goes first), or, with w.ListOrder, in ZooKeeper's
+// order. s.mu is held, and the FSM's lock.
 func (s *Session) reregisterLocked(w *Watches, v fsm.View) {
 	fired := s.e.watches.ReregisterAll(s.id, watch.SetWatches{
 		RelZxid: w.RelZxid, Data: w.Data, Exist: w.Exist, Child: w.Child,
 		Persistent: w.Persistent, PersistentRecursive: w.PersistentRecursive,
 	}, stats{s, v.Tree})
-	sort.SliceStable(fired, func(i, j int) bool { return fired[i].Event.Zxid < fired[j].Event.Zxid })
+	if !w.ListOrder {
+		sort.SliceStable(fired, func(i, j int) bool { return fired[i].Event.Zxid < fired[j].Event.Zxid })
+	}
 	for _, nt := range fired {
 		s.pushLocked(Message{Event: &Event{Type: nt.Event.Type, Path: nt.Event.Path, Zxid: nt.Event.Zxid, Kinds: nt.Kinds}})
 	}

@@ -8,6 +8,16 @@ import (
 
 // This file turns engine replies and events into ZooKeeper frames, once.
 
+// wireCode is a code as ZooKeeper's wire carries it: the engine's codes
+// have ZooKeeper's numbers, except Unavailable (this server cannot serve
+// now), which a ZooKeeper client knows as ConnectionLoss.
+func wireCode(c engine.Code) jute.Code {
+	if c == engine.Unavailable {
+		return jute.CodeConnectionLoss
+	}
+	return jute.Code(c)
+}
+
 // statOf converts a stat (nil gives a zero stat, as ZooKeeper sends for
 // nodes it has not got one for).
 func statOf(s *tree.Stat) jute.Stat {
@@ -41,7 +51,7 @@ func multiResults(ops []jute.OpCode, r *engine.Response) *jute.MultiResponse {
 	for i := range r.Results {
 		res := &r.Results[i]
 		if r.Code != engine.OK {
-			out.Results = append(out.Results, jute.ErrorResult(jute.Code(res.Code)))
+			out.Results = append(out.Results, jute.ErrorResult(wireCode(res.Code)))
 			continue
 		}
 		op := jute.OpError
@@ -70,7 +80,7 @@ func multiReadResults(r *engine.Response) *jute.MultiResponse {
 		res := &r.Results[i]
 		switch {
 		case res.Code != engine.OK:
-			out.Results = append(out.Results, jute.ErrorResult(jute.Code(res.Code)))
+			out.Results = append(out.Results, jute.ErrorResult(wireCode(res.Code)))
 		case res.Op == engine.OpGetData:
 			out.Results = append(out.Results, jute.OpResult{Type: jute.OpGetData, Data: res.Data, Stat: statOf(res.Stat)})
 		default:
@@ -90,10 +100,7 @@ func nonNil(s []string) []string {
 // reply encodes a reply to a request of type p.op: its header and, when the
 // request succeeded, its body.
 func reply(dst []byte, p pending, r *engine.Response) []byte {
-	h := jute.ReplyHeader{Xid: p.xid, Zxid: r.Zxid, Err: jute.Code(r.Code)}
-	if r.Code == engine.Unavailable {
-		h.Err = jute.CodeConnectionLoss
-	}
+	h := jute.ReplyHeader{Xid: p.xid, Zxid: r.Zxid, Err: wireCode(r.Code)}
 	var body jute.Encoder
 	switch p.op {
 	case jute.OpCreate, jute.OpCreate2, jute.OpCreateContainer, jute.OpCreateTTL:
@@ -120,7 +127,7 @@ func reply(dst []byte, p pending, r *engine.Response) []byte {
 	case jute.OpSync:
 		body = &jute.SyncResponse{Path: r.Path}
 	case jute.OpGetACL:
-		body = &jute.GetACLResponse{ACL: jute.OpenACL(), Stat: statOf(r.Stat)}
+		body = &jute.GetACLResponse{ACL: aclToWire(r.ACL), Stat: statOf(r.Stat)}
 	case jute.OpSetACL:
 		body = &jute.SetACLResponse{Stat: statOf(r.Stat)}
 	case jute.OpGetAllChildrenNumber:
@@ -128,7 +135,11 @@ func reply(dst []byte, p pending, r *engine.Response) []byte {
 	case jute.OpGetEphemerals:
 		body = &jute.GetEphemeralsResponse{Ephemerals: nonNil(r.Children)}
 	case jute.OpWhoAmI:
-		body = &jute.WhoAmIResponse{ClientInfo: p.whoAmI}
+		w := &jute.WhoAmIResponse{ClientInfo: make([]jute.ClientInfo, 0, len(r.Identities))}
+		for _, id := range r.Identities {
+			w.ClientInfo = append(w.ClientInfo, jute.ClientInfo{AuthScheme: id.Scheme, User: id.ID})
+		}
+		body = w
 	case jute.OpAddWatch:
 		body = &jute.ErrorResponse{} // ZooKeeper's addWatch reply carries a 0
 	case jute.OpMulti:
@@ -136,15 +147,35 @@ func reply(dst []byte, p pending, r *engine.Response) []byte {
 	case jute.OpMultiRead:
 		body = multiReadResults(r)
 	}
+	if p.op == jute.OpMulti && h.Err != jute.CodeOK {
+		// A multi that failed in one of its ops is answered as ZooKeeper's
+		// FinalRequestProcessor answers it: header error 0 and every op's
+		// result (ok-rolled-back, the failing op's error,
+		// RuntimeInconsistency after it). Kafka and Curator read them. Only
+		// a multi that failed as a whole (the connection, the session, a
+		// limit of this server) has its error in the header.
+		switch {
+		case len(r.Results) > 0:
+			h.Err = jute.CodeOK
+		case p.badOp >= 0 && r.Code != engine.Unavailable:
+			h.Err = jute.CodeOK
+			body = &jute.MultiResponse{Results: jute.FailedMultiResults(len(p.ops), p.badOp, wireCode(r.Code))}
+		}
+	}
 	if h.Err != jute.CodeOK {
 		body = nil // clients read no body after an error
 	}
 	return jute.AppendFrame(dst, &h, body)
 }
 
-// notification encodes a watch event.
+// notification encodes a watch event. One whose zxid is unknown (a
+// NodeDeleted fired by setWatches) carries -1, ZooKeeper's NO_ZXID.
 func notification(dst []byte, ev *engine.Event) []byte {
+	zxid := ev.Zxid
+	if zxid == 0 {
+		zxid = -1
+	}
 	return jute.AppendFrame(dst,
-		&jute.ReplyHeader{Xid: jute.XidNotification, Zxid: ev.Zxid},
+		&jute.ReplyHeader{Xid: jute.XidNotification, Zxid: zxid},
 		&jute.WatcherEvent{Type: jute.EventType(ev.Type), State: jute.StateSyncConnected, Path: ev.Path})
 }
