@@ -303,8 +303,10 @@ run_suite() {
 		verdict=FAIL
 		failed_suites=$((failed_suites + 1))
 		[ $rc != 124 ] || echo "compat: $name did not finish within ${suite_timeout}s"
-		echo "compat: $name's stderr (the end of $dir/$name.log):"
-		grep -v '^\s*at \|INFO' "$dir/$name.log" | tail -n 15 | sed 's/^/    /'
+		if [ -s "$dir/$name.log" ]; then
+			echo "compat: $name's stderr (the end of $dir/$name.log):"
+			{ grep -v '^\s*at \|INFO' "$dir/$name.log" || true; } | tail -n 15 | sed 's/^/    /'
+		fi
 	fi
 	summary+=("$(printf '%-8s %s  %-22s %4ds' "$name" "$verdict" "($checks)" $((SECONDS - t0)))")
 }
