@@ -169,6 +169,9 @@ func NewNode(cfg Config) (_ *Node, err error) {
 	}
 	cleanup = append(cleanup, func() { n.clientLn.Close() })
 
+	if err := checkJoinDir(&cfg); err != nil {
+		return nil, err
+	}
 	if err := claimDataDir(cfg.DataDir, cfg.ID); err != nil {
 		return nil, err
 	}
@@ -181,6 +184,7 @@ func NewNode(cfg Config) (_ *Node, err error) {
 	cleanup = append(cleanup, n.mux.close)
 
 	n.peers = newPeerClients(n)
+	cleanup = append(cleanup, n.peers.close)
 	n.verified = newRoundGroup(n.ctx, n.verifyCommitIndex)
 	n.asked = newRoundGroup(n.ctx, n.askLeaderReadIndex)
 	n.prop = newProposer(n)
@@ -249,10 +253,11 @@ func NewNode(cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if !existing && cfg.Join {
+	joining := !existing && (cfg.joins() || cfg.Join && n.peersHaveCluster())
+	if joining {
 		n.log.Info("joining: waiting for the leader to add this server", "peer", cfg.PeerAddr)
 	}
-	if !existing && !cfg.Join {
+	if !existing && !joining {
 		peers := cfg.Peers
 		if len(peers) == 0 {
 			peers = []Peer{{ID: cfg.ID, Addr: cfg.PeerAddr}}
