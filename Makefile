@@ -25,7 +25,7 @@ LDFLAGS   := -X main.version=$(VERSION)
 DIST      ?= dist
 PLATFORMS ?= linux/amd64 linux/arm64 darwin/arm64
 
-.PHONY: all build test unit lint fmt vet deps docs raftfork proto proto-check cluster certs bench compare-zookeeper compare-etcd scale fuzz clean release release-check deploy-check
+.PHONY: all build test unit lint fmt vet deps docs raftfork proto proto-check cluster certs bench compare-zookeeper compare-etcd compat scale fuzz clean release release-check deploy-check
 
 all: build
 
@@ -104,6 +104,16 @@ compare-zookeeper:
 
 compare-etcd:
 	GO=$(GO) BIN=$(BIN) bash scripts/compare.sh etcd
+
+## compat: ZooKeeper's own clients, unchanged (zkCli.sh, the Java client,
+## Curator, kazoo) and WatchProbe's scenarios against a 3-node cluster it
+## starts on 127.0.200.11-13 (scripts/compat.sh; installs Debian's packages
+## when root; about 5 minutes; not part of make test). TARGET=zookeeper runs
+## the same suites against ZooKeeper 3.8; UPDATE=1 rewrites coordd's
+## WatchProbe goldens; SUITES="zkcli java curator kazoo probe" picks some;
+## WATCH_FIXES=ZOOKEEPER_CLONE probes with ZooKeeper 3.9's watch fixes.
+compat:
+	GO=$(GO) BIN=$(BIN) LDFLAGS="$(LDFLAGS)" TARGET="$(TARGET)" UPDATE="$(UPDATE)" SUITES="$(SUITES)" WATCH_FIXES="$(WATCH_FIXES)" bash scripts/compat.sh
 
 ## scale: 1 000 000 znodes loaded, snapshotted and restored, and a follower
 ## catching up 100 000 writes, in a 3-node cluster in one process (a few
