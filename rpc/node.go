@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,12 +21,16 @@ import (
 	"go.etcd.io/bbolt"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
 
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/rpc/apipb"
 	"github.com/coordd/coordd/rpc/engine"
 	"github.com/coordd/coordd/rpc/grpcapi"
+	"github.com/coordd/coordd/rpc/metrics"
 	"github.com/coordd/coordd/rpc/peerpb"
 	"github.com/coordd/coordd/rpc/zk"
 	"github.com/coordd/coordd/watch"
@@ -50,6 +55,7 @@ type Node struct {
 	mux     *peerMux
 
 	clientLn    net.Listener
+	adminLn     net.Listener // nil without Config.MetricsAddr
 	grpcClients *muxListener // the client port's gRPC connections
 	zk          *zk.Server
 	clientGRPC  *grpc.Server
@@ -64,6 +70,13 @@ type Node struct {
 	asked    *roundGroup // read-index calls to the leader as a follower
 
 	memberMu sync.Mutex // one membership change at a time, on the leader
+
+	metrics     *metrics.Metrics
+	adminMux    *http.ServeMux
+	adminSrv    *http.Server
+	health      *health.Server // gRPC's health service, from readiness
+	ready       readiness
+	liveReading atomic.Bool // a /livez read of the FSM is under way
 
 	leaderSeen      sync.Mutex
 	leaderlessSince time.Time
@@ -159,6 +172,13 @@ func NewNode(cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("rpc: client address %s: %w", cfg.ClientAddr, err)
 	}
 	cleanup = append(cleanup, func() { n.clientLn.Close() })
+	if cfg.MetricsAddr != "" {
+		n.adminLn, err = net.Listen("tcp", cfg.MetricsAddr)
+		if err != nil {
+			return nil, fmt.Errorf("rpc: metrics address %s: %w", cfg.MetricsAddr, err)
+		}
+		cleanup = append(cleanup, func() { n.adminLn.Close() })
+	}
 
 	if err := claimDataDir(cfg.DataDir, cfg.ID); err != nil {
 		return nil, err
@@ -171,9 +191,14 @@ func NewNode(cfg Config) (_ *Node, err error) {
 	n.mux = newPeerMux(peerLn, dial)
 	cleanup = append(cleanup, n.mux.close)
 
+	n.metrics = metrics.New(metrics.Options{Version: cfg.Version, State: n.state})
+	n.adminMux = n.newAdmin()
+	n.health = newHealth()
 	n.peers = newPeerClients(n)
 	n.verified = newRoundGroup(n.ctx, n.verifyCommitIndex)
+	n.verified.observe = func(d time.Duration, err error) { n.metrics.ReadIndexRound(true, d, err) }
 	n.asked = newRoundGroup(n.ctx, n.askLeaderReadIndex)
+	n.asked.observe = func(d time.Duration, err error) { n.metrics.ReadIndexRound(false, d, err) }
 	n.prop = newProposer(n)
 	n.leader = newLeaderDuties(n)
 	n.fsm = fsm.New(fsm.Options{MaxDataSize: cfg.MaxDataSize, Logger: n.log})
@@ -181,7 +206,7 @@ func NewNode(cfg Config) (_ *Node, err error) {
 		ServerID: cfg.ID, FSM: n.fsm, Cluster: cluster{n},
 		Tick: cfg.Tick, MinSessionTimeout: cfg.MinSessionTimeout, MaxSessionTimeout: cfg.MaxSessionTimeout,
 		MaxRequestSize: cfg.maxMessageSize(), MaxReplySize: cfg.wireLimit(),
-		DisableTTL: cfg.DisableTTL, ConfigData: n.configData, Logger: n.log,
+		DisableTTL: cfg.DisableTTL, ConfigData: n.configData, Meter: n.metrics, Logger: n.log,
 	})
 	n.fsm.SetObserver(observer{n})
 
@@ -194,6 +219,7 @@ func NewNode(cfg Config) (_ *Node, err error) {
 	if cfg.wrapLogStore != nil {
 		store = cfg.wrapLogStore(store)
 	}
+	store = timedLogStore{LogStore: store, m: n.metrics, writeTime: boltWriteTime(n.store.Stats)}
 	// The cache also holds a leader's new entries while it writes them, so
 	// that they are replicated meanwhile (rpc/third_party/raft/FORK.md); it
 	// must hold a whole batch, MaxAppendEntries, to do that.
@@ -202,10 +228,11 @@ func NewNode(cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	hl := newHCLogger(n.log)
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, hl.Named("snapshot"))
+	fileSnaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, hl.Named("snapshot"))
 	if err != nil {
 		return nil, fmt.Errorf("rpc: snapshot store: %w", err)
 	}
+	snaps := timedSnapshotStore{SnapshotStore: fileSnaps, m: n.metrics}
 	advertise, err := net.ResolveTCPAddr("tcp", cfg.PeerAddr)
 	if err != nil {
 		return nil, err
@@ -256,7 +283,7 @@ func NewNode(cfg Config) (_ *Node, err error) {
 		}
 		n.log.Info("bootstrapped a new cluster", "voters", len(peers))
 	}
-	n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.store, snaps, n.trans)
+	n.raft, err = raft.NewRaft(rc, meteredFSM{f: n.fsm, m: n.metrics}, logs, n.store, snaps, n.trans)
 	if err != nil {
 		return nil, fmt.Errorf("rpc: starting raft: %w", err)
 	}
@@ -275,6 +302,10 @@ func NewNode(cfg Config) (_ *Node, err error) {
 	apipb.RegisterCoordServer(n.clientGRPC, grpcapi.New(n.engine, grpcapi.Config{
 		ServerID: cfg.ID, MaxRequestBytes: int64(cfg.maxMessageSize()), Admin: admin{n},
 	}))
+	// gRPC's standard health service (its status follows readiness) and
+	// server reflection, so that grpcurl and gRPC health probes work.
+	healthpb.RegisterHealthServer(n.clientGRPC, n.health)
+	reflection.Register(n.clientGRPC)
 	n.peerGRPC = grpc.NewServer(
 		grpc.MaxRecvMsgSize(peerMessageLimit),
 		grpc.MaxSendMsgSize(peerMessageLimit),
@@ -296,7 +327,12 @@ func NewNode(cfg Config) (_ *Node, err error) {
 	n.start(n.leader.run)
 	n.start(func() { n.engine.RunTouches(n.ctx) })
 	n.start(n.watchQuorum)
-	n.log.Info("server started", "client", n.clientLn.Addr().String(), "peer", cfg.PeerAddr)
+	n.start(n.trackReadiness)
+	n.start(n.countLeaderChanges)
+	if n.adminLn != nil {
+		n.serveAdmin(n.adminLn)
+	}
+	n.log.Info("server started", "client", n.clientLn.Addr().String(), "peer", cfg.PeerAddr, "metrics", n.MetricsAddr())
 	return n, nil
 }
 
@@ -343,6 +379,10 @@ func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		n.log.Info("shutting down")
 		n.cancel()
+		n.health.Shutdown()
+		if n.adminSrv != nil {
+			n.adminSrv.Close()
+		}
 		n.clientLn.Close()
 		n.engine.EndAll()
 		n.zk.Close()

@@ -65,7 +65,8 @@ func runUntil(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) in
 		reapEvery   = fs.Duration("reap-interval", time.Second, "how often the leader reaps empty containers and expired TTL nodes")
 		idleRelease = fs.Duration("idle-memory-check", 5*time.Second, "how often to check whether the server has gone idle and, if it has, return its free heap memory to the OS (0: never; nor with GOGC=off; without it an idle server keeps up to about twice its live heap)")
 		fourLetter  = fs.String("4lw-commands", "", "ZooKeeper four-letter words answered on the client port, comma-separated, or * for all (default: "+strings.Join(rpc.DefaultFourLetterWords, ",")+")")
-		pprofAddr   = fs.String("pprof-addr", "", "serve Go's net/http/pprof profiles on this address (e.g. 127.0.0.1:6060); off when empty")
+		metricsAddr = fs.String("metrics-addr", "", "serve the admin HTTP endpoints on this address (e.g. 127.0.0.1:9181): Prometheus metrics at /metrics, health probes at /livez and /readyz; off when empty")
+		pprofAddr   = fs.String("pprof-addr", "", "serve Go's net/http/pprof profiles on this address (e.g. 127.0.0.1:6060), or under /debug/pprof/ of the admin endpoints when it is --metrics-addr's; off when empty")
 		logLevel    = fs.String("log-level", "warn", "log level: debug, info, warn or error")
 		showVersion = fs.Bool("version", false, "print the version and exit")
 	)
@@ -104,13 +105,14 @@ func runUntil(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) in
 		SnapshotThreshold: *snapThresh, TrailingLogs: *trailing, SnapshotInterval: *snapEvery, MaxDataSize: *maxData,
 		HeartbeatTimeout: *heartbeat, ElectionTimeout: *election, Logger: logger,
 		DisableTTL: !*ttlNodes, ReapInterval: *reapEvery, Version: buildVersion(),
-		FourLetterWords: fourLetterWords(*fourLetter),
+		FourLetterWords: fourLetterWords(*fourLetter), MetricsAddr: *metricsAddr,
+		MetricsPprof: *pprofAddr != "" && *pprofAddr == *metricsAddr,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "coordd: %v\n", err)
 		return 1
 	}
-	if *pprofAddr != "" {
+	if *pprofAddr != "" && *pprofAddr != *metricsAddr {
 		ln, err := net.Listen("tcp", *pprofAddr)
 		if err != nil {
 			fmt.Fprintf(stderr, "coordd: --pprof-addr: %v\n", err)
@@ -122,6 +124,9 @@ func runUntil(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) in
 	stopRelease := startIdleRelease(*idleRelease, os.Getenv("GOGC") == "off")
 	defer stopRelease()
 	fmt.Fprintf(stderr, "coordd %s: server %s serving clients on %s (peers on %s, data in %s)\n", buildVersion(), *id, node.ClientAddr(), *peerAddr, *dataDir)
+	if a := node.MetricsAddr(); a != "" {
+		fmt.Fprintf(stderr, "coordd: metrics and health on http://%s (/metrics, /livez, /readyz)\n", a)
+	}
 	s := <-stop
 	fmt.Fprintf(stderr, "coordd: %v: shutting down\n", s)
 	if err := node.Close(); err != nil {
