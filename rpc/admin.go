@@ -109,17 +109,19 @@ func (n *Node) readyInterval() time.Duration {
 }
 
 // readyStale is how old the last read index may be for the server to be
-// ready: a few failed rounds in a row, or no answer for that long, and it
-// is not.
+// ready: rounds are bounded by an election timeout, so an older one means
+// they have stopped answering.
 func (n *Node) readyStale() time.Duration {
-	return 2*n.cfg.ElectionTimeout + 2*n.readyInterval()
+	return n.cfg.ElectionTimeout + 2*n.readyInterval()
 }
 
 // Ready reports whether this server is ready to serve clients, and if not,
-// why: it knows a leader, and it has applied everything the leader had
-// committed when it last asked (a read index, as a sync gets, asked every
-// readyInterval). A server cut off from the leader is not ready: it knows
-// no leader, or its rounds fail; nor is one catching up after a restart.
+// why: it knows a leader, its last read index (as a sync gets one, asked
+// every readyInterval) came in moments ago, and it has applied that index,
+// that is everything the leader had committed then. A server cut off from
+// the leader is not ready: it knows no leader, or its rounds fail; nor is
+// one catching up after a restart or a partition (an index from before
+// one never counts: the rounds during it failed).
 func (n *Node) Ready() (bool, string) {
 	if n.ctx.Err() != nil {
 		return false, "shutting down"
@@ -134,12 +136,12 @@ func (n *Node) Ready() (bool, string) {
 	idx, at, err := n.ready.index, n.ready.at, n.ready.err
 	n.ready.mu.Unlock()
 	switch age := time.Since(at); {
-	case at.IsZero() && err != nil:
-		return false, fmt.Sprintf("no read index from the leader yet: %v", err)
+	case err != nil:
+		return false, fmt.Sprintf("no read index from the leader: %v", err)
 	case at.IsZero():
 		return false, "no read index from the leader yet"
 	case age > n.readyStale():
-		return false, fmt.Sprintf("no read index from the leader for %v: %v", age.Round(time.Millisecond), err)
+		return false, fmt.Sprintf("no read index from the leader for %v", age.Round(time.Millisecond))
 	}
 	if applied := n.fsm.AppliedIndex(); applied < idx {
 		return false, fmt.Sprintf("catching up with the leader: applied %d of %d", applied, idx)

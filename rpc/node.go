@@ -77,6 +77,7 @@ type Node struct {
 	health      *health.Server // gRPC's health service, from readiness
 	ready       readiness
 	liveReading atomic.Bool // a /livez read of the FSM is under way
+	peerLogs    *peerLogs   // how Raft's failures to reach a peer are logged
 
 	leaderSeen      sync.Mutex
 	leaderlessSince time.Time
@@ -188,7 +189,8 @@ func NewNode(cfg Config) (_ *Node, err error) {
 	if dial == nil {
 		dial = defaultDialer(cfg.PeerAddr)
 	}
-	n.mux = newPeerMux(peerLn, dial)
+	n.peerLogs = newPeerLogs()
+	n.mux = newPeerMux(peerLn, n.peerLogs.trackDials(dial))
 	cleanup = append(cleanup, n.mux.close)
 
 	n.metrics = metrics.New(metrics.Options{Version: cfg.Version, State: n.state})
@@ -227,7 +229,7 @@ func NewNode(cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	hl := newHCLogger(n.log)
+	hl := newHCLogger(n.log, n.peerLogs)
 	fileSnaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, hl.Named("snapshot"))
 	if err != nil {
 		return nil, fmt.Errorf("rpc: snapshot store: %w", err)
@@ -288,6 +290,7 @@ func NewNode(cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("rpc: starting raft: %w", err)
 	}
 	n.raftSet.Store(true)
+	n.peerLogs.setAddrOf(n.addrOfServer)
 	cleanup = append(cleanup, func() { _ = n.raft.Shutdown().Error() })
 
 	kp := keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true}
@@ -441,7 +444,10 @@ var routineRaftLogs = map[string]slog.Level{
 
 // hclog routing: Raft logs through an intercept logger whose sink writes to
 // slog; the intercept logger itself prints nothing.
-type slogSink struct{ l *slog.Logger }
+type slogSink struct {
+	l     *slog.Logger
+	peers *peerLogs // nil: every peer failure at Raft's level
+}
 
 func (s slogSink) Accept(name string, level hclog.Level, msg string, args ...interface{}) {
 	lvl := slog.LevelDebug
@@ -456,15 +462,18 @@ func (s slogSink) Accept(name string, level hclog.Level, msg string, args ...int
 	if l, ok := routineRaftLogs[msg]; ok && l < lvl {
 		lvl = l
 	}
+	if s.peers != nil {
+		lvl = s.peers.level(msg, lvl, args)
+	}
 	if !s.l.Enabled(context.Background(), lvl) {
 		return
 	}
 	s.l.Log(context.Background(), lvl, msg, append([]any{"component", name}, args...)...)
 }
 
-func newHCLogger(l *slog.Logger) hclog.InterceptLogger {
+func newHCLogger(l *slog.Logger, peers *peerLogs) hclog.InterceptLogger {
 	il := hclog.NewInterceptLogger(&hclog.LoggerOptions{Name: "", Output: io.Discard, Level: hclog.Off})
-	il.RegisterSink(slogSink{l: l})
+	il.RegisterSink(slogSink{l: l, peers: peers})
 	return il
 }
 

@@ -31,6 +31,9 @@ type Options struct {
 	MaxDataSize int
 	// Verbose routes server logs to t.Log.
 	Verbose bool
+	// Admin gives each server an admin HTTP address (rpc.Config.MetricsAddr:
+	// metrics, /livez, /readyz) of its own; Node().MetricsAddr() says which.
+	Admin bool
 }
 
 // Cluster is a set of in-process coordd servers.
@@ -142,6 +145,9 @@ func newCluster(t testing.TB, n int, opts Options) *Cluster {
 	}
 	for _, m := range c.Members {
 		m.Cfg.Peers = peers
+		if opts.Admin {
+			m.Cfg.MetricsAddr = FreeAddr(t)
+		}
 	}
 	return c
 }
