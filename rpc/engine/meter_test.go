@@ -19,7 +19,7 @@ type countingMeter struct {
 	answered []Op
 }
 
-func (m *countingMeter) Received() { m.mu.Lock(); m.received++; m.mu.Unlock() }
+func (m *countingMeter) Received()  { m.mu.Lock(); m.received++; m.mu.Unlock() }
 func (m *countingMeter) Sent(n int) { m.mu.Lock(); m.sent += n; m.mu.Unlock() }
 func (m *countingMeter) Answered(op Op, d time.Duration) {
 	m.mu.Lock()
