@@ -155,7 +155,13 @@ func (n *Node) trackReadiness() {
 	tk := time.NewTicker(n.readyInterval())
 	defer tk.Stop()
 	for {
-		n.readinessRound()
+		if idx, err := n.readinessRound(); err == nil {
+			// Caught up within the interval is ready within it, rather than
+			// at the next round.
+			ctx, cancel := context.WithTimeout(n.ctx, n.readyInterval())
+			n.fsm.WaitApplied(ctx.Done(), idx)
+			cancel()
+		}
 		status := healthpb.HealthCheckResponse_NOT_SERVING
 		if ok, _ := n.Ready(); ok {
 			status = healthpb.HealthCheckResponse_SERVING
@@ -173,8 +179,8 @@ func (n *Node) trackReadiness() {
 
 // readinessRound asks for a read index once (as the leader: its commit
 // index, confirmed by a majority; as a follower: the leader's), bounded by
-// an election timeout.
-func (n *Node) readinessRound() {
+// an election timeout, and records and returns it.
+func (n *Node) readinessRound() (int64, error) {
 	var idx int64
 	var err error
 	if _, id := n.raft.LeaderWithID(); id == "" {
@@ -194,6 +200,7 @@ func (n *Node) readinessRound() {
 	if err == nil {
 		n.ready.index, n.ready.at = idx, time.Now()
 	}
+	return idx, err
 }
 
 // newHealth returns gRPC's health service, not serving until the first

@@ -110,6 +110,10 @@ func TestClusterStartLogsNoWarnings(t *testing.T) {
 				waitFor(t, func() bool { return leader.raft.Stats()["last_log_index"] != "0" && leader.LeaderReady() })
 			}
 			c.Peers, c.Logger = peers, logger
+			// Raft's default timing, as coordd runs by default (the tests'
+			// shorter timeouts make elections under a loaded machine's
+			// pauses, which log warnings rightly).
+			c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = time.Second, time.Second, 500*time.Millisecond
 			n, err := NewNode(c)
 			if err != nil {
 				for _, n := range nodes {
