@@ -96,7 +96,9 @@ func parent(p string) string {
 // entered, Leave until every participant has left. Each participant is an
 // ephemeral sequential child "_c_<guid>-p-N" of the barrier's path, so a
 // participant whose session ends counts as gone; the one that completes
-// the count creates "<path>/ready", and the last to leave deletes it.
+// the count creates "<path>/ready", and the last to leave deletes it
+// together with its own node, in one transaction (so a crash cannot leave
+// "ready" behind to let the next round's first Enter through at once).
 //
 // On leaving, the lowest participant waits for the highest to go and every
 // other one deletes its node and waits for the lowest, so each departure
@@ -189,11 +191,12 @@ func (d *DoubleBarrier) Leave(ctx context.Context) error {
 			d.node = ""
 			return nil
 		case len(kids) == 1 && i == 0:
-			if err := c.Delete(ctx, d.node, -1); err != nil && !errors.Is(err, client.ErrNoNode) {
+			done, err := d.leaveLast(ctx)
+			if err != nil {
 				return fmt.Errorf("lockrecipe: leave %s: %w", d.path, err)
 			}
-			if err := c.Delete(ctx, join(d.path, readyName), -1); err != nil && !errors.Is(err, client.ErrNoNode) {
-				return fmt.Errorf("lockrecipe: leave %s: %w", d.path, err)
+			if !done {
+				continue // the own node vanished meanwhile: look again
 			}
 			d.node = ""
 			return nil
@@ -218,4 +221,28 @@ func (d *DoubleBarrier) Leave(ctx context.Context) error {
 			return fmt.Errorf("lockrecipe: leave %s: %w", d.path, err)
 		}
 	}
+}
+
+// leaveLast deletes the last participant's node and "ready" in one
+// transaction, so that no state has "ready" without a participant: a crash
+// between two deletes would leave "ready" behind for the next round, whose
+// first Enter would pass at once (as would an Enter between them). It
+// reports false when the own node was gone already.
+func (d *DoubleBarrier) leaveLast(ctx context.Context) (bool, error) {
+	c := d.s.c
+	res, err := c.Multi(ctx, client.DeleteOp(d.node, -1), client.DeleteOp(join(d.path, readyName), -1))
+	switch {
+	case err == nil:
+		return true, nil
+	case len(res) == 2 && res[0].Err == nil && errors.Is(res[1].Err, client.ErrNoNode):
+		// No "ready" (a participant gone during Enter never saw it, or it
+		// was removed by hand): only the own node is left to delete.
+		if err := c.Delete(ctx, d.node, -1); err != nil && !errors.Is(err, client.ErrNoNode) {
+			return false, err
+		}
+		return true, nil
+	case len(res) == 2 && errors.Is(res[0].Err, client.ErrNoNode):
+		return false, nil
+	}
+	return false, err
 }

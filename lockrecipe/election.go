@@ -58,33 +58,41 @@ func (e *Election) GuardedMulti(ctx context.Context, ops ...client.Op) ([]client
 // Leader returns the current leader's value as seen by this session's
 // server, or ErrNoLeader when nobody campaigns.
 func (e *Election) Leader(ctx context.Context) (string, error) {
-	v, _, err := e.leader(ctx, false)
+	v, _, _, err := e.leader(ctx, false)
 	return v, err
 }
 
-// leader reads the lowest candidate's value; with watch it also returns a
-// watch on that node (or, when there is no candidate, on the children).
-func (e *Election) leader(ctx context.Context, watch bool) (string, <-chan client.Event, error) {
+// leaderNode identifies one leadership: the leader's node name and creation
+// zxid (a name is not reused within an election, the zxid never).
+type leaderNode struct {
+	name  string
+	czxid int64
+}
+
+// leader reads the lowest candidate's value and node; with watch it also
+// returns a watch on that node (or, when there is no candidate, on the
+// children).
+func (e *Election) leader(ctx context.Context, watch bool) (string, leaderNode, <-chan client.Event, error) {
 	c := e.q.s.c
 	for {
 		names, _, err := c.Children(ctx, e.q.dir)
 		if err != nil && !errors.Is(err, client.ErrNoNode) {
-			return "", nil, fmt.Errorf("lockrecipe: election %s: %w", e.q.dir, err)
+			return "", leaderNode{}, nil, fmt.Errorf("lockrecipe: election %s: %w", e.q.dir, err)
 		}
 		kids := sequenced(names)
 		if len(kids) == 0 {
 			if !watch {
-				return "", nil, ErrNoLeader
+				return "", leaderNode{}, nil, ErrNoLeader
 			}
 			if err != nil { // the election node does not exist
 				_, ok, ch, err := c.ExistsW(ctx, e.q.dir)
 				if err != nil {
-					return "", nil, fmt.Errorf("lockrecipe: election %s: %w", e.q.dir, err)
+					return "", leaderNode{}, nil, fmt.Errorf("lockrecipe: election %s: %w", e.q.dir, err)
 				}
 				if ok {
 					continue
 				}
-				return "", ch, ErrNoLeader
+				return "", leaderNode{}, ch, ErrNoLeader
 			}
 			names, _, ch, err := c.ChildrenW(ctx, e.q.dir)
 			if err != nil {
@@ -93,40 +101,46 @@ func (e *Election) leader(ctx context.Context, watch bool) (string, <-chan clien
 			if len(sequenced(names)) > 0 {
 				continue // the watch left behind fires once, harmlessly
 			}
-			return "", ch, ErrNoLeader
+			return "", leaderNode{}, ch, ErrNoLeader
 		}
 		p := join(e.q.dir, kids[0].name)
 		var (
 			data []byte
+			st   client.Stat
 			ch   <-chan client.Event
 		)
 		if watch {
-			data, _, ch, err = c.GetW(ctx, p)
+			data, st, ch, err = c.GetW(ctx, p)
 		} else {
-			data, _, err = c.Get(ctx, p)
+			data, st, err = c.Get(ctx, p)
 		}
 		if errors.Is(err, client.ErrNoNode) {
 			continue
 		}
 		if err != nil {
-			return "", nil, fmt.Errorf("lockrecipe: election %s: %w", e.q.dir, err)
+			return "", leaderNode{}, nil, fmt.Errorf("lockrecipe: election %s: %w", e.q.dir, err)
 		}
-		return string(data), ch, nil
+		return string(data), leaderNode{kids[0].name, st.Czxid}, ch, nil
 	}
 }
 
-// Observe reports the leader's value each time it changes (a new leader or
-// a Proclaim), starting with the current one. An empty string means that
-// nobody leads. The channel is closed when ctx ends or the session ends.
-// Observers watch only the leader's node (or, with no leader, the
+// Observe reports the leader's value each time the leadership changes (a
+// new leader, even one with the same value as the last, or a Proclaim of
+// another value), starting with the current one. An empty string means
+// that nobody leads. The channel is closed when ctx ends or the session
+// ends. Observers watch only the leader's node (or, with no leader, the
 // candidates' parent).
 func (e *Election) Observe(ctx context.Context) <-chan string {
 	out := make(chan string)
 	go func() {
 		defer close(out)
-		last, first := "", true
+		var (
+			last     string
+			lastNode leaderNode
+			first    = true
+		)
 		for {
-			v, ch, err := e.leader(ctx, true)
+			v, node, ch, err := e.leader(ctx, true)
 			if err != nil && !errors.Is(err, ErrNoLeader) {
 				if ctx.Err() != nil || e.q.s.ended() || sessionGone(err) {
 					return
@@ -136,13 +150,14 @@ func (e *Election) Observe(ctx context.Context) <-chan string {
 				}
 				continue
 			}
-			if first || v != last {
+			if first || v != last || node != lastNode {
 				select {
 				case out <- v:
 				case <-ctx.Done():
+					e.q.s.stopWatch(ctx, ch)
 					return
 				}
-				last, first = v, false
+				last, lastNode, first = v, node, false
 			}
 			select {
 			case ev := <-ch:

@@ -1,6 +1,7 @@
 package lockrecipe
 
-// Test hooks into the protected create, for package lockrecipe_test.
+// Test hooks into the protected create and Queue.Take, for package
+// lockrecipe_test.
 
 // WithGUID makes every attempt of the recipe use the GUID f returns.
 func WithGUID(f func() string) Option {
@@ -19,4 +20,11 @@ func WithFailCreate(f func(path string) error) Option {
 // the create had reached the log and its reply had been lost).
 func WithLoseCreateReply(f func(created string) error) Option {
 	return func(o *options) { o.hooks.afterCreate = f }
+}
+
+// WithQueueMissing calls f when Queue.Take found no node at the queue's
+// path, before it sets a watch for its creation (so that f can create it in
+// between).
+func WithQueueMissing(f func(path string)) Option {
+	return func(o *options) { o.hooks.queueMissing = f }
 }

@@ -2,6 +2,8 @@ package lockrecipe
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/coordd/coordd/client"
@@ -43,8 +45,9 @@ func (m *Mutex) TryLock(ctx context.Context) (Token, error) { return m.q.acquire
 func (m *Mutex) Unlock(ctx context.Context) error { return m.q.release(ctx) }
 
 // Lost returns a channel closed when the holder can no longer be sure it
-// holds the lock: the session was lost (see Session), its node was deleted,
-// or Unlock ran. Each acquisition has its own channel; before the first
+// holds the lock: the client suspended the session, which it does before
+// the leader can expire it (sent + T - V - M, see Session), the session
+// ended, its node was deleted, or Unlock ran. Each acquisition has its own channel; before the first
 // acquisition a closed channel is returned.
 func (m *Mutex) Lost() <-chan struct{} { return m.q.lostChan() }
 
@@ -69,8 +72,18 @@ func (m *Mutex) GuardedMulti(ctx context.Context, ops ...client.Op) ([]client.Op
 // that matches the first Lock. Like Mutex, a value is one owner (there are
 // no goroutine identities in Go): every goroutine sharing the value shares
 // the hold.
+//
+// A re-entry never outlives the hold: once the lock is lost (Lost is
+// closed, or the server no longer has the owner's node), Lock fails with
+// ErrLockLost, ends the lost hold and resets the count to 0; the next Lock
+// queues for the lock afresh.
 type ReentrantMutex struct {
-	m     *Mutex
+	m *Mutex
+	// acq orders Lock and the releasing Unlock. It is held while Lock waits
+	// for the lock (a second Lock of the owner then waits for that
+	// acquisition and counts on it), never by Count.
+	acq sync.Mutex
+	// mu guards count only, and is never held across a call to the server.
 	mu    sync.Mutex
 	count int
 }
@@ -81,43 +94,110 @@ func NewReentrantMutex(s *Session, path string, opts ...Option) *ReentrantMutex 
 }
 
 // Lock acquires the lock, or increments the hold count if this owner
-// already holds it, and returns the fencing token.
+// already holds it, and returns the fencing token. A re-entry asks the
+// server whether the owner's node is still there; when it is not, or when
+// Lost is closed, Lock returns ErrLockLost and the count is 0.
 func (r *ReentrantMutex) Lock(ctx context.Context) (Token, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.count > 0 {
-		r.count++
-		return r.m.Token(), nil
+	r.acq.Lock()
+	defer r.acq.Unlock()
+	// While acq is held the count cannot drop to 0 (only the releasing
+	// Unlock does that, under acq), so it can be read and raised apart.
+	if r.Count() > 0 {
+		return r.reenter(ctx)
+	}
+	if r.m.q.current() != nil {
+		// A lost hold whose release (by an earlier Lock or Unlock) did not
+		// get through: end it before queueing again.
+		if err := r.m.Unlock(ctx); err != nil && !errors.Is(err, ErrLockLost) {
+			return 0, err
+		}
 	}
 	tok, err := r.m.Lock(ctx)
 	if err != nil {
 		return 0, err
 	}
+	r.mu.Lock()
 	r.count = 1
+	r.mu.Unlock()
 	return tok, nil
 }
 
+// reenter counts one more Lock on the held lock, if it is still held.
+func (r *ReentrantMutex) reenter(ctx context.Context) (Token, error) {
+	h := r.m.q.current()
+	lost := h == nil || isClosed(r.m.Lost())
+	if !lost {
+		st, ok, err := r.m.q.s.c.Exists(ctx, h.path)
+		switch {
+		case sessionGone(err):
+			lost = true
+		case err != nil:
+			return 0, fmt.Errorf("lockrecipe: re-entering %s: %w", h.path, err)
+		default:
+			lost = !ok || st.Czxid != h.stat.Czxid
+		}
+	}
+	if lost {
+		what := "re-entry of a lost lock on " + r.m.q.dir
+		// End the lost hold, so that Lost stays closed and the next Lock
+		// starts afresh; its node, if still there, is no longer trusted.
+		err := r.m.Unlock(ctx)
+		r.mu.Lock()
+		r.count = 0
+		r.mu.Unlock()
+		if errors.Is(err, ErrLockLost) {
+			return 0, err
+		}
+		return 0, r.m.q.s.lostError(what)
+	}
+	r.mu.Lock()
+	r.count++
+	r.mu.Unlock()
+	return Token(h.stat.Czxid), nil
+}
+
 // Unlock decrements the hold count and releases the lock when it reaches
-// zero. It returns ErrNotHeld when not held.
+// zero. It returns ErrNotHeld when not held (also while another goroutine's
+// Lock still waits for the lock).
 func (r *ReentrantMutex) Unlock(ctx context.Context) error {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.count == 0 {
+	switch {
+	case r.count == 0:
+		r.mu.Unlock()
 		return ErrNotHeld
-	}
-	if r.count > 1 {
+	case r.count > 1:
 		r.count--
+		r.mu.Unlock()
 		return nil
 	}
+	r.mu.Unlock()
+	// The last hold: release under acq, so that no Lock counts on a lock
+	// being released. Look again once acq is ours.
+	r.acq.Lock()
+	defer r.acq.Unlock()
+	r.mu.Lock()
+	switch {
+	case r.count == 0:
+		r.mu.Unlock()
+		return ErrNotHeld
+	case r.count > 1:
+		r.count--
+		r.mu.Unlock()
+		return nil
+	}
+	r.mu.Unlock()
 	err := r.m.Unlock(ctx)
 	if err != nil && r.m.q.current() != nil {
 		return err // unknown outcome: still held, count stays 1
 	}
+	r.mu.Lock()
 	r.count = 0
+	r.mu.Unlock()
 	return err
 }
 
-// Count returns the hold count (0 when not held).
+// Count returns the hold count (0 when not held). It does not wait for a
+// Lock in progress.
 func (r *ReentrantMutex) Count() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -133,4 +213,14 @@ func (r *ReentrantMutex) Token() Token { return r.m.Token() }
 // GuardedMulti is Mutex.GuardedMulti.
 func (r *ReentrantMutex) GuardedMulti(ctx context.Context, ops ...client.Op) ([]client.OpResult, error) {
 	return r.m.GuardedMulti(ctx, ops...)
+}
+
+// isClosed reports whether ch is closed.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }

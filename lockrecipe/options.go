@@ -10,12 +10,14 @@ type options struct {
 	hooks    hooks
 }
 
-// hooks let tests inject faults into the protected create (see
-// export_test.go); all nil in production.
+// hooks let tests inject faults into the protected create, and changes
+// between two requests of Queue.Take (see export_test.go); all nil in
+// production.
 type hooks struct {
 	guid         func() string
 	beforeCreate func(path string) error    // non-nil error: skip the create, report this error
 	afterCreate  func(created string) error // non-nil error: the create applied but report this error
+	queueMissing func(path string)          // Take found no queue node, before it watches for one
 }
 
 func buildOptions(opts []Option) options {

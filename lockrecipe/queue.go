@@ -41,14 +41,18 @@ func (q *Queue) Put(ctx context.Context, data []byte) (string, error) {
 // Take removes and returns the head item, blocking until there is one or
 // ctx ends. If the server cannot be reached to finish the delete of the
 // chosen item (the session is lost meanwhile), the outcome is unknown: the
-// item may have been removed without its data being returned.
+// item may have been removed without its data being returned. Take leaves
+// no watch behind, whichever way it returns.
 func (q *Queue) Take(ctx context.Context) ([]byte, error) {
 	c := q.s.c
+	// ch is the watch the current pass set, until it fires: stopped
+	// (client.StopWatch) before a pass sets another and when Take returns.
+	var ch <-chan client.Event
+	defer func() { q.s.stopWatch(ctx, ch) }()
 	watch := false
 	for {
 		var (
 			names []string
-			ch    <-chan client.Event
 			err   error
 		)
 		if watch {
@@ -58,9 +62,14 @@ func (q *Queue) Take(ctx context.Context) ([]byte, error) {
 		}
 		if errors.Is(err, client.ErrNoNode) {
 			// No queue node yet: wait for its creation.
+			if q.o.hooks.queueMissing != nil {
+				q.o.hooks.queueMissing(q.path)
+			}
 			var ok bool
 			_, ok, ch, err = c.ExistsW(ctx, q.path)
 			if err == nil && ok {
+				q.s.stopWatch(ctx, ch) // created meanwhile: look again
+				ch = nil
 				continue
 			}
 		}
@@ -93,7 +102,9 @@ func (q *Queue) Take(ctx context.Context) ([]byte, error) {
 			watch = true // empty: look again, this time with a watch
 			continue
 		}
-		if err := q.s.waitEvent(ctx, ch); err != nil {
+		err = q.s.waitEvent(ctx, ch)
+		ch = nil // fired, or stopped by waitEvent
+		if err != nil {
 			return nil, fmt.Errorf("lockrecipe: take from %s: %w", q.path, err)
 		}
 	}

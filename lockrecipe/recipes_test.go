@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coordd/coordd/client"
 	"github.com/coordd/coordd/lockrecipe"
 	"github.com/coordd/coordd/test/cluster"
 )
@@ -314,6 +315,61 @@ func TestElection(t *testing.T) {
 	}
 }
 
+// TestElectionObserveSameValue: a new leader is reported even when it
+// proclaims the same value as the last one.
+func TestElectionObserveSameValue(t *testing.T) {
+	c := server(t)
+	ctx := ctxT(t)
+	a := lockrecipe.NewElection(session(t, c.Servers()...), "/elect-same")
+	watcher := lockrecipe.NewElection(session(t, c.Servers()...), "/elect-same")
+	if err := a.Campaign(ctx, "v"); err != nil {
+		t.Fatal(err)
+	}
+	var rec recorder
+	b := lockrecipe.NewElection(session(t, c.Servers()...), "/elect-same", rec.option())
+	bres := make(chan error, 1)
+	go func() { bres <- b.Campaign(ctx, "v") }()
+	cluster.Eventually(t, 10*time.Second, "b waiting behind a", func() bool {
+		return rec.count(lockrecipe.LockWatching) > 0
+	})
+	octx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	obs := watcher.Observe(octx)
+	next := func(what string) {
+		t.Helper()
+		select {
+		case v, ok := <-obs:
+			if !ok || v != "v" {
+				t.Fatalf("observed %q (%v), want %q for %s", v, ok, "v", what)
+			}
+		case <-ctx.Done():
+			t.Fatalf("nothing observed for %s", what)
+		}
+	}
+	next("a's leadership")
+	if err := a.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-bres; err != nil {
+		t.Fatal(err)
+	}
+	next("b's leadership")
+	if err := b.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case v, ok := <-obs:
+		if !ok || v != "" {
+			t.Fatalf("observed %q (%v) once nobody leads", v, ok)
+		}
+	case <-ctx.Done():
+		t.Fatal("the end of the leadership was not observed")
+	}
+	cancel()
+	for range obs {
+	}
+}
+
 // TestBarrier: Wait blocks while the barrier is set.
 func TestBarrier(t *testing.T) {
 	c := server(t)
@@ -390,6 +446,159 @@ func TestDoubleBarrier(t *testing.T) {
 	}
 	if kids := children(t, obs, "/dbl"); len(kids) != 0 {
 		t.Fatalf("left behind: %v", kids)
+	}
+}
+
+// TestDoubleBarrierNextRound: the last participant to leave deletes its
+// node and "ready" in one transaction (one zxid), so that no state exists
+// with "ready" but no participant (a crash between two deletes would leave
+// "ready" behind, and the next round's first Enter would pass at once); the
+// next round on the same path then waits for its n participants again.
+func TestDoubleBarrierNextRound(t *testing.T) {
+	c := server(t)
+	ctx := ctxT(t)
+	obs := connect(t, c.Servers()...)
+	const path, n = "/dbl-rounds", 2
+	round := func(r int, before func()) {
+		t.Helper()
+		ds := make([]*lockrecipe.DoubleBarrier, n)
+		for i := range ds {
+			ds[i] = lockrecipe.NewDoubleBarrier(session(t, c.Servers()...), path, n)
+		}
+		run := func(f func(*lockrecipe.DoubleBarrier) error) {
+			t.Helper()
+			errs := make(chan error, n)
+			for _, d := range ds {
+				go func() { errs <- f(d) }()
+			}
+			for range ds {
+				if err := <-errs; err != nil {
+					t.Fatalf("round %d: %v", r, err)
+				}
+			}
+		}
+		run(func(d *lockrecipe.DoubleBarrier) error { return d.Enter(ctx) })
+		if before != nil {
+			before()
+		}
+		run(func(d *lockrecipe.DoubleBarrier) error { return d.Leave(ctx) })
+		if kids := children(t, obs, path); len(kids) != 0 {
+			t.Fatalf("round %d left %v behind", r, kids)
+		}
+	}
+	// Round 1, watching every node as everyone leaves.
+	var chans map[string]<-chan client.Event
+	round(1, func() {
+		kids := children(t, obs, path)
+		if len(kids) != n+1 {
+			t.Fatalf("inside the barrier: %v", kids)
+		}
+		chans = map[string]<-chan client.Event{}
+		for _, k := range kids {
+			_, _, ch, err := obs.GetW(ctx, path+"/"+k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			chans[k] = ch
+		}
+	})
+	var readyZxid, lastZxid int64
+	for k, ch := range chans {
+		var ev client.Event
+		select {
+		case ev = <-ch:
+		case <-ctx.Done():
+			t.Fatalf("no event for %s", k)
+		}
+		if ev.Type != client.EventNodeDeleted {
+			t.Fatalf("%s: %+v", k, ev)
+		}
+		if k == "ready" {
+			readyZxid = ev.Zxid
+		} else {
+			lastZxid = max(lastZxid, ev.Zxid)
+		}
+	}
+	if readyZxid != lastZxid {
+		t.Fatalf("ready deleted at zxid %d, the last participant's node at %d: not one transaction", readyZxid, lastZxid)
+	}
+	// Round 2 on the same path.
+	round(2, nil)
+}
+
+// TestQueueTakeLeavesNoWatch: a Take that had to wait returns with no
+// watch left, in the client or on the server, whether it waited for an item
+// (a child watch), for the queue's creation (an exists watch), or found the
+// queue created between its read and its watch (the exists watch that was
+// then set on the new node, which no later change of the queue fires).
+func TestQueueTakeLeavesNoWatch(t *testing.T) {
+	c := server(t)
+	ctx := ctxT(t)
+	admin := connect(t, c.Servers()...)
+	if _, err := admin.Create(ctx, "/wq", nil, client.CreateMode{}); err != nil {
+		t.Fatal(err)
+	}
+	watches := func(s *lockrecipe.Session) (data, child []string) {
+		return c.Members[0].Node().Watches().Watches(s.Client().SessionID())
+	}
+	for i, tc := range []struct {
+		name    string
+		exists  bool // the queue's node exists before the Take
+		between bool // it is created between Take's read and its watch
+	}{
+		{"empty queue", true, false},
+		{"no queue node", false, false},
+		{"created meanwhile", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := fmt.Sprintf("/wq/%d", i)
+			create := func() {
+				if _, err := admin.Create(ctx, path, nil, client.CreateMode{}); err != nil {
+					t.Error(err)
+				}
+			}
+			if tc.exists {
+				create()
+			}
+			var opts []lockrecipe.Option
+			if tc.between {
+				var once sync.Once
+				opts = append(opts, lockrecipe.WithQueueMissing(func(string) { once.Do(create) }))
+			}
+			st := session(t, c.Servers()...)
+			q := lockrecipe.NewQueue(st, path, opts...)
+			got := make(chan error, 1)
+			var data []byte
+			go func() {
+				var err error
+				data, err = q.Take(ctx)
+				got <- err
+			}()
+			cluster.Eventually(t, 10*time.Second, "Take waiting for an item", func() bool {
+				d, ch := watches(st)
+				if tc.between {
+					return len(ch) > 0 // past the created queue node
+				}
+				return len(d)+len(ch) > 0
+			})
+			if _, err := lockrecipe.NewQueue(session(t, c.Servers()...), path).Put(ctx, []byte("item")); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-got:
+				if err != nil || string(data) != "item" {
+					t.Fatalf("Take: %q %v", data, err)
+				}
+			case <-ctx.Done():
+				t.Fatal("Take did not return")
+			}
+			if d, ch := watches(st); len(d)+len(ch) != 0 {
+				t.Fatalf("the taker's session still watches %v (data) %v (child) on the server", d, ch)
+			}
+			if err := st.Client().RemoveWatches(ctx, path, client.WatchAny); !errors.Is(err, client.ErrNoWatcher) {
+				t.Fatalf("the taker's client still has a watch on %s: %v", path, err)
+			}
+		})
 	}
 }
 

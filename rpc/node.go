@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -32,6 +33,7 @@ import (
 	"github.com/coordd/coordd/rpc/grpcapi"
 	"github.com/coordd/coordd/rpc/metrics"
 	"github.com/coordd/coordd/rpc/peerpb"
+	"github.com/coordd/coordd/rpc/tlsutil"
 	"github.com/coordd/coordd/rpc/zk"
 	"github.com/coordd/coordd/watch"
 )
@@ -55,8 +57,11 @@ type Node struct {
 	mux     *peerMux
 
 	clientLn    net.Listener
-	adminLn     net.Listener // nil without Config.MetricsAddr
-	grpcClients *muxListener // the client port's gRPC connections
+	adminLn     net.Listener    // nil without Config.MetricsAddr
+	clientTLS   *tls.Config     // nil: the client port is plaintext
+	peerTLS     *tlsutil.Source // nil: the peer port is plaintext
+	refusals    *refusals       // refused connections, logged once a while
+	grpcClients *muxListener    // the client port's gRPC connections
 	zk          *zk.Server
 	clientGRPC  *grpc.Server
 	peerGRPC    *grpc.Server
@@ -150,6 +155,10 @@ func NewNode(cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID)}
+	n.refusals = newRefusals(n.log)
+	if err := n.loadTLS(); err != nil {
+		return nil, err
+	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	var cleanup []func()
 	defer func() {
@@ -190,7 +199,7 @@ func NewNode(cfg Config) (_ *Node, err error) {
 		dial = defaultDialer(cfg.PeerAddr)
 	}
 	n.peerLogs = newPeerLogs()
-	n.mux = newPeerMux(peerLn, n.peerLogs.trackDials(dial))
+	n.mux = newPeerMux(peerLn, n.peerLogs.trackDials(dial), n.peerTLS, n.refusals)
 	cleanup = append(cleanup, n.mux.close)
 
 	n.metrics = metrics.New(metrics.Options{Version: cfg.Version, State: n.state})
@@ -295,6 +304,7 @@ func NewNode(cfg Config) (_ *Node, err error) {
 
 	kp := keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true}
 	n.clientGRPC = grpc.NewServer(
+		grpc.Creds(n.clientCreds()),
 		grpc.MaxRecvMsgSize(cfg.wireLimit()),
 		grpc.MaxSendMsgSize(cfg.wireLimit()),
 		grpc.InitialWindowSize(streamWindow),

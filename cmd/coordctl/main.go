@@ -17,6 +17,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -73,6 +74,9 @@ type cli struct {
 	sig            <-chan os.Signal
 
 	servers        []string
+	tlsFlags       tlsSettings
+	tls            *tls.Config // nil: plaintext
+	probe          tlsProbe    // which servers speak TLS, for the errors
 	format         string
 	timeout        time.Duration
 	sessionTimeout time.Duration
@@ -112,6 +116,9 @@ func (c *cli) main(args []string) int {
 		servers = defaultServers
 	}
 	fs.StringVar(&servers, "servers", servers, "")
+	fs.StringVar(&c.tlsFlags.cacert, "cacert", os.Getenv("COORD_CACERT"), "")
+	fs.StringVar(&c.tlsFlags.cert, "cert", os.Getenv("COORD_CERT"), "")
+	fs.StringVar(&c.tlsFlags.key, "key", os.Getenv("COORD_KEY"), "")
 	fs.StringVar(&c.format, "o", "text", "")
 	fs.StringVar(&c.format, "output", "text", "")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "")
@@ -167,6 +174,11 @@ func (c *cli) checkGlobals(servers string) error {
 	if c.sessionTimeout <= 0 {
 		return usagef("", "--session-timeout must be positive")
 	}
+	cfg, err := c.tlsFlags.tlsConfig()
+	if err != nil {
+		return err
+	}
+	c.tls = cfg
 	return nil
 }
 

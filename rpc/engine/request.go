@@ -66,6 +66,18 @@ const (
 	WatchPersistentRecursive = watch.WatcherPersistentRecursive
 )
 
+// WatchKind is a set of watch kinds, as Event.Kinds carries them: the watch
+// table's.
+type WatchKind = watch.Kind
+
+// The watch kinds.
+const (
+	KindData                = watch.Data
+	KindChild               = watch.Child
+	KindPersistent          = watch.Persistent
+	KindPersistentRecursive = watch.PersistentRecursive
+)
+
 // Create is what a create asks for.
 type Create struct {
 	Kind       tree.Kind
@@ -84,6 +96,13 @@ type Watches struct {
 	Child               []string
 	Persistent          []string
 	PersistentRecursive []string
+	// ListOrder queues the notifications that fire at once in the order of
+	// the lists, data paths first, then exist, then child paths, as
+	// ZooKeeper sends them; otherwise they come in zxid order, as every
+	// other event does. ZooKeeper's clients take no zxid from a
+	// notification, and some compare what they receive with ZooKeeper's
+	// order; coordd's own API promises zxid order.
+	ListOrder bool
 }
 
 // Len returns the number of paths.
@@ -161,7 +180,7 @@ type Event struct {
 	// Kinds are the kinds of the session's watches it matched, so that a
 	// client library can dispatch it to its one-shot and persistent
 	// watchers (ZooKeeper's clients work that out themselves).
-	Kinds watch.Kind
+	Kinds WatchKind
 }
 
 // Connected answers a connect.

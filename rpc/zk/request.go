@@ -109,11 +109,11 @@ func requestOf(h jute.RequestHeader, rec jute.Record) (engine.Request, *badReque
 		req = engine.Request{Op: engine.OpRemoveWatches, Path: x.Path, WatcherType: engine.WatcherType(x.Type)}
 	case *jute.SetWatches:
 		req = engine.Request{Op: engine.OpSetWatches, Watches: engine.Watches{
-			RelZxid: x.RelativeZxid, Data: x.DataWatches, Exist: x.ExistWatches, Child: x.ChildWatches}}
+			RelZxid: x.RelativeZxid, Data: x.DataWatches, Exist: x.ExistWatches, Child: x.ChildWatches, ListOrder: true}}
 	case *jute.SetWatches2:
 		req = engine.Request{Op: engine.OpSetWatches, Watches: engine.Watches{
 			RelZxid: x.RelativeZxid, Data: x.DataWatches, Exist: x.ExistWatches, Child: x.ChildWatches,
-			Persistent: x.PersistentWatches, PersistentRecursive: x.PersistentRecursiveWatches}}
+			Persistent: x.PersistentWatches, PersistentRecursive: x.PersistentRecursiveWatches, ListOrder: true}}
 	case *jute.AuthPacket:
 		req = engine.Request{Op: engine.OpAddAuth}
 	case *jute.ReconfigRequest:

@@ -164,9 +164,14 @@ func reply(dst []byte, p pending, r *engine.Response) []byte {
 	return jute.AppendFrame(dst, &h, body)
 }
 
-// notification encodes a watch event.
+// notification encodes a watch event. One whose zxid is unknown (a
+// NodeDeleted fired by setWatches) carries -1, ZooKeeper's NO_ZXID.
 func notification(dst []byte, ev *engine.Event) []byte {
+	zxid := ev.Zxid
+	if zxid == 0 {
+		zxid = -1
+	}
 	return jute.AppendFrame(dst,
-		&jute.ReplyHeader{Xid: jute.XidNotification, Zxid: ev.Zxid},
+		&jute.ReplyHeader{Xid: jute.XidNotification, Zxid: zxid},
 		&jute.WatcherEvent{Type: jute.EventType(ev.Type), State: jute.StateSyncConnected, Path: ev.Path})
 }

@@ -119,7 +119,10 @@ func TestEphemeralsVanishAfterClientKilled(t *testing.T) {
 }
 
 // TestLeaderKillExpiresNoHealthySession: stopping the leader expires no
-// session whose client is alive; their ephemerals stay.
+// session whose client is alive; their ephemerals stay. Checked on the
+// replicated state after two session timeouts (each client writes through
+// its session, then each ephemeral is read linearizably), so that no late
+// expiry event can slip past.
 func TestLeaderKillExpiresNoHealthySession(t *testing.T) {
 	c := New(t, 3, Options{})
 	ctx := ctxT(t)
@@ -141,20 +144,13 @@ func TestLeaderKillExpiresNoHealthySession(t *testing.T) {
 	if onLeader < 0 {
 		t.Fatal("no client landed on the leader in 20 tries")
 	}
-	var expired atomic.Int32
-	for _, cl := range clients {
-		go func(cl *client.Client) {
-			for ev := range cl.States() {
-				if ev.State == client.StateExpired {
-					expired.Add(1)
-				}
-			}
-		}(cl)
-	}
 	old := c.LeaderIndex()
 	c.Stop(old)
 	c.WaitLeader(10 * time.Second)
-	// Wait two full session timeouts under the new leader.
+	// Two full session timeouts under the new leader: time enough for it to
+	// expire a session it wrongly took for silent. An ephemeral vanishing
+	// meanwhile fails the test at once (a lagging server can show a deleted
+	// node, never a missing one that exists).
 	deadline := time.Now().Add(2 * clients[0].SessionTimeout())
 	obs := connect(t, c.Servers()...)
 	for time.Now().Before(deadline) {
@@ -165,13 +161,33 @@ func TestLeaderKillExpiresNoHealthySession(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if n := expired.Load(); n != 0 {
-		t.Fatalf("%d live sessions expired", n)
+	// Then the replicated state decides, not the clients' expiry events,
+	// which could arrive after any window. Each client writes through its
+	// own session (an expired session cannot); every write goes through the
+	// leader after any CloseSession it proposed before, so once they have
+	// applied, a linearizable read (SyncGet) of each ephemeral shows whether
+	// its session was closed.
+	for i, cl := range clients {
+		p := fmt.Sprintf("/alive%d", i)
+		if _, err := cl.Set(ctx, p, []byte("still here"), -1); err != nil {
+			what := ""
+			if i == onLeader {
+				what = " (the client of the stopped server)"
+			}
+			t.Fatalf("live client %d%s writing its ephemeral %s: %v", i, what, p, err)
+		}
 	}
-	// The client of the stopped server moved and still owns its node.
-	moved := clients[onLeader]
-	if _, err := moved.Set(ctx, fmt.Sprintf("/alive%d", onLeader), []byte("still here"), -1); err != nil {
-		t.Fatalf("client of the stopped server: %v", err)
+	for i, cl := range clients {
+		p := fmt.Sprintf("/alive%d", i)
+		data, st, err := obs.SyncGet(ctx, p)
+		switch {
+		case errors.Is(err, client.ErrNoNode):
+			t.Errorf("live client %d (session %#x): its ephemeral %s is gone: its session was closed", i, cl.SessionID(), p)
+		case err != nil:
+			t.Fatalf("reading %s: %v", p, err)
+		case st.EphemeralOwner != cl.SessionID() || string(data) != "still here":
+			t.Errorf("%s: owner %#x, data %q; want live client %d's session %#x and its write", p, st.EphemeralOwner, data, i, cl.SessionID())
+		}
 	}
 }
 
