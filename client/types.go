@@ -121,6 +121,9 @@ type CreateMode struct {
 	// TTL is the time to live of a TTL node (millisecond resolution); it must
 	// be zero for other kinds.
 	TTL time.Duration
+	// ACL is the new node's ACL (nil: OpenACL, everyone may do anything).
+	// Creating needs CREATE on the parent.
+	ACL []ACL
 }
 
 // Stat is a znode's metadata, named as ZooKeeper names it. Its JSON form uses
@@ -343,5 +346,6 @@ func createRequest(path string, data []byte, mode CreateMode) *apipb.CreateReque
 		Kind:       apipb.NodeKind(mode.Kind),
 		Sequential: mode.Sequential,
 		TtlMs:      mode.TTL.Milliseconds(),
+		Acl:        aclToPB(mode.ACL),
 	}
 }

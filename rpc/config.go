@@ -56,6 +56,14 @@ type Config struct {
 	// server applies what another admitted.
 	MaxDataSize int
 
+	// SuperDigest, when set, is the digest id
+	// (user:base64(sha1(user:password))) whose addAuth makes a session the
+	// super user, whom no ACL refuses (ZooKeeper's
+	// zookeeper.DigestAuthenticationProvider.superDigest). Servers may
+	// differ: the server a client authenticates on decides, and the
+	// identity it grants is replicated with the session.
+	SuperDigest string
+
 	// DisableTTL refuses TTL nodes (ZooKeeper has them off by default;
 	// coordd has them on).
 	DisableTTL bool
@@ -156,6 +164,11 @@ func (c *Config) setDefaults() error {
 	}
 	if c.MaxDataSize > fsm.DataSizeCap {
 		return fmt.Errorf("rpc: max data size %d exceeds %d, the most any coordd server holds", c.MaxDataSize, fsm.DataSizeCap)
+	}
+	if c.SuperDigest != "" {
+		if err := fsm.ValidSuperDigest(c.SuperDigest); err != nil {
+			return fmt.Errorf("rpc: super digest: %w", err)
+		}
 	}
 	if c.MinSessionTimeout > c.MaxSessionTimeout {
 		return fmt.Errorf("rpc: min session timeout %v exceeds max %v", c.MinSessionTimeout, c.MaxSessionTimeout)

@@ -701,7 +701,7 @@ func TestHelp(t *testing.T) {
 	}
 	for _, args := range [][]string{{"help", "create"}, {"create", "-h"}} {
 		r := ctl(t, args...)
-		if r.code != 0 || !strings.Contains(r.stdout, "usage: create [-e] [-s] [-c] [-t ttl_ms] [-f FILE] PATH [DATA]") || !strings.Contains(r.stdout, "until it is interrupted") {
+		if r.code != 0 || !strings.Contains(r.stdout, "usage: create [-e] [-s] [-c] [-t ttl_ms] [-a ACL] [-f FILE] PATH [DATA]") || !strings.Contains(r.stdout, "until it is interrupted") {
 			t.Errorf("coordctl %q: exit %d, stdout:\n%s", args, r.code, r.stdout)
 		}
 	}

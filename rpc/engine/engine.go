@@ -71,6 +71,10 @@ type Config struct {
 	MaxReplySize int
 	// DisableTTL refuses the creation of TTL nodes.
 	DisableTTL bool
+	// SuperDigest, when set, is the digest id (user:base64(sha1(user:
+	// password))) whose addAuth makes a session the super user, whom no
+	// ACL refuses (ZooKeeper's DigestAuthenticationProvider.superDigest).
+	SuperDigest string
 	// ConfigData returns the data of /zookeeper/config (the cluster's
 	// membership in ZooKeeper's dynamic-config format) and its version
 	// (the index of the configuration).
@@ -187,7 +191,7 @@ func (e *Engine) Applied(a *fsm.Applied) {
 	}
 	if len(a.Events) > 0 {
 		for _, nt := range e.watches.Trigger(a.Events) {
-			if s := e.get(nt.Session); s != nil {
+			if s := e.get(nt.Session); s != nil && s.mayRead(nt.Event.ACL, a.Sessions) {
 				s.pushEvent(Event{Type: nt.Event.Type, Path: nt.Event.Path, Zxid: nt.Event.Zxid, Kinds: nt.Kinds})
 			}
 		}
@@ -210,7 +214,7 @@ func (e *Engine) Applied(a *fsm.Applied) {
 	}
 	if a.Session != 0 && a.Result != nil && e.mine(a.Cmd) {
 		if s := e.get(a.Session); s != nil {
-			s.completeWrite(a.Xid, a.Result, a.Tree, a.Index)
+			s.completeWrite(a.Xid, a.Result, fsm.View{Tree: a.Tree, Sessions: a.Sessions, Applied: a.Index})
 		}
 	}
 	for _, id := range a.Closed {
@@ -238,6 +242,8 @@ func (e *Engine) mine(cmd *cmdpb.Command) bool {
 		server = c.Write.Server
 	case *cmdpb.Command_CloseSession:
 		server = c.CloseSession.Server
+	case *cmdpb.Command_AddAuth:
+		server = c.AddAuth.Server
 	}
 	return server == "" || server == e.cfg.ServerID
 }
@@ -452,6 +458,10 @@ type ConnectRequest struct {
 	Watches Watches
 	// Vouches asks for Vouch messages.
 	Vouches bool
+	// Conn is what the front-end knows of the connection: the identities
+	// ZooKeeper gives a connection itself (its ip, its verified client
+	// certificate's subject).
+	Conn fsm.Conn
 }
 
 // ConnectError is why a connect failed: Unavailable (no leader, behind the
@@ -527,6 +537,7 @@ func (e *Engine) Connect(ctx context.Context, req ConnectRequest) (*Session, err
 	}
 
 	s := newSession(e, info.ID, req.Vouches)
+	s.conn = req.Conn
 	var old *Session
 	var gone bool
 	f.Read(func(v fsm.View) {
