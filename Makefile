@@ -122,6 +122,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzReadFrame -fuzztime=30s ./rpc/zk/jute/
 	$(GO) test -run='^$$' -fuzz=FuzzDecodeRequest -fuzztime=30s ./rpc/zk/jute/
 	$(GO) test -run='^$$' -fuzz=FuzzDecodeResponse -fuzztime=30s ./rpc/zk/jute/
+	$(GO) test -run='^$$' -fuzz=FuzzRead -fuzztime=30s ./rpc/backup/
 
 ## release: coordd and coordctl for each of PLATFORMS, static (CGO off),
 ## -trimpath, VERSION stamped, as $(DIST)/coordd-VERSION-OS-ARCH.tar.gz, and

@@ -99,7 +99,8 @@ type FSM struct {
 	mu       sync.RWMutex
 	tree     *tree.Tree
 	sessions *session.Registry
-	now      int64 // max leader time seen, ms
+	now      int64  // max leader time seen, ms
+	term     uint64 // Raft term of the last applied entry (0: unknown, after a restore)
 	applied  atomic.Int64
 	changed  atomic.Int64 // see LastChange
 	observer Observer
@@ -203,6 +204,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	out := make([]interface{}, len(logs))
 	f.mu.Lock()
 	for i, l := range logs {
+		f.term = l.Term
 		if l.Type == raft.LogCommand {
 			if r := f.applyCommand(int64(l.Index), l.Term, l.Data); r != nil {
 				out[i] = r
@@ -617,7 +619,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		return err
 	}
 	f.mu.Lock()
-	f.tree, f.sessions, f.now = t, reg, now
+	f.tree, f.sessions, f.now, f.term = t, reg, now, 0
 	f.changed.Store(applied)
 	f.applied.Store(applied)
 	if f.observer != nil {

@@ -190,6 +190,9 @@ func NewNode(cfg Config) (_ *Node, err error) {
 		cleanup = append(cleanup, func() { n.adminLn.Close() })
 	}
 
+	if err := checkJoinDir(&cfg); err != nil {
+		return nil, err
+	}
 	if err := claimDataDir(cfg.DataDir, cfg.ID); err != nil {
 		return nil, err
 	}
@@ -206,6 +209,7 @@ func NewNode(cfg Config) (_ *Node, err error) {
 	n.adminMux = n.newAdmin()
 	n.health = newHealth()
 	n.peers = newPeerClients(n)
+	cleanup = append(cleanup, n.peers.close)
 	n.verified = newRoundGroup(n.ctx, n.verifyCommitIndex)
 	n.verified.observe = func(d time.Duration, err error) { n.metrics.ReadIndexRound(true, d, err) }
 	n.asked = newRoundGroup(n.ctx, n.askLeaderReadIndex)
@@ -278,10 +282,11 @@ func NewNode(cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if !existing && cfg.Join {
+	joining := !existing && (cfg.joins() || cfg.Join && n.peersHaveCluster())
+	if joining {
 		n.log.Info("joining: waiting for the leader to add this server", "peer", cfg.PeerAddr)
 	}
-	if !existing && !cfg.Join {
+	if !existing && !joining {
 		peers := cfg.Peers
 		if len(peers) == 0 {
 			peers = []Peer{{ID: cfg.ID, Addr: cfg.PeerAddr}}

@@ -163,7 +163,9 @@ func check(m *manifests) []error {
 
 // checkPodArgs checks pod i's expanded arguments: its id is its ordinal,
 // --peers names every replica at its address under the headless Service,
-// its own entry is its --peer-addr, and its data is on its volume.
+// its own entry is its --peer-addr, it joins when it is not among them
+// (--join), its data is on its volume, and its metrics are on the pod's
+// metrics port.
 func checkPodArgs(sts *appsv1.StatefulSet, c *corev1.Container, args []string, i int, peerPort, clientPort, metricsPort int32, dataMounts map[string]bool) error {
 	flags, err := parseFlags(args)
 	if err != nil {
@@ -192,6 +194,9 @@ func checkPodArgs(sts *appsv1.StatefulSet, c *corev1.Container, args []string, i
 	}
 	if got, want := flags["peer-addr"], peers[strconv.Itoa(i)]; got != want {
 		return fmt.Errorf("--peer-addr is %q, its entry in --peers %q", got, want)
+	}
+	if flags["join"] != "true" {
+		return fmt.Errorf("no --join=true: a pod beyond --peers (kubectl scale) would refuse to start instead of waiting to be added with coordctl member add")
 	}
 	if _, port, err := net.SplitHostPort(flags["client-addr"]); err != nil || port != strconv.Itoa(int(clientPort)) {
 		return fmt.Errorf("--client-addr %q does not listen on the client port %d", flags["client-addr"], clientPort)

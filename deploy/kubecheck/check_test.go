@@ -94,6 +94,15 @@ func TestCheckCatches(t *testing.T) {
 		{"peers under another service", func(t *testing.T, m *manifests, sts *appsv1.StatefulSet, c *corev1.Container) {
 			setArg(t, c, "--peers", "0=coordd-0.coordd.$(POD_NAMESPACE).svc.cluster.local:2888,1=coordd-1.coordd.$(POD_NAMESPACE).svc.cluster.local:2888,2=coordd-2.coordd.$(POD_NAMESPACE).svc.cluster.local:2888")
 		}, "its name under the headless Service"},
+		{"no --join", func(t *testing.T, m *manifests, sts *appsv1.StatefulSet, c *corev1.Container) {
+			var args []string
+			for _, a := range c.Args {
+				if !strings.HasPrefix(a, "--join") {
+					args = append(args, a)
+				}
+			}
+			c.Args = args
+		}, "no --join=true"},
 		{"peer-addr not its own entry", func(t *testing.T, m *manifests, sts *appsv1.StatefulSet, c *corev1.Container) {
 			setArg(t, c, "--peer-addr", "coordd-0.coordd-peer.$(POD_NAMESPACE).svc.cluster.local:2888")
 		}, "pod coordd-1: --peer-addr is"},

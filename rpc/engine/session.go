@@ -321,8 +321,15 @@ func (s *Session) runSync(en *entry) {
 }
 
 // reconfig makes a reconfig's membership change and returns the index of
-// the new configuration.
+// the new configuration. Only the super user may, as in ZooKeeper, whose
+// reconfig needs WRITE on /zookeeper/config, readable by all and writable
+// by none.
 func (s *Session) reconfig(r Reconfig) (int64, error) {
+	super := false
+	s.e.cfg.FSM.Read(func(v fsm.View) { super = s.requester(v).Super() })
+	if !super {
+		return 0, &Error{Code: NoAuth, Message: "reconfig: only the super user may change the membership (addauth digest as the --superdigest user)"}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {

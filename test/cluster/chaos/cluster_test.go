@@ -44,12 +44,14 @@ type procNode struct {
 	dataDir    string
 	logPath    string
 
-	mu      sync.Mutex
-	cmd     *exec.Cmd
-	exited  chan struct{}
-	paused  bool
-	starts  int
-	logFile *os.File
+	mu         sync.Mutex
+	join       bool // start with --join (it was replaced: membership fault)
+	generation int  // how many times its data dir was replaced
+	cmd        *exec.Cmd
+	exited     chan struct{}
+	paused     bool
+	starts     int
+	logFile    *os.File
 }
 
 // procCluster runs real coordd processes.
@@ -134,6 +136,9 @@ func (c *procCluster) start(i int) error {
 		"--log-level", "info"}
 	if c.tls != nil {
 		args = append(args, c.tls.flags(i)...)
+	}
+	if n.join {
+		args = append(args, "--join")
 	}
 	cmd := exec.Command(c.bin, args...)
 	cmd.Stdout = n.logFile

@@ -5,7 +5,9 @@
 // random node or of the leader (then a restart on the same data dir),
 // SIGSTOP/SIGCONT of the leader for longer than the election timeout,
 // iptables partitions that cut Raft and forwarding traffic (leader isolated,
-// majority/minority split) and slow links between peers.
+// majority/minority split), slow links between peers, and a membership
+// change (member-replace: a follower removed, its data dir wiped, restarted
+// with --join, and added back, as a dead server is replaced).
 //
 // The workloads and their checkers are:
 //
