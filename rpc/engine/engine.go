@@ -191,7 +191,7 @@ func (e *Engine) Applied(a *fsm.Applied) {
 	}
 	if len(a.Events) > 0 {
 		for _, nt := range e.watches.Trigger(a.Events) {
-			if s := e.get(nt.Session); s != nil && s.mayRead(nt.Event.ACL, a.Sessions) {
+			if s := e.get(nt.Session); s != nil && s.mayRead(nt.Event.ACL, a) {
 				s.pushEvent(Event{Type: nt.Event.Type, Path: nt.Event.Path, Zxid: nt.Event.Zxid, Kinds: nt.Kinds})
 			}
 		}
@@ -513,10 +513,28 @@ func (e *Engine) Connect(ctx context.Context, req ConnectRequest) (*Session, err
 		}
 	} else {
 		var perr error
-		f.Read(func(v fsm.View) {
-			perr = v.Sessions.CheckPassword(req.SessionID, req.Password)
-			info, _ = v.Sessions.Get(req.SessionID)
-		})
+		check := func() {
+			f.Read(func(v fsm.View) {
+				perr = v.Sessions.CheckPassword(req.SessionID, req.Password)
+				info, _ = v.Sessions.Get(req.SessionID)
+			})
+		}
+		check()
+		if perr != nil && !errors.Is(perr, session.ErrBadPassword) {
+			// Unknown here may only mean not applied here yet: a client
+			// that moves before it has seen a zxid (ZooKeeper's clients
+			// learn none from the handshake) reports no lastZxid. Only the
+			// leader's commit index can say the session is gone, as only
+			// ZooKeeper's leader can when a follower revalidates one.
+			wctx, cancel := context.WithTimeout(ctx, ConnectWait)
+			idx, err := e.cfg.Cluster.ReadIndex(wctx.Done())
+			caughtUp := err == nil && f.WaitApplied(wctx.Done(), idx)
+			cancel()
+			if !caughtUp {
+				return nil, &ConnectError{Unavailable, fmt.Sprintf("server %s could not check session 0x%x against the leader's state", e.cfg.ServerID, req.SessionID)}
+			}
+			check()
+		}
 		switch {
 		case errors.Is(perr, session.ErrBadPassword):
 			return nil, &ConnectError{AuthFailed, "wrong session password"}
@@ -570,7 +588,10 @@ func (e *Engine) Connect(ctx context.Context, req ConnectRequest) (*Session, err
 // reregisterLocked registers a client's watches again and queues those that
 // fire at once: in zxid order like live events (a NodeDeleted whose zxid is
 // unknown carries 0 and goes first), or, with w.ListOrder, in ZooKeeper's
-// order. s.mu is held, and the FSM's lock.
+// order. As a live event, one about a node the session may not READ is not
+// sent (its watch is consumed all the same): it would tell the node exists
+// and when it changed. (ZooKeeper's setWatches does not check; its live
+// events do, since CVE-2024-23944.) s.mu is held, and the FSM's lock.
 func (s *Session) reregisterLocked(w *Watches, v fsm.View) {
 	fired := s.e.watches.ReregisterAll(s.id, watch.SetWatches{
 		RelZxid: w.RelZxid, Data: w.Data, Exist: w.Exist, Child: w.Child,
@@ -580,6 +601,9 @@ func (s *Session) reregisterLocked(w *Watches, v fsm.View) {
 		sort.SliceStable(fired, func(i, j int) bool { return fired[i].Event.Zxid < fired[j].Event.Zxid })
 	}
 	for _, nt := range fired {
+		if nt.Event.Type != tree.EventNodeDeleted && s.permitted(v, nt.Event.Path, tree.PermRead) != nil {
+			continue
+		}
 		s.pushLocked(Message{Event: &Event{Type: nt.Event.Type, Path: nt.Event.Path, Zxid: nt.Event.Zxid, Kinds: nt.Kinds}})
 	}
 }

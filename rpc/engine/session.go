@@ -9,7 +9,6 @@ import (
 
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/fsm/cmdpb"
-	"github.com/coordd/coordd/session"
 	"github.com/coordd/coordd/tree"
 )
 
@@ -87,15 +86,20 @@ func (s *Session) pushLocked(m Message) {
 }
 
 // mayRead reports whether the session may READ a node with acl, given the
-// identities in sessions: a watch event is delivered only then (ZooKeeper
-// 3.8.4 and 3.9.2, CVE-2024-23944: an event tells the path, which a
-// recursive watch would otherwise show of nodes the watcher may not read).
-// An open ACL costs no check.
-func (s *Session) mayRead(acl *[]tree.ACL, sessions *session.Registry) bool {
+// identities in a's registry (or, for a session a closed, those it held
+// until then): a watch event is delivered only then (ZooKeeper 3.8.4 and
+// 3.9.2, CVE-2024-23944: an event tells the path, which a recursive watch
+// would otherwise show of nodes the watcher may not read). An open ACL
+// costs no check.
+func (s *Session) mayRead(acl *[]tree.ACL, a *fsm.Applied) bool {
 	if acl == nil || len(*acl) == 0 || tree.IsOpen(*acl) {
 		return true
 	}
-	return s.requester(fsm.View{Sessions: sessions}).Allowed(*acl, tree.PermRead)
+	r := s.requester(fsm.View{Sessions: a.Sessions})
+	if ids, ok := a.ClosedIdentities[s.id]; ok {
+		r.IDs = ids
+	}
+	return r.Allowed(*acl, tree.PermRead)
 }
 
 func (s *Session) pushEvent(ev Event) {

@@ -67,6 +67,7 @@ type procCluster struct {
 	conns    map[string]*grpc.ClientConn
 
 	tls *clusterTLS // nil: plaintext (-chaos.tls)
+	acl *clusterACL // nil: every node open, nobody authenticates (-chaos.acl)
 	// filesMu keeps certificate rotation and server starts apart: a server
 	// reads its files as it starts, and must not read half a rotation.
 	filesMu   sync.Mutex
@@ -137,6 +138,7 @@ func (c *procCluster) start(i int) error {
 	if c.tls != nil {
 		args = append(args, c.tls.flags(i)...)
 	}
+	args = append(args, c.aclFlags()...)
 	if n.join {
 		args = append(args, "--join")
 	}
