@@ -44,6 +44,8 @@ func (n *Node) info(req *peerpb.InfoRequest) *peerpb.InfoResponse {
 		RssBytes: rss, CpuSeconds: cpu, Sessions: n.engine.Local(), Version: n.cfg.Version,
 		Commit: int64(n.raft.CommitIndex()), LastContactMs: lastContactMs(state, n.raft.LastContact(), time.Now()),
 	}
+	tr := n.metrics.Traffic()
+	in.Reads, in.Writes, in.WriteSeconds = tr.Reads, tr.Writes, tr.WriteSeconds
 	if req.GetSessionWatches() {
 		in.SessionWatches = make([]int64, len(in.Sessions))
 		for i, id := range in.Sessions {

@@ -24,8 +24,8 @@ func coordClient(t testing.TB, addr string) apipb.CoordClient {
 }
 
 // TestStatusReportsEachMembersRaftView: Status gives every member's own
-// term, commit index and last contact with the leader, as that member
-// reports them, whichever server answers.
+// term, commit index, last contact with the leader and the requests it
+// answered, as that member reports them, whichever server answers.
 func TestStatusReportsEachMembersRaftView(t *testing.T) {
 	c := New(t, 3, Options{})
 	lead := c.LeaderIndex()
@@ -39,6 +39,12 @@ func TestStatusReportsEachMembersRaftView(t *testing.T) {
 	c.WaitConverged(10*time.Second, cl.LastZxid())
 	term := c.Members[lead].Node().Raft().CurrentTerm()
 
+	// Reads on the leader too, for its counters.
+	for i := 0; i < 7; i++ {
+		if _, _, err := cl.Get(ctx, "/"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	api := coordClient(t, c.Members[c.Follower()].Cfg.ClientAddr)
 	var resp *apipb.StatusResponse
 	c.Eventually(10*time.Second, "every member reports its commit index", func() bool {
@@ -60,6 +66,15 @@ func TestStatusReportsEachMembersRaftView(t *testing.T) {
 		}
 		if m.Commit < m.Applied {
 			t.Errorf("member %s: commit %d below applied %d", m.Id, m.Commit, m.Applied)
+		}
+		// Only the leader's session read and wrote: 5 creates and 7 reads
+		// (a create is counted by the server its session is on).
+		if m.Id == c.Members[lead].ID {
+			if m.Writes < 5 || m.Reads < 7 || m.WriteSeconds <= 0 {
+				t.Errorf("leader %s: %d reads, %d writes taking %gs; want at least 7 and 5", m.Id, m.Reads, m.Writes, m.WriteSeconds)
+			}
+		} else if m.Writes != 0 || m.Reads != 0 {
+			t.Errorf("member %s answered %d reads and %d writes; no client used it", m.Id, m.Reads, m.Writes)
 		}
 		switch {
 		case m.Id == c.Members[lead].ID:

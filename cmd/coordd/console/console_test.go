@@ -587,15 +587,23 @@ func TestClusterViewLive(t *testing.T) {
 		}
 		commit = max(commit, m.Commit)
 	}
-	// Writes and reads through a follower move the indexes and the rates.
+	// Writes and reads move the indexes and the rates (traffic until the
+	// rates show, bounded).
 	for i := range 20 {
 		if _, err := e.cl.Create(ctx, fmt.Sprintf("/n%d", i), nil, client.CreateMode{}); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := e.cl.Get(ctx, "/n0"); err != nil {
-			t.Fatal(err)
-		}
 	}
+	trafficCtx, stopTraffic := context.WithCancel(ctx)
+	trafficDone := make(chan struct{})
+	go func() {
+		defer close(trafficDone)
+		for i := 0; i < 5000 && trafficCtx.Err() == nil; i++ {
+			_, _ = e.cl.Set(trafficCtx, "/n0", []byte{byte(i)}, -1)
+			_, _, _ = e.cl.Get(trafficCtx, "/n0")
+		}
+	}()
+	defer func() { stopTraffic(); <-trafficDone }()
 	s.next(t, "cluster", &v, func() bool {
 		for _, m := range v.Members {
 			if m.Commit < commit+20 || m.Applied < commit+20 {
@@ -607,6 +615,8 @@ func TestClusterViewLive(t *testing.T) {
 	s.next(t, "cluster", &v, func() bool {
 		return v.Sample != nil && v.Sample.Writes > 0 && v.Sample.Reads > 0 && v.Sample.LatencyMs != nil && *v.Sample.LatencyMs > 0
 	})
+	stopTraffic()
+	<-trafficDone
 
 	// The leader stops: it is unreachable, and another leads in a new term.
 	old := v.Leader
