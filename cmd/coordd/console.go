@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 
 	"github.com/coordd/coordd/cmd/coordd/console"
 )
@@ -34,6 +35,21 @@ func (f *consoleFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.key, "console-key", "", "the private key of --console-cert (PEM)")
 }
 
+// set reports whether a console flag other than --console was given.
+func (f *consoleFlags) set(fs *flag.FlagSet) bool {
+	set := false
+	fs.Visit(func(fl *flag.Flag) { set = set || (strings.HasPrefix(fl.Name, "console-")) })
+	return set
+}
+
+// consoleMode says what the console may do, for the start line.
+func consoleMode(writes bool) string {
+	if writes {
+		return "writes enabled"
+	}
+	return "read-only"
+}
+
 // config is the console's configuration for a server whose client address
 // is clientAddr; with TLS on the client port (tlsOn), it dials with the CA
 // bundle and client certificate of the flags.
@@ -41,6 +57,11 @@ func (f *consoleFlags) config(clientAddr string, tlsOn, certAuth bool, trustedCA
 	cfg := console.Config{Server: dialable(clientAddr), Writes: f.writes, Auth: f.auth, Logger: logger}
 	if cfg.Auth == "" {
 		cfg.Auth = os.Getenv(consoleAuthEnv)
+	}
+	if cfg.Auth != "" {
+		if err := console.CheckAuth(cfg.Auth); err != nil {
+			return cfg, err
+		}
 	}
 	if (f.cert == "") != (f.key == "") {
 		return cfg, errors.New("--console-cert and --console-key go together")

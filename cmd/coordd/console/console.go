@@ -91,7 +91,7 @@ func New(cfg Config) (*Console, error) {
 		return nil, errors.New("console: no server address")
 	}
 	if cfg.Auth != "" {
-		if err := checkAuth(cfg.Auth); err != nil {
+		if err := CheckAuth(cfg.Auth); err != nil {
 			return nil, err
 		}
 	}
@@ -192,8 +192,9 @@ func (c *Console) current() *client.Client {
 	return c.cl
 }
 
-// checkAuth checks the form of Config.Auth: "scheme:credentials".
-func checkAuth(auth string) error {
+// CheckAuth checks the form of an identity for Config.Auth:
+// "scheme:credentials"; its error never holds the credentials.
+func CheckAuth(auth string) error {
 	scheme, cred, ok := strings.Cut(auth, ":")
 	if !ok || scheme == "" || cred == "" {
 		return fmt.Errorf("console: identity %q: want scheme:credentials, such as digest:user:password", redact(auth))
