@@ -44,7 +44,10 @@ func TestConsoleOnAdminAddr(t *testing.T) {
 	ro := freeAddr(t)
 	stderr := startCoordd(t, "--metrics-addr", ro)
 	base := "http://" + ro
-	waitFor(t, "the console's page", func() bool { code, body := get(base + "/"); return code == 200 && strings.Contains(body, "coordd console") })
+	waitFor(t, "the console's page", func() bool {
+		code, body := get(base + "/")
+		return code == 200 && strings.Contains(body, "coordd console")
+	})
 	if code, _ := get(base + "/metrics"); code != 200 {
 		t.Errorf("/metrics beside the console: %d", code)
 	}
