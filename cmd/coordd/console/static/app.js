@@ -31,6 +31,10 @@ function fmtNum(v, digits) {
   return Number(v).toLocaleString(undefined, { maximumFractionDigits: digits || 0 });
 }
 
+function count(n, one, many) {
+  return fmtNum(n) + ' ' + (n === 1 ? one : many || one + 's');
+}
+
 function fmtTime(ms) {
   return new Date(ms).toLocaleTimeString(undefined, { hour12: false });
 }
@@ -202,7 +206,7 @@ function renderMembers(view) {
   $('#cluster-summary').replaceChildren(
     el('strong', {}, leader),
     ' · as seen by server ' + view.server,
-    ' · ' + fmtNum(view.znodes) + ' znodes · ' + fmtNum(view.sessions) + ' sessions · ' + fmtNum(view.watches) + ' watches on this server',
+    ' · ' + count(view.znodes, 'znode') + ' · ' + count(view.sessions, 'session') + ' · ' + count(view.watches, 'watch', 'watches') + ' on this server',
   );
   const rows = view.members.map((m) => {
     const cell = (col, text, cls) => {
@@ -243,8 +247,12 @@ function drawChart() {
   const pad = { l: 48, r: 52, t: 10, b: 22 };
   const pw = w - pad.l - pad.r, ph = h - pad.t - pad.b;
   const now = chart.samples.length ? chart.samples[chart.samples.length - 1].t : Date.now();
-  const t0 = now - chart.spanMs;
-  $('#chart-span').textContent = '(last ' + Math.round(chart.spanMs / 60000) + ' minutes)';
+  // The span grows a minute at a time with the samples, up to the history kept.
+  const first = chart.samples.length ? chart.samples[0].t : now;
+  const span = Math.min(chart.spanMs, Math.max(60000, Math.ceil((now - first + 1) / 60000) * 60000));
+  const t0 = now - span;
+  const minutes = Math.round(span / 60000);
+  $('#chart-span').textContent = minutes === 1 ? '(last minute)' : '(last ' + minutes + ' minutes)';
   const maxOps = niceMax(Math.max(1, ...chart.samples.map((s) => Math.max(s.reads, s.writes))));
   const maxLat = niceMax(Math.max(1, ...chart.samples.map((s) => s.latencyMs || 0)));
   const css = getComputedStyle(document.documentElement);
@@ -258,9 +266,10 @@ function drawChart() {
     g.textAlign = 'left'; g.fillText(fmtNum((maxLat * i) / 4, 2), pad.l + pw + 6, y + 4);
   }
   g.textAlign = 'center';
-  for (let m = 0; m <= chart.spanMs / 60000; m++) {
-    const x = pad.l + pw - (pw * m * 60000) / chart.spanMs;
-    g.fillText(m === 0 ? 'now' : '-' + m + 'm', x, h - 6);
+  const step = span <= 60000 ? 10000 : span <= 300000 ? 60000 : 300000;
+  for (let d = 0; d <= span; d += step) {
+    const x = pad.l + pw - (pw * d) / span;
+    g.fillText(d === 0 ? 'now' : d < 60000 ? '-' + d / 1000 + 's' : '-' + d / 60000 + 'm', x, h - 6);
   }
   const line = (key, max, col, dash) => {
     g.strokeStyle = col; g.lineWidth = 2; g.setLineDash(dash || []);
@@ -269,7 +278,7 @@ function drawChart() {
     for (const s of chart.samples) {
       const v = s[key];
       if (v === null || v === undefined || s.t < t0) { started = false; continue; }
-      const x = pad.l + (pw * (s.t - t0)) / chart.spanMs;
+      const x = pad.l + (pw * (s.t - t0)) / span;
       const y = pad.t + ph - (ph * Math.min(v, max)) / max;
       if (!started || s.t - lastT > 5000) g.moveTo(x, y); else g.lineTo(x, y);
       started = true; lastT = s.t;
@@ -292,12 +301,13 @@ function niceMax(v) {
 
 const tree = { selected: '/', node: null, mode: '', items: new Map() };
 
-function showTree(path, first) {
+async function showTree(path, first) {
   path = path || '/';
   if (first || !$('#tree').firstChild) {
     $('#tree').replaceChildren(treeItem('/', '/', null));
-    expand('/');
+    tree.rootLoaded = expand('/');
   }
+  await tree.rootLoaded;
   selectNode(path);
 }
 
@@ -363,7 +373,10 @@ function collapse(path) {
 function markSelected() {
   document.querySelectorAll('.tree .name.selected').forEach((n) => n.classList.remove('selected'));
   const it = tree.items.get(tree.selected);
-  if (it) it.label.classList.add('selected');
+  if (it && !it.label.classList.contains('selected')) {
+    it.label.classList.add('selected');
+    it.label.scrollIntoView({ block: 'center' });
+  }
 }
 
 function showNodeError(e) {
@@ -373,6 +386,7 @@ function showNodeError(e) {
 }
 
 async function selectNode(path) {
+  if (path !== tree.selected) tree.mode = ''; // each node opens in the view that fits its data
   tree.selected = path;
   markSelected();
   $('#node-path').textContent = path;
@@ -515,7 +529,7 @@ function showSessions() {
     try {
       const out = await api('api/sessions');
       showBanner('');
-      $('#sessions-summary').textContent = out.sessions.length + ' open sessions';
+      $('#sessions-summary').textContent = count(out.sessions.length, 'open session');
       $('#sessions tbody').replaceChildren(...out.sessions.map((s) => el('tr', { class: s.console ? 'mine' : undefined },
         el('td', {}, s.id), el('td', {}, s.server || '–'), el('td', { class: 'num' }, fmtNum(s.timeoutMs / 1000, 1) + ' s'),
         el('td', { class: 'num' }, fmtNum(s.ephemerals)), el('td', { class: 'num' }, fmtNum(s.watches)),
