@@ -15,7 +15,8 @@ import (
 )
 
 // consoleFlags are the web console's flags. The console is served on the
-// admin address (--metrics-addr), so it is off without one.
+// admin address (--metrics-addr), and only when asked for (--console): it
+// shows the tree, which the admin address otherwise never does.
 type consoleFlags struct {
 	on, writes        bool
 	auth              string
@@ -27,7 +28,7 @@ type consoleFlags struct {
 const consoleAuthEnv = "COORDD_CONSOLE_AUTH"
 
 func (f *consoleFlags) define(fs *flag.FlagSet) {
-	fs.BoolVar(&f.on, "console", true, "serve the web console at / of --metrics-addr (nowhere without it)")
+	fs.BoolVar(&f.on, "console", false, "serve the web console at / of --metrics-addr (read-only unless --console-writes): the cluster, the tree, sessions, locks and watch events in a browser")
 	fs.BoolVar(&f.writes, "console-writes", false, "let the web console create, set and delete znodes (default: read-only)")
 	fs.StringVar(&f.auth, "console-auth", "", "the identity the web console acts with, scheme:credentials such as digest:user:password (default $"+consoleAuthEnv+"; none: only its connection's own)")
 	fs.StringVar(&f.cacert, "console-cacert", "", "web console with TLS on the client port: the CA bundle (PEM) that verifies this server's certificate (default --trusted-ca-file, else the system's)")
@@ -35,11 +36,22 @@ func (f *consoleFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.key, "console-key", "", "the private key of --console-cert (PEM)")
 }
 
-// set reports whether a console flag other than --console was given.
-func (f *consoleFlags) set(fs *flag.FlagSet) bool {
-	set := false
-	fs.Visit(func(fl *flag.Flag) { set = set || (strings.HasPrefix(fl.Name, "console-")) })
-	return set
+// check says what is wrong with the console's flags when the admin address
+// is metricsAddr.
+func (f *consoleFlags) check(fs *flag.FlagSet, metricsAddr string) error {
+	var others []string
+	fs.Visit(func(fl *flag.Flag) {
+		if strings.HasPrefix(fl.Name, "console-") {
+			others = append(others, "--"+fl.Name)
+		}
+	})
+	switch {
+	case f.on && metricsAddr == "":
+		return errors.New("--console: the web console is served on --metrics-addr, which is not set")
+	case !f.on && len(others) > 0:
+		return fmt.Errorf("%s: the web console is off (--console turns it on)", strings.Join(others, ", "))
+	}
+	return nil
 }
 
 // consoleMode says what the console may do, for the start line.

@@ -61,7 +61,7 @@ func startServers(t *testing.T, n int) []*server {
 		s := &server{id: strconv.Itoa(i + 1), client: freeAddr(t), admin: freeAddr(t)}
 		s.cmd = exec.Command(bin, "--id", s.id, "--data-dir", t.TempDir(), "--client-addr", s.client,
 			"--peer-addr", peerAddrs[i], "--peers", strings.Join(peers, ","),
-			"--metrics-addr", s.admin, "--console-writes", "--log-level", "error")
+			"--metrics-addr", s.admin, "--console", "--console-writes", "--log-level", "error")
 		s.cmd.Env = append(os.Environ(), asCoordd+"=1", "GOMAXPROCS=1")
 		s.cmd.Stderr = testWriter{t, s.id}
 		if err := s.cmd.Start(); err != nil {

@@ -37,12 +37,13 @@ func post(t *testing.T, base, path, body string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// TestConsoleOnAdminAddr: with --metrics-addr the web console is at / of
-// it, read-only unless --console-writes, beside /metrics; --console=false
-// leaves it out; the start line says where it is.
+// TestConsoleOnAdminAddr: with --console the web console is at / of
+// --metrics-addr, read-only unless --console-writes, beside /metrics;
+// without it the admin address serves no console; the start line says
+// where it is.
 func TestConsoleOnAdminAddr(t *testing.T) {
 	ro := freeAddr(t)
-	stderr := startCoordd(t, "--metrics-addr", ro)
+	stderr := startCoordd(t, "--metrics-addr", ro, "--console")
 	base := "http://" + ro
 	waitFor(t, "the console's page", func() bool {
 		code, body := get(base + "/")
@@ -59,7 +60,7 @@ func TestConsoleOnAdminAddr(t *testing.T) {
 	}
 
 	rw := freeAddr(t)
-	startCoordd(t, "--metrics-addr", rw, "--console-writes")
+	startCoordd(t, "--metrics-addr", rw, "--console", "--console-writes")
 	base = "http://" + rw
 	waitFor(t, "/readyz", func() bool { code, _ := get(base + "/readyz"); return code == 200 })
 	if code, body := post(t, base, "/api/create", `{"path":"/x","data":"made in the console"}`); code != 200 {
@@ -70,10 +71,10 @@ func TestConsoleOnAdminAddr(t *testing.T) {
 	}
 
 	off := freeAddr(t)
-	startCoordd(t, "--metrics-addr", off, "--console=false")
+	startCoordd(t, "--metrics-addr", off)
 	waitFor(t, "/readyz", func() bool { code, _ := get("http://" + off + "/readyz"); return code == 200 })
 	if code, _ := get("http://" + off + "/"); code != http.StatusNotFound {
-		t.Errorf("--console=false: / answers %d", code)
+		t.Errorf("without --console: / answers %d", code)
 	}
 }
 
@@ -91,13 +92,14 @@ func TestConsoleFlagErrors(t *testing.T) {
 		args []string
 		msg  string
 	}{
-		{"writes without an admin address", []string{"--console-writes"}, "served on --metrics-addr, which is not set"},
-		{"an identity without an admin address", []string{"--console-auth", "digest:a:b"}, "served on --metrics-addr"},
-		{"a malformed identity", []string{"--metrics-addr", "127.0.0.1:0", "--console-auth", "nonsense"}, "want scheme:credentials"},
-		{"a certificate without its key", []string{"--metrics-addr", "127.0.0.1:0", "--console-cert", f("client.crt")}, "go together"},
-		{"TLS flags without TLS", []string{"--metrics-addr", "127.0.0.1:0", "--console-cacert", f("ca.crt")}, "for a client port with TLS"},
-		{"client certificates required, none given", append([]string{"--metrics-addr", "127.0.0.1:0", "--client-cert-auth"}, tlsArgs...), "needs a client certificate"},
-		{"a CA bundle that is not one", append([]string{"--metrics-addr", "127.0.0.1:0", "--console-cacert", f("client.key")}, tlsArgs...), "holds no PEM certificate"},
+		{"a console without an admin address", []string{"--console"}, "served on --metrics-addr, which is not set"},
+		{"writes without the console", []string{"--metrics-addr", "127.0.0.1:0", "--console-writes"}, "--console-writes: the web console is off"},
+		{"an identity without the console", []string{"--console-auth", "digest:a:b"}, "the web console is off"},
+		{"a malformed identity", []string{"--metrics-addr", "127.0.0.1:0", "--console", "--console-auth", "nonsense"}, "want scheme:credentials"},
+		{"a certificate without its key", []string{"--metrics-addr", "127.0.0.1:0", "--console", "--console-cert", f("client.crt")}, "go together"},
+		{"TLS flags without TLS", []string{"--metrics-addr", "127.0.0.1:0", "--console", "--console-cacert", f("ca.crt")}, "for a client port with TLS"},
+		{"client certificates required, none given", append([]string{"--metrics-addr", "127.0.0.1:0", "--console", "--client-cert-auth"}, tlsArgs...), "needs a client certificate"},
+		{"a CA bundle that is not one", append([]string{"--metrics-addr", "127.0.0.1:0", "--console", "--console-cacert", f("client.key")}, tlsArgs...), "holds no PEM certificate"},
 	} {
 		var stderr bytes.Buffer
 		args := append([]string{"--data-dir", t.TempDir(), "--client-addr", freeAddr(t), "--peer-addr", freeAddr(t)}, tc.args...)
@@ -121,7 +123,7 @@ func TestConsoleOverTLS(t *testing.T) {
 	}
 	f := func(name string) string { return filepath.Join(dir, name) }
 	admin := freeAddr(t)
-	startCoordd(t, "--metrics-addr", admin, "--cert-file", f("server.crt"), "--key-file", f("server.key"),
+	startCoordd(t, "--metrics-addr", admin, "--console", "--cert-file", f("server.crt"), "--key-file", f("server.key"),
 		"--trusted-ca-file", f("ca.crt"), "--client-cert-auth", "--console-cert", f("client.crt"), "--console-key", f("client.key"))
 	waitFor(t, "the console reading the root", func() bool {
 		code, body := get("http://" + admin + "/api/node?path=/")

@@ -118,17 +118,17 @@ func runUntil(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) in
 	// The web console, checked before the server starts; it dials the
 	// address the client port is bound to, known once it is.
 	var conCfg *console.Config
-	switch {
-	case *metricsAddr != "" && con.on:
+	if err := con.check(fs, *metricsAddr); err != nil {
+		fmt.Fprintf(stderr, "coordd: %v\n", err)
+		return 2
+	}
+	if con.on {
 		cfg, err := con.config(*clientAddr, *certFile != "", *certAuth, *trustedCA, logger)
 		if err != nil {
 			fmt.Fprintf(stderr, "coordd: web console: %v\n", err)
 			return 2
 		}
 		conCfg = &cfg
-	case *metricsAddr == "" && con.set(fs):
-		fmt.Fprintf(stderr, "coordd: the web console is served on --metrics-addr, which is not set\n")
-		return 2
 	}
 	node, err := rpc.NewNode(rpc.Config{
 		ID: *id, DataDir: *dataDir, ClientAddr: *clientAddr, PeerAddr: *peerAddr, Peers: peerList, Join: *join,
