@@ -275,7 +275,7 @@ func noDirs(h http.Handler) http.Handler {
 
 // contentSecurityPolicy allows the console's own scripts, styles and calls,
 // and nothing else: no inline script, no other origin, no framing.
-const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; " +
 	"connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 // secure sets the security headers of every answer.
