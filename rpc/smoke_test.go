@@ -6,6 +6,8 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -28,12 +30,27 @@ func freeAddr(t testing.TB) string {
 	return ln.Addr().String()
 }
 
+// testConfig is a server's configuration for a test. With COORDD_TEST_LOG
+// set in the environment, the server logs (level info) to t.Log, which
+// shows only when the test fails or runs with -v.
 func testConfig(t testing.TB, id string) Config {
-	return Config{
+	c := Config{
 		ID: id, DataDir: t.TempDir(), ClientAddr: freeAddr(t), PeerAddr: freeAddr(t),
 		Tick: 100 * time.Millisecond, HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond,
 		LeaderLeaseTimeout: 150 * time.Millisecond,
 	}
+	if os.Getenv("COORDD_TEST_LOG") != "" {
+		c.Logger = slog.New(slog.NewTextHandler(testLogWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})).With("server", id)
+	}
+	return c
+}
+
+// testLogWriter writes each log line to t.Log.
+type testLogWriter struct{ t testing.TB }
+
+func (w testLogWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
 }
 
 func waitLeader(t testing.TB, nodes ...*Node) *Node {
@@ -57,6 +74,7 @@ type rawSession struct {
 	xid    int64
 	cc     *grpc.ClientConn
 	events []*apipb.WatchEvent // received by do while waiting for a reply
+	ended  error               // how the stream ended, once it has
 }
 
 func dialRaw(t testing.TB, addr string, connect *apipb.ConnectRequest) (*rawSession, *apipb.ServerMessage) {

@@ -78,6 +78,7 @@ func (s *rawSession) vouchedAfter(d time.Duration) bool {
 		for {
 			m, err := s.stream.Recv()
 			if err != nil {
+				s.ended = err
 				got <- false
 				return
 			}
@@ -124,7 +125,7 @@ func TestVouches(t *testing.T) {
 					t.Fatalf("server %s: vouch interval %d ms, want 50 (tick / 2)", n.ID(), got)
 				}
 				if !s.vouchedAfter(5 * time.Second) {
-					t.Fatalf("server %s did not vouch for a healthy session", n.ID())
+					t.Fatalf("server %s did not vouch for a healthy session: the stream ended: %v", n.ID(), s.ended)
 				}
 			}
 			// A client that does not ask gets no vouches (an older client
