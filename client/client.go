@@ -598,6 +598,15 @@ func (c *Client) attach(cn *conn, resp *apipb.ConnectResponse, first bool) bool 
 	c.lastHeard.Store(int64(c.since()))
 	if !first {
 		c.resyncLocked(resp.Zxid)
+		if cn.vouchInterval > 0 && len(c.pending) == 0 {
+			// Ping the new server at once: only a vouch moves the
+			// suspension deadline, and an idle session would otherwise
+			// send nothing for a whole ping interval, which a failover may
+			// have left no room for. A session with requests to re-send
+			// has them vouched for instead (each counting from its first
+			// send).
+			c.enqueueLocked(&call{req: &apipb.Request{Op: &apipb.Request_Ping{Ping: &apipb.PingRequest{}}}, internal: true, done: make(chan result, 1)})
+		}
 	}
 	c.setStateLocked(c.attachStateLocked(cn, first), cn.addr, nil)
 	c.mu.Unlock()

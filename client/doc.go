@@ -49,10 +49,11 @@
 // Disconnecting and reconnecting move nothing: only the leader's
 // confirmation does. When the leader confirms the session again, the client
 // reports StateReconnected. Idle sessions ping often enough that healthy ones
-// are never suspended; a leader failover that takes longer than about
-// T - 2V - M - T/3 does suspend them (safely). Against a server that does not
-// vouch, the client suspends the session at every disconnect, as a
-// ZooKeeper client's SUSPENDED. Client.Confirmation reports the figures.
+// are never suspended, and ping a server they resume on at once; a
+// failover (from the server's loss to the resumed session's first vouch)
+// that takes longer than about T - 2V - M - T/3 does suspend them (safely).
+// Against a server that does not vouch, the client suspends the session at
+// every disconnect, as a ZooKeeper client's SUSPENDED. Client.Confirmation reports the figures.
 //
 // # Watches
 //

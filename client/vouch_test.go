@@ -391,3 +391,54 @@ func TestOlderServerSuspendsOnDisconnect(t *testing.T) {
 		t.Fatal("suspended after reconnecting")
 	}
 }
+
+// TestFailoverWithinTheBudgetKeepsTheSession: an idle session whose server
+// goes away just before its next idle ping (so that its last vouched
+// request is a whole ping interval old) and that finds another server after
+// a failover shorter than the documented budget, T - 2V - M - T/3, is not
+// suspended: it pings the new server at once, and its vouch comes in time.
+// (The client waited a whole ping interval after resuming before it sent
+// anything, and a 1.3 s failover with T = 4 s suspended it.)
+func TestFailoverWithinTheBudgetKeepsTheSession(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const timeout = 4 * time.Second
+		const every = 100 * time.Millisecond
+		b := newBubble(t)
+		a := b.server("a", every, 0)
+		z := b.server("z", every, 0)
+		c := b.connect(timeout, a, z)
+		defer b.stop(c)
+		pinged := make(chan struct{}, 1)
+		a.setOnRequest(func(r *apipb.Request) hookResult {
+			if r.GetPing() != nil {
+				select {
+				case pinged <- struct{}{}:
+				default:
+				}
+			}
+			return hookResult{}
+		})
+		time.Sleep(3 * time.Second)
+		select {
+		case <-pinged:
+		default:
+		}
+		<-pinged
+		// Just before the next idle ping (every T/3 here).
+		time.Sleep(timeout/3 - 10*time.Millisecond)
+		states := record(c)
+		z.setRefuse(func(*apipb.ConnectRequest) (apipb.ErrorCode, string) { return apipb.ErrorCode_UNAVAILABLE, "electing" })
+		a.setRefuse(func(*apipb.ConnectRequest) (apipb.ErrorCode, string) { return apipb.ErrorCode_UNAVAILABLE, "gone" })
+		a.killStreams()
+		time.Sleep(1200 * time.Millisecond)
+		z.setRefuse(nil)
+		time.Sleep(5 * time.Second)
+		evs := states()
+		if got := statesOf(evs); !slices.Equal(got, []State{StateDisconnected, StateReconnected}) {
+			t.Fatalf("states %v after a failover within the budget, want disconnected then reconnected", got)
+		}
+		if c.Confirmation().Suspended {
+			t.Fatal("suspended")
+		}
+	})
+}

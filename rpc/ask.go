@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"errors"
+	"io"
 	"sync"
 	"time"
 
@@ -91,10 +92,16 @@ type asker struct {
 	ctx context.Context // the node's: ends the stream when the node stops
 
 	mu        sync.Mutex
-	cur       *askStream    // nil when none is open
-	opening   chan struct{} // closed when the open under way finishes; nil if none
-	openErr   error         // the last open's error, for those that waited on it
-	unaryTill time.Time     // ask with unary calls until then
+	cur       *askStream // nil when none is open
+	opening   *askOpen   // the open under way; nil if none
+	unaryTill time.Time  // ask with unary calls until then
+}
+
+// askOpen is one opening of the stream, for the callers that wait on it.
+type askOpen struct {
+	done chan struct{} // closed when it finished
+	s    *askStream    // the stream it opened (which may have ended since)
+	err  error         // why it failed to open
 }
 
 // unaryRetry is how long a peer that lacks Ask is asked with unary calls
@@ -201,52 +208,53 @@ func (a *asker) ask(ctx context.Context, req *peerpb.AskRequest) (*peerpb.AskRes
 
 // stream returns the open stream, opening one if there is none. Opening
 // may wait for the connection; the caller waits at most until ctx ends,
-// while the open goes on for the next caller.
+// while the open goes on for the next caller. A caller that waited gets the
+// stream that opened even if it has ended meanwhile: a question sent on it
+// then fails with the reason it ended (a peer without Ask ends it at once,
+// and the caller must learn that to fall back).
 func (a *asker) stream(ctx context.Context) (*askStream, error) {
 	a.mu.Lock()
+	if a.cur != nil && a.cur.ended() {
+		// Its receiver has yet to clear it: a question sent there
+		// would fail for an end that came before it was asked.
+		a.cur = nil
+	}
 	if a.cur != nil {
 		s := a.cur
 		a.mu.Unlock()
 		return s, nil
 	}
 	if a.opening == nil {
-		a.opening = make(chan struct{})
+		a.opening = &askOpen{done: make(chan struct{})}
 		go a.open(a.opening)
 	}
-	opening := a.opening
+	op := a.opening
 	a.mu.Unlock()
 	select {
-	case <-opening:
+	case <-op.done:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.cur != nil {
-		return a.cur, nil
+	if op.err != nil {
+		return nil, op.err
 	}
-	if a.openErr != nil {
-		return nil, a.openErr
-	}
-	// It opened and ended already: its receiver cleared a.cur before this
-	// caller could take it.
-	return nil, errAskBroken
+	return op.s, nil
 }
 
-func (a *asker) open(done chan struct{}) {
+func (a *asker) open(op *askOpen) {
 	ctx, cancel := context.WithCancel(a.ctx)
 	cs, err := peerpb.NewPeerClient(a.cc).Ask(ctx)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.opening = nil
-	defer close(done)
+	defer close(op.done)
 	if err != nil {
 		cancel()
-		a.openErr = err
+		op.err = err
 		return
 	}
-	s := &askStream{cs: cs, cancel: cancel, pending: make(map[uint64]chan *peerpb.AskResponse)}
-	a.cur, a.openErr = s, nil
+	s := &askStream{cs: cs, cancel: cancel, pending: make(map[uint64]chan *peerpb.AskResponse), done: make(chan struct{})}
+	a.cur, op.s = s, s
 	go func() {
 		s.receive()
 		a.mu.Lock()
@@ -263,6 +271,8 @@ type askStream struct {
 	cancel context.CancelFunc
 
 	sendMu sync.Mutex // serializes sends (gRPC allows one sender at a time)
+
+	done chan struct{} // closed once receive has returned and set err
 
 	mu      sync.Mutex // guards the fields below
 	nextID  uint64
@@ -287,10 +297,15 @@ func (s *askStream) send(req *peerpb.AskRequest) (<-chan *peerpb.AskResponse, er
 	err := s.cs.Send(req)
 	s.sendMu.Unlock()
 	if err != nil {
-		// The stream is broken; Recv reports why and ends it.
+		// The stream is broken; Recv reports why (gRPC's Send says only
+		// io.EOF when the peer ended the stream, a refusal of Ask
+		// included) and ends it.
 		s.forget(req.Id)
-		s.cancel()
-		return nil, errAskBroken
+		if !errors.Is(err, io.EOF) {
+			s.cancel()
+		}
+		<-s.done
+		return nil, s.error()
 	}
 	return ch, nil
 }
@@ -302,6 +317,13 @@ func (s *askStream) forget(id uint64) {
 	delete(s.pending, id)
 }
 
+// ended reports whether the stream has ended.
+func (s *askStream) ended() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pending == nil
+}
+
 func (s *askStream) error() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -311,6 +333,7 @@ func (s *askStream) error() error {
 // receive hands each answer to its question until the stream ends, then
 // closes every waiting question's channel.
 func (s *askStream) receive() {
+	defer close(s.done)
 	for {
 		resp, err := s.cs.Recv()
 		if err != nil {

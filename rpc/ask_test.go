@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -215,6 +216,13 @@ func TestAskerGivesUpAtTheDeadline(t *testing.T) {
 		}
 	}
 	a := askServer(t, f)
+	// The stream open first: the question, not the opening, is to meet
+	// its deadline (an opening may take longer than that on a busy host).
+	open, cancelOpen := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancelOpen()
+	if _, err := a.stream(open); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	if _, err := a.term(ctx); !errors.Is(err, context.DeadlineExceeded) {
@@ -293,5 +301,44 @@ func TestAskStreamEndingAtOnce(t *testing.T) {
 			t.Fatal("a question on a stream that ended was answered")
 		}
 		cancel()
+	}
+}
+
+// TestAskerFallsBackAtOnceEveryTime: the first question to a peer without
+// Ask is answered with the unary call however quickly the peer's refusal
+// ends the new stream: before the asker took it up, or while its question
+// was being sent. (The stream's end was reported as a broken stream, not
+// as the peer lacking Ask, and that question failed.)
+func TestAskerFallsBackAtOnceEveryTime(t *testing.T) {
+	f := &fakePeer{term: 5}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	peerpb.RegisterPeerServer(srv, f)
+	go func() { _ = srv.Serve(ln) }()
+	cc, err := grpc.NewClient("passthrough:///"+ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(func() { cancel(); cc.Close(); srv.Stop() })
+	var wg sync.WaitGroup
+	errs := make(chan error, 200)
+	for range 200 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a := newAsker(ctx, cc) // a fresh asker knows nothing of the peer yet
+			if term, err := a.term(ctx); err != nil || term != 5 {
+				errs <- fmt.Errorf("term from a peer without Ask: %d, %v; want 5", term, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }

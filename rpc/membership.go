@@ -417,14 +417,24 @@ func (n *Node) removeMember(ctx context.Context, req *apipb.RemoveMemberRequest)
 // leader or taken there.
 func (n *Node) transferLeadership(ctx context.Context, req *apipb.TransferLeadershipRequest) (*apipb.TransferLeadershipResponse, error) {
 	if n.raft.State() != raft.Leader {
+		_, old := n.raft.LeaderWithID()
 		c, err := n.peers.leader()
 		if err != nil {
 			return nil, refuse(codes.Unavailable, reasonNoLeader, "no leader to hand over from (an election under way, or no majority)")
 		}
-		if _, err := c.ChangeMembers(ctx, &peerpb.ChangeMembersRequest{Change: &peerpb.ChangeMembersRequest_Transfer{Transfer: req}}); err != nil {
+		resp, err := c.ChangeMembers(ctx, &peerpb.ChangeMembersRequest{Change: &peerpb.ChangeMembersRequest_Transfer{Transfer: req}})
+		if err != nil {
 			return nil, leaderUnreachable(err)
 		}
-		return n.awaitLeader(ctx, "")
+		// The old leader answers once it knows its successor; this server
+		// may not have heard from that one yet, and still names the old.
+		if resp.GetLeader() != "" {
+			return &apipb.TransferLeadershipResponse{Leader: resp.GetLeader()}, nil
+		}
+		if req.Id == string(old) {
+			return &apipb.TransferLeadershipResponse{Leader: req.Id}, nil
+		}
+		return n.awaitLeader(ctx, string(old))
 	}
 	var f raft.Future
 	if req.Id == "" {

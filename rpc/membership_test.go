@@ -168,6 +168,39 @@ func TestTransferLeadership(t *testing.T) {
 	waitFor(t, target.IsLeader)
 }
 
+// TestTransferLeadershipNamesTheNewLeader: a transfer asked of a follower
+// answers with the leader the transfer made, also when that follower has
+// not heard from it yet (it still knew the old leader, and named that one).
+func TestTransferLeadershipNamesTheNewLeader(t *testing.T) {
+	is := newIsolator()
+	nodes, leader := threeNodes(t, func(c *Config) {
+		is.mu.Lock()
+		is.addrs[c.PeerAddr] = c.ID
+		is.mu.Unlock()
+		c.DialPeer = is.dialer(c.ID)
+	})
+	var target, asked *Node
+	for _, n := range nodes {
+		if n != leader {
+			if target == nil {
+				target = n
+			} else {
+				asked = n
+			}
+		}
+	}
+	// Nothing the target sends reaches the asked server: once it leads,
+	// its heartbeats do not either.
+	is.cutDials(target.ID(), asked.ID())
+	resp, err := admin{asked}.TransferLeadership(context.Background(), &apipb.TransferLeadershipRequest{Id: target.ID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Leader != target.ID() {
+		t.Fatalf("leader %s after the transfer, want %s", resp.Leader, target.ID())
+	}
+}
+
 // TestZKReconfig: ZooKeeper's incremental reconfig adds and removes a
 // server; getConfig shows the membership, and its watch fires on change.
 func TestZKReconfig(t *testing.T) {

@@ -271,8 +271,15 @@ func FuzzSessionRequest(f *testing.F) {
 // TestServerBehindClientRefuses: a server whose state is older than the
 // client's last zxid does not serve the session (single system image).
 func TestServerBehindClientRefuses(t *testing.T) {
-	n := singleNode(t)
-	s := newSession(t, n)
+	// A session that outlives the test: the refused resume waits
+	// ConnectWait (2 s), as long as testConfig's longest session, and no
+	// ping keeps it alive meanwhile.
+	n := newTestNodeWith(t, "1", func(c *Config) { c.MaxSessionTimeout = time.Hour })
+	waitLeader(t, n)
+	s, first := dialRaw(t, n.ClientAddr(), &apipb.ConnectRequest{TimeoutMs: 3600000})
+	if first.GetConnected() == nil {
+		t.Fatalf("connect: %v", first)
+	}
 	s.do(&apipb.Request{Op: &apipb.Request_Create{Create: &apipb.CreateRequest{Path: "/a"}}})
 	var id int64
 	var pw []byte
@@ -282,7 +289,7 @@ func TestServerBehindClientRefuses(t *testing.T) {
 	})
 	ahead := n.fsm.AppliedIndex() + 1000
 	start := time.Now()
-	_, first := dialRaw(t, n.ClientAddr(), &apipb.ConnectRequest{SessionId: id, Password: pw, LastZxid: ahead})
+	_, first = dialRaw(t, n.ClientAddr(), &apipb.ConnectRequest{SessionId: id, Password: pw, LastZxid: ahead})
 	if r := first.GetResponse(); r == nil || r.Error != apipb.ErrorCode_UNAVAILABLE {
 		t.Fatalf("resume with a zxid from the future: %v", first)
 	}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -28,12 +30,56 @@ func freeAddr(t testing.TB) string {
 	return ln.Addr().String()
 }
 
+// testConfig is a server's configuration for a test. With COORDD_TEST_LOG
+// set in the environment, the server logs (level info) to t.Log, which
+// shows only when the test fails or runs with -v.
+//
+// Raft's timeouts outlast the stalls of a loaded 2-core host: with the
+// race detector and other test binaries running, a whole test process
+// stops for 150-350 ms at times. A leader steps down when it has not heard
+// from a majority for its lease, and a follower that has not heard from
+// the leader for the heartbeat timeout calls an election; with 300 ms
+// timeouts and a 150 ms lease such a stall cost the leader its term, and a
+// test that needed a leader for a few seconds failed (a third of the runs
+// of the package, four at once under load). The lease is as long as Raft
+// allows; coordd's reads never rely on it (a read index asks a majority).
 func testConfig(t testing.TB, id string) Config {
-	return Config{
+	c := Config{
 		ID: id, DataDir: t.TempDir(), ClientAddr: freeAddr(t), PeerAddr: freeAddr(t),
-		Tick: 100 * time.Millisecond, HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond,
-		LeaderLeaseTimeout: 150 * time.Millisecond,
+		Tick: 100 * time.Millisecond, HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond,
+		LeaderLeaseTimeout: 500 * time.Millisecond,
 	}
+	if os.Getenv("COORDD_TEST_LOG") != "" {
+		w := &testLogWriter{t: t}
+		// Registered before the server's own cleanup, so run after it:
+		// lines logged later (a transport shutting down) are dropped, as
+		// t.Log panics once the test has completed.
+		t.Cleanup(w.stop)
+		c.Logger = slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo})).With("server", id)
+	}
+	return c
+}
+
+// testLogWriter writes each log line to t.Log until stopped.
+type testLogWriter struct {
+	t       testing.TB
+	mu      sync.Mutex
+	stopped bool
+}
+
+func (w *testLogWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.stopped {
+		w.t.Log(strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+func (w *testLogWriter) stop() {
+	w.mu.Lock()
+	w.stopped = true
+	w.mu.Unlock()
 }
 
 func waitLeader(t testing.TB, nodes ...*Node) *Node {
@@ -57,6 +103,7 @@ type rawSession struct {
 	xid    int64
 	cc     *grpc.ClientConn
 	events []*apipb.WatchEvent // received by do while waiting for a reply
+	ended  error               // how the stream ended, once it has
 }
 
 func dialRaw(t testing.TB, addr string, connect *apipb.ConnectRequest) (*rawSession, *apipb.ServerMessage) {
@@ -205,7 +252,35 @@ func threeNodes(t *testing.T, edits ...func(*Config)) ([]*Node, *Node) {
 		}
 		return nil
 	})
-	return nodes, waitLeader(t, nodes...)
+	return nodes, waitAgreedLeader(t, nodes...)
+}
+
+// waitAgreedLeader waits until one of nodes leads and every one of them
+// knows it, and returns it. A follower that has not heard from a leader
+// elected after a slow first election refuses clients ("has no leader"),
+// so a test that goes to a follower at once must wait for this, not only
+// for a leader.
+func waitAgreedLeader(t *testing.T, nodes ...*Node) *Node {
+	t.Helper()
+	var leader *Node
+	waitFor(t, func() bool {
+		leader = nil
+		for _, n := range nodes {
+			if n.IsLeader() {
+				leader = n
+			}
+		}
+		if leader == nil {
+			return false
+		}
+		for _, n := range nodes {
+			if _, id := n.raft.LeaderWithID(); string(id) != leader.ID() {
+				return false
+			}
+		}
+		return true
+	})
+	return leader
 }
 
 // newTestNode starts one server on the config testConfig makes.

@@ -13,14 +13,17 @@ import (
 // isolator cuts one server off from its peers: its dials fail and its open
 // peer connections close, both ways, as in a partition.
 type isolator struct {
-	mu    sync.Mutex
-	cut   map[string]bool // server id -> isolated
-	conns map[string][]net.Conn
-	addrs map[string]string // peer address -> server id
+	mu     sync.Mutex
+	cut    map[string]bool // server id -> isolated
+	conns  map[string][]net.Conn
+	addrs  map[string]string        // peer address -> server id
+	oneWay map[[2]string]bool       // (from, to) -> from's dials to to fail
+	dialed map[[2]string][]net.Conn // (from, to) -> connections from dialed to to
 }
 
 func newIsolator() *isolator {
-	return &isolator{cut: map[string]bool{}, conns: map[string][]net.Conn{}, addrs: map[string]string{}}
+	return &isolator{cut: map[string]bool{}, conns: map[string][]net.Conn{}, addrs: map[string]string{},
+		oneWay: map[[2]string]bool{}, dialed: map[[2]string][]net.Conn{}}
 }
 
 func (is *isolator) dialer(id string) func(ctx context.Context, addr string) (net.Conn, error) {
@@ -28,7 +31,7 @@ func (is *isolator) dialer(id string) func(ctx context.Context, addr string) (ne
 	return func(ctx context.Context, addr string) (net.Conn, error) {
 		is.mu.Lock()
 		to := is.addrs[addr]
-		blocked := is.cut[id] || is.cut[to]
+		blocked := is.cut[id] || is.cut[to] || is.oneWay[[2]string{id, to}]
 		is.mu.Unlock()
 		if blocked {
 			return nil, net.ErrClosed
@@ -41,7 +44,23 @@ func (is *isolator) dialer(id string) func(ctx context.Context, addr string) (ne
 		defer is.mu.Unlock()
 		is.conns[id] = append(is.conns[id], c)
 		is.conns[to] = append(is.conns[to], c)
+		is.dialed[[2]string{id, to}] = append(is.dialed[[2]string{id, to}], c)
 		return c, nil
+	}
+}
+
+// cutDials makes server from's dials to server to fail and closes the
+// connections it dialed there before: what from sends on its own
+// connections (Raft's AppendEntries and votes, its peer calls) no longer
+// reaches to, while to's own connections to from still work.
+func (is *isolator) cutDials(from, to string) {
+	is.mu.Lock()
+	is.oneWay[[2]string{from, to}] = true
+	conns := is.dialed[[2]string{from, to}]
+	is.dialed[[2]string{from, to}] = nil
+	is.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
 	}
 }
 
@@ -78,6 +97,7 @@ func (s *rawSession) vouchedAfter(d time.Duration) bool {
 		for {
 			m, err := s.stream.Recv()
 			if err != nil {
+				s.ended = err
 				got <- false
 				return
 			}
@@ -124,7 +144,7 @@ func TestVouches(t *testing.T) {
 					t.Fatalf("server %s: vouch interval %d ms, want 50 (tick / 2)", n.ID(), got)
 				}
 				if !s.vouchedAfter(5 * time.Second) {
-					t.Fatalf("server %s did not vouch for a healthy session", n.ID())
+					t.Fatalf("server %s did not vouch for a healthy session: the stream ended: %v", n.ID(), s.ended)
 				}
 			}
 			// A client that does not ask gets no vouches (an older client

@@ -362,7 +362,8 @@ func (e *Engine) VouchInterval() time.Duration { return e.cfg.Tick / 2 }
 // A batch is taken only after the previous one was answered, so a slow
 // leader delays the vouches (the clients then suspend early: safe) rather
 // than piling up batches. A server cut off from the leader vouches for
-// nothing: its touches fail, and are kept for the next round.
+// nothing: its touches fail, and are kept for the next round, as are those
+// the leader recorded but could not have confirmed.
 func (e *Engine) RunTouches(ctx context.Context) {
 	tk := time.NewTicker(e.VouchInterval())
 	defer tk.Stop()
@@ -387,8 +388,13 @@ func (e *Engine) RunTouches(ctx context.Context) {
 		tctx, cancel := context.WithTimeout(ctx, e.cfg.Tick)
 		confirmed, err := e.cfg.Cluster.PassTouches(tctx, ids)
 		cancel()
-		if err != nil {
-			// Keep them for the next round: the leader may be changing.
+		if err != nil || !confirmed {
+			// Keep them for the next round: the leader may be changing,
+			// or could not have its term confirmed in time (a slow
+			// majority). Passed again later, they are refreshed again and
+			// vouched for once a round is confirmed: a client that sends
+			// nothing more meanwhile must not lose the vouch for its last
+			// request (it would suspend while the leader has its session).
 			e.mu.Lock()
 			for id, xid := range batch {
 				e.touched[id] = max(e.touched[id], xid)
@@ -396,9 +402,7 @@ func (e *Engine) RunTouches(ctx context.Context) {
 			e.mu.Unlock()
 			continue
 		}
-		if confirmed {
-			e.vouch(batch)
-		}
+		e.vouch(batch)
 	}
 }
 
