@@ -427,7 +427,7 @@ func ExecWrite(t *tree.Tree, tx *tree.Tx, w *cmdpb.Write) *cmdpb.Result {
 		err = t.Delete(op.Delete.Path, op.Delete.Version, tx)
 	case *cmdpb.Write_SetData:
 		var st tree.Stat
-		st, err = t.SetData(op.SetData.Path, op.SetData.Data, op.SetData.Version, tx)
+		st, err = t.SetData(op.SetData.Path, dataOf(op.SetData.Data, op.SetData.NullData), op.SetData.Version, tx)
 		if err == nil {
 			r.Stat = StatToPB(st)
 		}
@@ -483,8 +483,21 @@ func Detail(err error) string {
 	return msg
 }
 
+// dataOf is a command's data for the tree: nil when the client sent null,
+// a non-nil slice (empty or not) otherwise. Protobuf does not tell an
+// empty bytes field from an absent one, hence the command's flag.
+func dataOf(data []byte, null bool) []byte {
+	switch {
+	case null:
+		return nil
+	case data == nil:
+		return []byte{}
+	}
+	return data
+}
+
 func createOf(c *cmdpb.Create, sess int64) tree.Create {
-	tc := tree.Create{Path: c.Path, Data: c.Data, Kind: tree.Kind(c.Kind), Sequential: c.Sequential, TTL: c.TtlMs, ACL: ACLFromPB(c.Acl)}
+	tc := tree.Create{Path: c.Path, Data: dataOf(c.Data, c.NullData), Kind: tree.Kind(c.Kind), Sequential: c.Sequential, TTL: c.TtlMs, ACL: ACLFromPB(c.Acl)}
 	if tc.Kind == tree.Ephemeral {
 		tc.Owner = sess
 	}
@@ -499,7 +512,7 @@ func opOf(o *cmdpb.Op, sess int64) tree.Op {
 	case *cmdpb.Op_Delete:
 		return tree.Op{Type: tree.OpDelete, Path: op.Delete.Path, Version: op.Delete.Version}
 	case *cmdpb.Op_SetData:
-		return tree.Op{Type: tree.OpSetData, Path: op.SetData.Path, Data: op.SetData.Data, Version: op.SetData.Version}
+		return tree.Op{Type: tree.OpSetData, Path: op.SetData.Path, Data: dataOf(op.SetData.Data, op.SetData.NullData), Version: op.SetData.Version}
 	case *cmdpb.Op_Check:
 		return tree.Op{Type: tree.OpCheck, Path: op.Check.Path, Version: op.Check.Version}
 	}

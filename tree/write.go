@@ -10,7 +10,9 @@ type Create struct {
 	// Path of the node; for a sequential node, the prefix to which the
 	// %010d suffix is appended (it may end in '/').
 	Path string
-	// Data is copied; the caller may reuse the slice afterwards.
+	// Data is copied; the caller may reuse the slice afterwards. nil is
+	// ZooKeeper's null data, which reads back as nil; a non-nil empty
+	// slice reads back as a non-nil empty slice.
 	Data []byte
 	Kind Kind
 	// Sequential appends the parent's count of children ever created,
@@ -144,6 +146,9 @@ func (t *Tree) create(path string, data []byte, kind Kind, seq bool, owner, ttl 
 		kind: kind,
 	})
 	it.n.setACLRef(ref)
+	if data == nil {
+		it.n.dataLen = -1
+	}
 	p := *parent
 	p.cversion++
 	p.pzxid = tx.Zxid
@@ -230,8 +235,8 @@ func (t *Tree) remove(path, key string, n *node, tx *Tx) {
 // SetData replaces the data of the node at path if its version is version
 // (-1: any), increments the version (wrapping at int32 overflow, as
 // ZooKeeper does) and sets mzxid and mtime from tx. It returns the new Stat
-// and appends NodeDataChanged(path) to tx.Events. The data is copied. It
-// needs WRITE on the node.
+// and appends NodeDataChanged(path) to tx.Events. The data is copied; nil
+// is null data, as in Create. It needs WRITE on the node.
 //
 // Errors, in this order: ErrBadArguments (invalid path, data too large),
 // ErrNoNode, ErrNoAuth, ErrBadVersion.

@@ -693,7 +693,11 @@ type Create struct {
 	// acl as the client asked for it (the auth scheme is expanded at apply);
 	// empty is world:anyone with every permission (entries from before
 	// ACLs have none).
-	Acl           []*ACL `protobuf:"bytes,6,rep,name=acl,proto3" json:"acl,omitempty"`
+	Acl []*ACL `protobuf:"bytes,6,rep,name=acl,proto3" json:"acl,omitempty"`
+	// null_data: the client sent null data (ZooKeeper's protocol tells it
+	// from empty data, and reads each back as written); data is then empty.
+	// Entries from before it was kept have empty data.
+	NullData      bool `protobuf:"varint,7,opt,name=null_data,json=nullData,proto3" json:"null_data,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -768,6 +772,13 @@ func (x *Create) GetAcl() []*ACL {
 		return x.Acl
 	}
 	return nil
+}
+
+func (x *Create) GetNullData() bool {
+	if x != nil {
+		return x.NullData
+	}
+	return false
 }
 
 // SetACL of a znode (version -1: any aversion).
@@ -886,10 +897,12 @@ func (x *Delete) GetVersion() int32 {
 
 // SetData of a znode (version -1: any).
 type SetData struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
-	Data          []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
-	Version       int32                  `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Path    string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Data    []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	Version int32                  `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	// null_data, as Create's.
+	NullData      bool `protobuf:"varint,4,opt,name=null_data,json=nullData,proto3" json:"null_data,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -943,6 +956,13 @@ func (x *SetData) GetVersion() int32 {
 		return x.Version
 	}
 	return 0
+}
+
+func (x *SetData) GetNullData() bool {
+	if x != nil {
+		return x.NullData
+	}
+	return false
 }
 
 // Check a znode's version inside a multi (version -1: exists).
@@ -1862,7 +1882,7 @@ const file_fsm_cmdpb_command_proto_rawDesc = "" +
 	"\x02id\x18\x03 \x01(\tR\x02id\"2\n" +
 	"\bIdentity\x12\x16\n" +
 	"\x06scheme\x18\x01 \x01(\tR\x06scheme\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\tR\x02id\"\xb6\x01\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"\xd3\x01\n" +
 	"\x06Create\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12'\n" +
@@ -1871,18 +1891,20 @@ const file_fsm_cmdpb_command_proto_rawDesc = "" +
 	"sequential\x18\x04 \x01(\bR\n" +
 	"sequential\x12\x15\n" +
 	"\x06ttl_ms\x18\x05 \x01(\x03R\x05ttlMs\x12$\n" +
-	"\x03acl\x18\x06 \x03(\v2\x12.coordd.cmd.v1.ACLR\x03acl\"\\\n" +
+	"\x03acl\x18\x06 \x03(\v2\x12.coordd.cmd.v1.ACLR\x03acl\x12\x1b\n" +
+	"\tnull_data\x18\a \x01(\bR\bnullData\"\\\n" +
 	"\x06SetACL\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12$\n" +
 	"\x03acl\x18\x02 \x03(\v2\x12.coordd.cmd.v1.ACLR\x03acl\x12\x18\n" +
 	"\aversion\x18\x03 \x01(\x05R\aversion\"6\n" +
 	"\x06Delete\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
-	"\aversion\x18\x02 \x01(\x05R\aversion\"K\n" +
+	"\aversion\x18\x02 \x01(\x05R\aversion\"h\n" +
 	"\aSetData\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x18\n" +
-	"\aversion\x18\x03 \x01(\x05R\aversion\"5\n" +
+	"\aversion\x18\x03 \x01(\x05R\aversion\x12\x1b\n" +
+	"\tnull_data\x18\x04 \x01(\bR\bnullData\"5\n" +
 	"\x05Check\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x05R\aversion\"\xcf\x01\n" +

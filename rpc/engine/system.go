@@ -46,9 +46,9 @@ func (s *Session) systemNode(p string) ([]byte, *tree.Stat) {
 func (s *Session) systemStat(p string) ([]byte, tree.Stat, error) {
 	switch p {
 	case systemRoot:
-		return nil, tree.Stat{NumChildren: 2}, nil
+		return []byte{}, tree.Stat{NumChildren: 2}, nil // empty, not null, as in ZooKeeper
 	case systemQuota:
-		return nil, tree.Stat{}, nil
+		return []byte{}, tree.Stat{}, nil
 	case systemConfig:
 		data, version := s.e.cfg.ConfigData()
 		// ZooKeeper sets the config node's ACL with version -1, which
