@@ -32,7 +32,7 @@ func TestBackupIsTheStateWhenCaptured(t *testing.T) {
 	if !bytes.Equal(got.Bytes(), want) {
 		t.Fatal("the backup changed with entries applied after its capture")
 	}
-	if b.Index != 3 || b.Term != 5 || b.Znodes != 3 || b.Sessions != 1 || b.Ephemerals != 1 {
+	if b.Index != 3 || b.Term != 5 || b.Znodes != 6 || b.Sessions != 1 || b.Ephemerals != 1 {
 		t.Fatalf("backup %+v", b)
 	}
 }
@@ -51,7 +51,7 @@ func TestReseed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if seed.Index != 7 || seed.Sessions != 2 || seed.Ephemerals != 2 || seed.Znodes != 3 {
+	if seed.Index != 7 || seed.Sessions != 2 || seed.Ephemerals != 2 || seed.Znodes != 6 {
 		t.Fatalf("seed %+v", seed)
 	}
 	var buf bytes.Buffer

@@ -115,7 +115,8 @@ type FSM struct {
 	waitCh chan struct{} // closed and replaced whenever applied advances
 }
 
-// New returns an empty FSM: a tree holding only "/", no sessions.
+// New returns an empty FSM: a tree holding only "/" and ZooKeeper's system
+// nodes (tree.AddSystemNodes), no sessions.
 func New(opts Options) *FSM {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -123,10 +124,12 @@ func New(opts Options) *FSM {
 	if opts.MaxDataSize <= 0 {
 		opts.MaxDataSize = tree.DefaultMaxDataSize
 	}
+	t := tree.New(tree.Options{MaxDataSize: DataSizeCap})
+	t.AddSystemNodes()
 	return &FSM{
 		opts:     opts,
 		log:      opts.Logger,
-		tree:     tree.New(tree.Options{MaxDataSize: DataSizeCap}),
+		tree:     t,
 		sessions: session.NewRegistry(),
 		waitCh:   make(chan struct{}),
 	}
@@ -683,5 +686,8 @@ func ReadSnapshot(r io.Reader, maxData int) (*tree.Tree, *session.Registry, int6
 	if err != nil {
 		return nil, nil, 0, 0, fmt.Errorf("fsm: snapshot tree: %w", err)
 	}
+	// A snapshot from before the tree stored ZooKeeper's system nodes (the
+	// server answered for them) gets them here, as every server does.
+	t.AddSystemNodes()
 	return t, reg, applied, now, nil
 }

@@ -203,7 +203,7 @@ func (n *Node) watchQuorum() {
 func (n *Node) zkStats() zk.Stats {
 	st := zk.Stats{Version: n.cfg.Version, Zxid: n.fsm.AppliedIndex()}
 	n.fsm.Read(func(v fsm.View) {
-		st.Znodes = int64(v.Tree.Len()) + 3 // and /zookeeper, its quota and config
+		st.Znodes = int64(v.Tree.Len()) // ZooKeeper's system nodes included
 		st.Ephemerals = int64(v.Tree.Ephemerals())
 		st.DataSize = v.Tree.ApproximateDataSize()
 	})

@@ -389,8 +389,7 @@ func readACLTable(d *decoder, t *Tree) []uint32 {
 		}
 		// Entries start with no use; the records add theirs.
 		ref := uint32(i + 1)
-		t.acls.byRef.ReplaceOrInsert(aclItem{ref: ref, e: &aclEntry{acl: acl, aversion: aversion, key: key}})
-		t.acls.byKey.ReplaceOrInsert(aclKeyItem{key: key, ref: ref})
+		t.acls.add(ref, 0, &aclEntry{acl: acl, aversion: aversion, key: key})
 		refs = append(refs, ref)
 	}
 	t.acls.next = uint32(len(refs) + 1)
@@ -578,5 +577,6 @@ func readBody(d *decoder, opts Options, version byte) (*Tree, error) {
 	if d.err != nil {
 		return nil, d.err
 	}
+	t.rebuildQuotas()
 	return t, nil
 }

@@ -194,6 +194,9 @@ type Tree struct {
 	// size is the sum of every node's path and data lengths
 	// (ApproximateDataSize).
 	size int64
+	// quotas holds the paths with a quota (see system.go). Shared with
+	// clones: replaced on change, never modified.
+	quotas map[string]struct{}
 }
 
 func newEmpty(opts Options) *Tree {
@@ -241,6 +244,7 @@ func (t *Tree) Clone() *Tree {
 		acls:    t.acls.clone(),
 		maxData: t.maxData,
 		size:    t.size,
+		quotas:  t.quotas,
 	}
 }
 

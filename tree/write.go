@@ -163,6 +163,7 @@ func (t *Tree) create(path string, data []byte, kind Kind, seq bool, owner, ttl 
 	case Container, TTL:
 		t.reap.ReplaceOrInsert(path)
 	}
+	t.quotaCreated(path, data)
 	tx.Events = append(tx.Events,
 		Event{Type: EventNodeCreated, Path: path, Zxid: tx.Zxid, ACL: t.aclPtr(it.n)},
 		Event{Type: EventNodeChildrenChanged, Path: parentPath, Zxid: tx.Zxid, ACL: t.aclPtr(&p)})
@@ -175,14 +176,15 @@ func (t *Tree) create(path string, data []byte, kind Kind, seq bool, owner, ttl 
 // looked up (so a missing node under a parent the writer may not delete
 // from is ErrNoAuth, as in ZooKeeper).
 //
-// Errors, in this order: ErrBadArguments (invalid path, or "/"), ErrNoNode
+// Errors, in this order: ErrBadArguments (invalid path, "/", or one of
+// ZooKeeper's system nodes: SystemRoot, QuotaRoot, ConfigPath), ErrNoNode
 // (no parent), ErrNoAuth, ErrNoNode, ErrBadVersion, ErrNotEmpty.
 func (t *Tree) Delete(path string, version int32, tx *Tx) error {
 	if err := ValidatePath(path); err != nil {
 		return err
 	}
-	if path == "/" {
-		return fmt.Errorf("%w: cannot delete /", ErrBadArguments)
+	if isSystemNode(path) {
+		return fmt.Errorf("%w: cannot delete %s", ErrBadArguments, path)
 	}
 	if tx.Auth != nil {
 		parentPath := parentOf(path)
@@ -227,6 +229,7 @@ func (t *Tree) remove(path, key string, n *node, tx *Tx) {
 	case Container, TTL:
 		t.reap.Delete(path)
 	}
+	t.quotaRemoved(path, n.data())
 	tx.Events = append(tx.Events,
 		Event{Type: EventNodeDeleted, Path: path, Zxid: tx.Zxid, ACL: acl},
 		Event{Type: EventNodeChildrenChanged, Path: parentPath, Zxid: tx.Zxid, ACL: t.aclPtr(&p)})
@@ -272,6 +275,7 @@ func (t *Tree) setData(path string, data []byte, version int32, tx *Tx) (*node, 
 	it := newItem(key, data, m)
 	t.nodes.ReplaceOrInsert(it)
 	t.size += int64(len(data) - len(n.data()))
+	t.quotaDataSet(path, n.data(), data)
 	tx.Events = append(tx.Events, Event{Type: EventNodeDataChanged, Path: path, Zxid: tx.Zxid, ACL: t.aclPtr(it.n)})
 	return it.n, nil
 }
@@ -390,7 +394,7 @@ func (t *Tree) Multi(ops []Op, tx *Tx) ([]OpResult, error) {
 			continue
 		}
 		if backup != nil {
-			t.nodes, t.eph, t.reap, t.acls, t.size = backup.nodes, backup.eph, backup.reap, backup.acls, backup.size
+			t.nodes, t.eph, t.reap, t.acls, t.size, t.quotas = backup.nodes, backup.eph, backup.reap, backup.acls, backup.size, backup.quotas
 		}
 		for j := range ops {
 			results[j] = OpResult{Type: ops[j].Type}
