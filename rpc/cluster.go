@@ -58,6 +58,9 @@ type observer struct{ n *Node }
 func (o observer) Applied(a *fsm.Applied) {
 	o.n.leader.applied(a)
 	o.n.engine.Applied(a)
+	if cs := a.Cmd.GetCloseSession(); cs != nil && cs.Expired && len(a.Closed) > 0 {
+		o.n.metrics.SessionExpired()
+	}
 }
 
 // Restored implements fsm.Observer.

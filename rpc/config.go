@@ -115,6 +115,14 @@ type Config struct {
 	// "dev").
 	Version string
 
+	// MetricsAddr is where the admin HTTP server listens: Prometheus
+	// metrics at /metrics, /livez and /readyz, and whatever is mounted on
+	// Node.Admin. Empty: no admin server (the default).
+	MetricsAddr string
+	// MetricsPprof also serves Go's profiles under /debug/pprof/ on
+	// MetricsAddr.
+	MetricsPprof bool
+
 	// Logger receives structured logs (default: discard). Raft's own logs
 	// are routed into it.
 	Logger *slog.Logger

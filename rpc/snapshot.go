@@ -203,7 +203,7 @@ func RestoreBackup(path string, cfg RestoreConfig) (*Restored, error) {
 	if err := claimDataDir(cfg.DataDir, cfg.ID); err != nil {
 		return nil, err
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, newHCLogger(slog.New(slog.DiscardHandler)).Named("snapshot"))
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, newHCLogger(slog.New(slog.DiscardHandler), nil).Named("snapshot"))
 	if err != nil {
 		return nil, fmt.Errorf("rpc: snapshot store: %w", err)
 	}

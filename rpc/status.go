@@ -199,16 +199,20 @@ func (n *Node) watchQuorum() {
 	}
 }
 
-// zkStats are the figures ZooKeeper's four-letter words report.
+// zkStats are the figures ZooKeeper's four-letter words report: read from
+// the same state and counters as the metrics (state, n.metrics), so that
+// mntr and /metrics agree.
 func (n *Node) zkStats() zk.Stats {
-	st := zk.Stats{Version: n.cfg.Version, Zxid: n.fsm.AppliedIndex()}
-	n.fsm.Read(func(v fsm.View) {
-		st.Znodes = int64(v.Tree.Len()) // ZooKeeper's system nodes included
-		st.Ephemerals = int64(v.Tree.Ephemerals())
-		st.DataSize = v.Tree.ApproximateDataSize()
-	})
-	ws := n.engine.Watches().Stats()
-	st.Watches, st.WatchedPaths, st.WatchingSessions = int64(ws.Watches), int64(ws.Paths), int64(ws.Sessions)
+	ms := n.state()
+	rs := n.metrics.Requests()
+	st := zk.Stats{
+		Version: n.cfg.Version, Zxid: int64(ms.Raft.AppliedIndex),
+		Znodes: ms.Znodes, Ephemerals: ms.EphemeralZnodes, DataSize: ms.ApproximateDataSize,
+		Watches: ms.Watches.Total(), WatchedPaths: ms.WatchedPaths, WatchingSessions: ms.WatchingSessions,
+		Connections: ms.SessionsConnected, GlobalSessions: ms.Sessions, Outstanding: ms.OutstandingRequests,
+		Received: int64(rs.Received), Sent: int64(rs.Sent),
+		MinLatency: rs.MinLatency, AvgLatency: rs.AvgLatency, MaxLatency: rs.MaxLatency,
+	}
 	var servers []raft.Server
 	if f := n.raft.GetConfiguration(); f.Error() == nil {
 		servers = f.Configuration().Servers

@@ -78,7 +78,8 @@ func runUntil(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) in
 		peerCert    = fs.String("peer-cert-file", "", "peer port TLS: this server's peer certificate (PEM), presented when it accepts and when it dials; it must name the host of --peer-addr and allow server and client authentication. With the key and CA, the peer port (Raft and forwarding) is TLS-only and peers always verify each other")
 		peerKey     = fs.String("peer-key-file", "", "peer port TLS: the private key of --peer-cert-file (PEM)")
 		peerCA      = fs.String("peer-trusted-ca-file", "", "peer port TLS: the CA bundle (PEM) that verifies the other servers' peer certificates")
-		pprofAddr   = fs.String("pprof-addr", "", "serve Go's net/http/pprof profiles on this address (e.g. 127.0.0.1:6060); off when empty")
+		metricsAddr = fs.String("metrics-addr", "", "serve the admin HTTP endpoints on this address (e.g. 127.0.0.1:9181): Prometheus metrics at /metrics, health probes at /livez and /readyz; off when empty")
+		pprofAddr   = fs.String("pprof-addr", "", "serve Go's net/http/pprof profiles on this address (e.g. 127.0.0.1:6060), or under /debug/pprof/ of the admin endpoints when it is --metrics-addr's; off when empty")
 		logLevel    = fs.String("log-level", "warn", "log level: debug, info, warn or error")
 		showVersion = fs.Bool("version", false, "print the version and exit")
 	)
@@ -119,13 +120,14 @@ func runUntil(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) in
 		DisableTTL: !*ttlNodes, ReapInterval: *reapEvery, Version: buildVersion(),
 		FourLetterWords: fourLetterWords(*fourLetter), SuperDigest: *superDigest,
 		ClientTLS: rpc.TLSFiles{Cert: *certFile, Key: *keyFile, CA: *trustedCA}, ClientCertAuth: *certAuth,
-		PeerTLS: rpc.TLSFiles{Cert: *peerCert, Key: *peerKey, CA: *peerCA},
+		PeerTLS: rpc.TLSFiles{Cert: *peerCert, Key: *peerKey, CA: *peerCA}, MetricsAddr: *metricsAddr,
+		MetricsPprof: *pprofAddr != "" && *pprofAddr == *metricsAddr,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "coordd: %v\n", err)
 		return 1
 	}
-	if *pprofAddr != "" {
+	if *pprofAddr != "" && *pprofAddr != *metricsAddr {
 		ln, err := net.Listen("tcp", *pprofAddr)
 		if err != nil {
 			fmt.Fprintf(stderr, "coordd: --pprof-addr: %v\n", err)
@@ -137,6 +139,9 @@ func runUntil(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) in
 	stopRelease := startIdleRelease(*idleRelease, os.Getenv("GOGC") == "off")
 	defer stopRelease()
 	fmt.Fprintf(stderr, "coordd %s: server %s serving clients on %s%s (peers on %s%s, data in %s)\n", buildVersion(), *id, node.ClientAddr(), tlsNote(*certFile, *certAuth), *peerAddr, peerTLSNote(*peerCert), *dataDir)
+	if a := node.MetricsAddr(); a != "" {
+		fmt.Fprintf(stderr, "coordd: metrics and health on http://%s (/metrics, /livez, /readyz)\n", a)
+	}
 	s := <-stop
 	fmt.Fprintf(stderr, "coordd: %v: shutting down\n", s)
 	if err := node.Close(); err != nil {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coordd/coordd/fsm"
@@ -78,8 +79,36 @@ type Config struct {
 	// membership in ZooKeeper's dynamic-config format) and its version
 	// (the index of the configuration).
 	ConfigData func() ([]byte, int64)
-	Logger     *slog.Logger
+	// Meter is told of the requests and messages that pass (nil: nobody).
+	Meter  Meter
+	Logger *slog.Logger
 }
+
+// Meter counts what passes through the engine, for the server's metrics
+// and ZooKeeper's four-letter words: requests received, messages handed to
+// a front-end, and each request's latency. Its methods are called on the
+// request path, some with locks held: they must be quick and never block.
+//
+// An interface rather than a metrics library: the engine stays free of
+// exporters (the server's rpc/metrics implements it with Prometheus), and
+// its tests count with a few lines.
+type Meter interface {
+	// Received counts a request (a connect included) that arrived.
+	Received()
+	// Sent counts n messages handed to a front-end to send: replies,
+	// events, connects' answers, vouches.
+	Sent(n int)
+	// Answered is told that the reply to a request of op is queued, d
+	// after the request arrived.
+	Answered(op Op, d time.Duration)
+}
+
+// noMeter counts nothing.
+type noMeter struct{}
+
+func (noMeter) Received()                  {}
+func (noMeter) Sent(int)                   {}
+func (noMeter) Answered(Op, time.Duration) {}
 
 // Engine holds the sessions connected to this server. It is the FSM's
 // observer (see Applied): it routes each applied entry's reply and watch
@@ -98,6 +127,10 @@ type Engine struct {
 	// touched maps each session heard from since the last touch batch to
 	// the highest xid it sent meanwhile (0: none, only a connect).
 	touched map[int64]int64
+
+	// outstanding counts the requests queued on the connected sessions and
+	// not yet answered (ZooKeeper's outstanding requests).
+	outstanding atomic.Int64
 }
 
 // New returns an engine with no sessions.
@@ -107,6 +140,9 @@ func New(cfg Config) *Engine {
 	}
 	if cfg.ConfigData == nil {
 		cfg.ConfigData = func() ([]byte, int64) { return nil, 0 }
+	}
+	if cfg.Meter == nil {
+		cfg.Meter = noMeter{}
 	}
 	return &Engine{
 		cfg:        cfg,
@@ -121,6 +157,10 @@ func New(cfg Config) *Engine {
 
 // Watches returns the server's watch table (for status and tests).
 func (e *Engine) Watches() *watch.Manager { return e.watches }
+
+// Outstanding returns the number of requests of the sessions connected here
+// that have arrived and are not yet answered.
+func (e *Engine) Outstanding() int64 { return e.outstanding.Load() }
 
 func (e *Engine) get(id int64) *Session {
 	e.mu.Lock()
@@ -288,6 +328,13 @@ func (e *Engine) Local() []int64 {
 	return out
 }
 
+// Connected returns the number of sessions connected here.
+func (e *Engine) Connected() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.sessions)
+}
+
 // EndAll ends every session's connection (the clients move elsewhere).
 func (e *Engine) EndAll() {
 	for _, s := range e.all() {
@@ -438,6 +485,7 @@ const ConnectWait = 2 * time.Second
 // caller feeds the session's requests to Submit, sends what Next returns,
 // and calls Detach when its connection ends. A failure is a *ConnectError.
 func (e *Engine) Connect(ctx context.Context, req ConnectRequest) (*Session, error) {
+	e.cfg.Meter.Received()
 	if !e.cfg.Cluster.Serving() {
 		return nil, &ConnectError{Unavailable, "server " + e.cfg.ServerID + " has no leader"}
 	}

@@ -52,10 +52,12 @@ func newLogCluster(t *testing.T, f *fsm.FSM) *logCluster {
 				}
 				c.index++
 				l := &raft.Log{Index: c.index, Term: 1, Type: raft.LogCommand, Data: data}
-				c.f.Apply(l)
+				// Recorded before it applies, so that a reply the entry
+				// causes is never seen before a replica could replay it.
 				c.mu.Lock()
 				c.logs = append(c.logs, l)
 				c.mu.Unlock()
+				c.f.Apply(l)
 			}
 		}
 	}()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/fsm/cmdpb"
@@ -29,6 +30,7 @@ type entry struct {
 	resp       *Response
 	dispatched bool
 	cmd        *cmdpb.Command
+	arrived    time.Time
 }
 
 // Session is one session connected to this server, over either protocol:
@@ -121,6 +123,8 @@ func (s *Session) endLocked() {
 	if !s.ended {
 		s.ended = true
 		close(s.done)
+		// What is still queued is never answered now.
+		s.e.outstanding.Add(-int64(len(s.queue)))
 	}
 }
 
@@ -134,6 +138,9 @@ func (s *Session) Next(ctx context.Context) ([]Message, bool) {
 		s.out = nil
 		s.mu.Unlock()
 		if len(batch) > 0 || ended {
+			if len(batch) > 0 {
+				s.e.cfg.Meter.Sent(len(batch))
+			}
 			return batch, ended
 		}
 		select {
@@ -149,8 +156,9 @@ func (s *Session) Next(ctx context.Context) ([]Message, bool) {
 // front-end calls it from one goroutine, in the order the requests arrived.
 func (s *Session) Submit(req *Request) {
 	e := s.e
+	e.cfg.Meter.Received()
 	e.touch(s.id, req.Xid)
-	en := &entry{req: req, kind: kindRead}
+	en := &entry{req: req, kind: kindRead, arrived: time.Now()}
 	switch {
 	case req.Op == OpSync, req.Op == OpReconfig:
 		en.kind = kindSync
@@ -214,8 +222,9 @@ func (s *Session) addAuth(req *Request) (int, *Response, *cmdpb.Command) {
 // Reject queues an error reply for a request the front-end could not make
 // sense of, in its place among the session's replies.
 func (s *Session) Reject(req *Request, code Code, msg string) {
+	s.e.cfg.Meter.Received()
 	s.e.touch(s.id, req.Xid)
-	s.enqueue(&entry{req: req, kind: kindDone, resp: errResponse(req, code, msg)})
+	s.enqueue(&entry{req: req, kind: kindDone, resp: errResponse(req, code, msg), arrived: time.Now()})
 }
 
 // enqueue adds an entry at the tail and starts what can start.
@@ -229,6 +238,11 @@ func (s *Session) enqueue(en *entry) {
 		}
 	}
 	s.queue = append(s.queue, en)
+	if !s.ended {
+		// Counted while the session is connected: endLocked takes back
+		// what is left in the queue.
+		e.outstanding.Add(1)
+	}
 	if en.kind == kindWrite && !syncPending {
 		en.dispatched = true
 		e.cfg.Cluster.Submit(en.cmd)
@@ -364,10 +378,15 @@ func (s *Session) drainLocked(v fsm.View) {
 			en.resp.Zxid = v.Applied
 		}
 		en.resp.Xid, en.resp.Op = en.req.Xid, en.req.Op
-		s.pushLocked(Message{Response: en.resp})
 		s.queue[0] = nil
 		s.queue = s.queue[1:]
+		s.e.outstanding.Add(-1)
+		s.e.cfg.Meter.Answered(en.req.Op, time.Since(en.arrived))
+		s.pushLocked(Message{Response: en.resp})
 		popped = true
+		if s.ended {
+			break // the client was too slow (pushLocked): nothing more is sent
+		}
 		if en.kind == kindSync {
 			s.dispatchHeldLocked()
 		}

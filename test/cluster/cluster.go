@@ -41,6 +41,9 @@ type Options struct {
 	// 500ms). A server with no leader for twice that closes its client
 	// streams.
 	ElectionTimeout time.Duration
+	// Admin gives each server an admin HTTP address (rpc.Config.MetricsAddr:
+	// metrics, /livez, /readyz) of its own; Node().MetricsAddr() says which.
+	Admin bool
 }
 
 // Cluster is a set of in-process coordd servers.
@@ -182,6 +185,9 @@ func newCluster(t testing.TB, n int, opts Options) *Cluster {
 	}
 	for _, m := range c.Members {
 		m.Cfg.Peers = peers
+		if opts.Admin {
+			m.Cfg.MetricsAddr = FreeAddr(t)
+		}
 	}
 	return c
 }
