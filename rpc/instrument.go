@@ -218,4 +218,3 @@ func (n *Node) state() metrics.State {
 	st.Ready, _ = n.Ready()
 	return st
 }
-
