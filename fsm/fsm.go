@@ -40,7 +40,8 @@ type Applied struct {
 	// table (which is not replicated state, and so not the FSM's).
 	Events []tree.Event
 	// Configuration is set when the entry is a Raft configuration (a
-	// membership change) rather than a command (Cmd is then nil).
+	// membership change) rather than a command (Cmd is then nil); its
+	// Events are /zookeeper/config's change.
 	Configuration bool
 	// Opened is set when the entry opened a session.
 	Opened *session.Info
@@ -220,9 +221,14 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			}
 		} else {
 			f.changed.Store(int64(l.Index)) // a configuration: count it, to be safe
-			if l.Type == raft.LogConfiguration && f.observer != nil {
+			if l.Type == raft.LogConfiguration {
 				f.applied.Store(int64(l.Index))
-				f.observer.Applied(&Applied{Index: int64(l.Index), Term: l.Term, Configuration: true, Tree: f.tree, Sessions: f.sessions})
+				// ZooKeeper's /zookeeper/config follows the membership.
+				tx := &tree.Tx{Zxid: int64(l.Index), Now: f.now}
+				f.applyConfiguration(tx, l.Data)
+				if f.observer != nil {
+					f.observer.Applied(&Applied{Index: int64(l.Index), Term: l.Term, Configuration: true, Events: tx.Events, Tree: f.tree, Sessions: f.sessions})
+				}
 			}
 		}
 		if int64(l.Index) > f.applied.Load() {
@@ -302,6 +308,8 @@ func (f *FSM) applyCommand(index int64, term uint64, data []byte) *cmdpb.Result 
 	case *cmdpb.Command_AddAuth:
 		a.Session, a.Xid = c.AddAuth.SessionId, c.AddAuth.Xid
 		a.Result = f.addAuth(tx, c.AddAuth)
+	case *cmdpb.Command_ClientAddress:
+		f.setClientAddress(tx, c.ClientAddress)
 	case *cmdpb.Command_Noop:
 	}
 	a.Tree, a.Sessions = f.tree, f.sessions

@@ -294,3 +294,24 @@ func (s *quotaStats) String() string {
 	}
 	return out
 }
+
+// SetConfig sets /zookeeper/config's data as ZooKeeper's servers do when a
+// configuration takes effect (ZKDatabase.initConfigInZKDatabase): version
+// -1, mzxid and mtime from tx, NodeDataChanged; no permission is checked.
+// It does nothing when the node is missing or already holds exactly data,
+// and reports whether it changed the node.
+func (t *Tree) SetConfig(data []byte, tx *Tx) bool {
+	key, n := t.lookup(ConfigPath)
+	if n == nil || (string(n.data()) == string(data) && !n.isNull()) {
+		return false
+	}
+	m := *n
+	m.version = -1
+	m.mzxid = tx.Zxid
+	m.mtime = tx.Now
+	it := newItem(key, data, m)
+	t.nodes.ReplaceOrInsert(it)
+	t.size += int64(len(data) - len(n.data()))
+	tx.Events = append(tx.Events, Event{Type: EventNodeDataChanged, Path: ConfigPath, Zxid: tx.Zxid, ACL: t.aclPtr(it.n)})
+	return true
+}

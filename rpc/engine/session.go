@@ -310,7 +310,7 @@ func (s *Session) runSync(en *entry) {
 	case en.req.Op == OpReconfig:
 		// The new configuration, as a getConfig after it would read it.
 		e.cfg.FSM.Read(func(v fsm.View) {
-			data, st, _ := s.configNode(v.Tree)
+			data, st, _ := v.Tree.Get(systemConfig)
 			resp.Data, resp.Stat = data, &st
 		})
 	}
