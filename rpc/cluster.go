@@ -105,7 +105,7 @@ func (l *leaderDuties) registerClientAddrs() {
 	l.addrsAsked = time.Now()
 	ctx, cancel := context.WithTimeout(n.ctx, 2*time.Second)
 	defer cancel()
-	_, infos := n.memberInfos(ctx)
+	_, infos := n.memberInfos(ctx, &peerpb.InfoRequest{})
 	for id, info := range infos {
 		if info.ClientAddress == "" || info.ClientAddress == listed[id] {
 			continue
