@@ -237,13 +237,20 @@ func TestZKReconfig(t *testing.T) {
 	if stale == 0 || after.Stat.Mzxid <= stale {
 		t.Fatalf("config versions %d then %d: the version must grow", stale, after.Stat.Mzxid)
 	}
-	// Server 4 registers its client address, which is a change of the
-	// configuration's too: the version to give is the latest getConfig's.
-	waitClientAddrs(t, append(nodes, n4)...)
-	h, r = z.call(jute.OpGetData, &jute.GetDataRequest{Path: "/zookeeper/config"})
+	// The leader registers server 4's client address, which is a change
+	// of the configuration's too: the version to give is the latest
+	// getConfig's. (Asked over the session, which a silence would end.)
 	var cur jute.GetDataResponse
-	if h.Err != jute.CodeOK || cur.Decode(r) != nil || !strings.Contains(string(cur.Data), ":participant;"+n4.ClientAddr()) {
-		t.Fatalf("getConfig after 4 registered: %v\n%s", h.Err, cur.Data)
+	for deadline := time.Now().Add(15 * time.Second); !strings.Contains(string(cur.Data), ":participant;"+n4.ClientAddr()); {
+		changed := leader.FSM().Changed()
+		h, r = z.call(jute.OpGetData, &jute.GetDataRequest{Path: "/zookeeper/config"})
+		if h.Err != jute.CodeOK || cur.Decode(r) != nil || time.Now().After(deadline) {
+			t.Fatalf("getConfig while 4 registers: %v\n%s", h.Err, cur.Data)
+		}
+		select { // the registration is an entry: wait for one
+		case <-changed:
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 	leaving = "4"
 	if h, _ := z.call(jute.OpReconfig, &jute.ReconfigRequest{LeavingServers: &leaving, CurConfigID: stale}); h.Err != jute.CodeBadVersion {
