@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/coordd/coordd/session"
 	"github.com/coordd/coordd/tree"
 )
@@ -52,9 +54,12 @@ type Seed struct {
 // cluster end there: their clients talk to another cluster, and an
 // ephemeral whose owner never comes back must not live forever. So every
 // session is closed and its ephemerals deleted, as an expiry would, in one
-// step at the seed's index. The snapshot is decoded whole, and refused if
-// it is not one the FSM wrote.
-func Reseed(r io.Reader) (*Seed, error) {
+// step at the seed's index. ZooKeeper's /zookeeper/config becomes the new
+// cluster's configuration conf (without client addresses: its servers
+// register theirs), since no configuration entry of the new cluster's
+// precedes the seed. The snapshot is decoded whole, and refused if it is
+// not one the FSM wrote.
+func Reseed(r io.Reader, conf raft.Configuration) (*Seed, error) {
 	t, reg, applied, now, err := ReadSnapshot(r, DataSizeCap)
 	if err != nil {
 		return nil, err
@@ -69,6 +74,7 @@ func Reseed(r io.Reader) (*Seed, error) {
 			seed.Ephemerals++
 		}
 	}
+	resetConfig(t, conf, tx)
 	seed.Znodes = t.Len()
 	seed.snap = &snapshot{tree: t, sessions: session.NewRegistry(), applied: seed.Index, now: now}
 	return seed, nil

@@ -32,7 +32,7 @@ func TestBackupIsTheStateWhenCaptured(t *testing.T) {
 	if !bytes.Equal(got.Bytes(), want) {
 		t.Fatal("the backup changed with entries applied after its capture")
 	}
-	if b.Index != 3 || b.Term != 5 || b.Znodes != 3 || b.Sessions != 1 || b.Ephemerals != 1 {
+	if b.Index != 3 || b.Term != 5 || b.Znodes != 6 || b.Sessions != 1 || b.Ephemerals != 1 {
 		t.Fatalf("backup %+v", b)
 	}
 }
@@ -47,11 +47,15 @@ func TestReseed(t *testing.T) {
 		write(1003, 1, 2, create("/app/e1", "", cmdpb.Kind_EPHEMERAL, false)),
 		write(1004, 2, 1, create("/app/e2-", "", cmdpb.Kind_EPHEMERAL, true)),
 		write(1005, 2, 2, create("/app/q-", "job", cmdpb.Kind_PERSISTENT, true))))
-	seed, err := Reseed(bytes.NewReader(snapshotBytes(t, f)))
+	conf := raft.Configuration{Servers: []raft.Server{
+		{Suffrage: raft.Voter, ID: "2", Address: "10.0.0.2:2888"},
+		{Suffrage: raft.Nonvoter, ID: "1", Address: "10.0.0.1:2888"},
+	}}
+	seed, err := Reseed(bytes.NewReader(snapshotBytes(t, f)), conf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if seed.Index != 7 || seed.Sessions != 2 || seed.Ephemerals != 2 || seed.Znodes != 3 {
+	if seed.Index != 7 || seed.Sessions != 2 || seed.Ephemerals != 2 || seed.Znodes != 6 {
 		t.Fatalf("seed %+v", seed)
 	}
 	var buf bytes.Buffer
@@ -73,13 +77,18 @@ func TestReseed(t *testing.T) {
 		if data, _, err := v.Tree.Get("/app"); err != nil || string(data) != "cfg" {
 			t.Fatalf("/app: %q %v", data, err)
 		}
+		// The new cluster's membership, not the old one's.
+		if data, st, err := v.Tree.Get("/zookeeper/config"); err != nil || st.Mzxid != 7 ||
+			string(data) != "server.1=10.0.0.1:2888:0:observer\nserver.2=10.0.0.2:2888:0:participant\nversion=7" {
+			t.Fatalf("/zookeeper/config: %q %+v %v", data, st, err)
+		}
 	})
 	// Garbage is refused.
-	if _, err := Reseed(bytes.NewReader([]byte("not a snapshot at all, not even close"))); err == nil {
+	if _, err := Reseed(bytes.NewReader([]byte("not a snapshot at all, not even close")), conf); err == nil {
 		t.Fatal("Reseed accepted garbage")
 	}
 	good := snapshotBytes(t, f)
-	if _, err := Reseed(bytes.NewReader(good[:len(good)-3])); err == nil {
+	if _, err := Reseed(bytes.NewReader(good[:len(good)-3]), conf); err == nil {
 		t.Fatalf("Reseed accepted a truncated snapshot: %v", err)
 	}
 }

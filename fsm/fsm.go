@@ -40,7 +40,8 @@ type Applied struct {
 	// table (which is not replicated state, and so not the FSM's).
 	Events []tree.Event
 	// Configuration is set when the entry is a Raft configuration (a
-	// membership change) rather than a command (Cmd is then nil).
+	// membership change) rather than a command (Cmd is then nil); its
+	// Events are /zookeeper/config's change.
 	Configuration bool
 	// Opened is set when the entry opened a session.
 	Opened *session.Info
@@ -115,7 +116,8 @@ type FSM struct {
 	waitCh chan struct{} // closed and replaced whenever applied advances
 }
 
-// New returns an empty FSM: a tree holding only "/", no sessions.
+// New returns an empty FSM: a tree holding only "/" and ZooKeeper's system
+// nodes (tree.AddSystemNodes), no sessions.
 func New(opts Options) *FSM {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -123,10 +125,12 @@ func New(opts Options) *FSM {
 	if opts.MaxDataSize <= 0 {
 		opts.MaxDataSize = tree.DefaultMaxDataSize
 	}
+	t := tree.New(tree.Options{MaxDataSize: DataSizeCap})
+	t.AddSystemNodes()
 	return &FSM{
 		opts:     opts,
 		log:      opts.Logger,
-		tree:     tree.New(tree.Options{MaxDataSize: DataSizeCap}),
+		tree:     t,
 		sessions: session.NewRegistry(),
 		waitCh:   make(chan struct{}),
 	}
@@ -217,9 +221,14 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			}
 		} else {
 			f.changed.Store(int64(l.Index)) // a configuration: count it, to be safe
-			if l.Type == raft.LogConfiguration && f.observer != nil {
+			if l.Type == raft.LogConfiguration {
 				f.applied.Store(int64(l.Index))
-				f.observer.Applied(&Applied{Index: int64(l.Index), Term: l.Term, Configuration: true, Tree: f.tree, Sessions: f.sessions})
+				// ZooKeeper's /zookeeper/config follows the membership.
+				tx := &tree.Tx{Zxid: int64(l.Index), Now: f.now}
+				f.applyConfiguration(tx, l.Data)
+				if f.observer != nil {
+					f.observer.Applied(&Applied{Index: int64(l.Index), Term: l.Term, Configuration: true, Events: tx.Events, Tree: f.tree, Sessions: f.sessions})
+				}
 			}
 		}
 		if int64(l.Index) > f.applied.Load() {
@@ -299,6 +308,8 @@ func (f *FSM) applyCommand(index int64, term uint64, data []byte) *cmdpb.Result 
 	case *cmdpb.Command_AddAuth:
 		a.Session, a.Xid = c.AddAuth.SessionId, c.AddAuth.Xid
 		a.Result = f.addAuth(tx, c.AddAuth)
+	case *cmdpb.Command_ClientAddress:
+		f.setClientAddress(tx, c.ClientAddress)
 	case *cmdpb.Command_Noop:
 	}
 	a.Tree, a.Sessions = f.tree, f.sessions
@@ -427,7 +438,7 @@ func ExecWrite(t *tree.Tree, tx *tree.Tx, w *cmdpb.Write) *cmdpb.Result {
 		err = t.Delete(op.Delete.Path, op.Delete.Version, tx)
 	case *cmdpb.Write_SetData:
 		var st tree.Stat
-		st, err = t.SetData(op.SetData.Path, op.SetData.Data, op.SetData.Version, tx)
+		st, err = t.SetData(op.SetData.Path, dataOf(op.SetData.Data, op.SetData.NullData), op.SetData.Version, tx)
 		if err == nil {
 			r.Stat = StatToPB(st)
 		}
@@ -483,8 +494,21 @@ func Detail(err error) string {
 	return msg
 }
 
+// dataOf is a command's data for the tree: nil when the client sent null,
+// a non-nil slice (empty or not) otherwise. Protobuf does not tell an
+// empty bytes field from an absent one, hence the command's flag.
+func dataOf(data []byte, null bool) []byte {
+	switch {
+	case null:
+		return nil
+	case data == nil:
+		return []byte{}
+	}
+	return data
+}
+
 func createOf(c *cmdpb.Create, sess int64) tree.Create {
-	tc := tree.Create{Path: c.Path, Data: c.Data, Kind: tree.Kind(c.Kind), Sequential: c.Sequential, TTL: c.TtlMs, ACL: ACLFromPB(c.Acl)}
+	tc := tree.Create{Path: c.Path, Data: dataOf(c.Data, c.NullData), Kind: tree.Kind(c.Kind), Sequential: c.Sequential, TTL: c.TtlMs, ACL: ACLFromPB(c.Acl)}
 	if tc.Kind == tree.Ephemeral {
 		tc.Owner = sess
 	}
@@ -499,7 +523,7 @@ func opOf(o *cmdpb.Op, sess int64) tree.Op {
 	case *cmdpb.Op_Delete:
 		return tree.Op{Type: tree.OpDelete, Path: op.Delete.Path, Version: op.Delete.Version}
 	case *cmdpb.Op_SetData:
-		return tree.Op{Type: tree.OpSetData, Path: op.SetData.Path, Data: op.SetData.Data, Version: op.SetData.Version}
+		return tree.Op{Type: tree.OpSetData, Path: op.SetData.Path, Data: dataOf(op.SetData.Data, op.SetData.NullData), Version: op.SetData.Version}
 	case *cmdpb.Op_Check:
 		return tree.Op{Type: tree.OpCheck, Path: op.Check.Path, Version: op.Check.Version}
 	}
@@ -670,5 +694,8 @@ func ReadSnapshot(r io.Reader, maxData int) (*tree.Tree, *session.Registry, int6
 	if err != nil {
 		return nil, nil, 0, 0, fmt.Errorf("fsm: snapshot tree: %w", err)
 	}
+	// A snapshot from before the tree stored ZooKeeper's system nodes (the
+	// server answered for them) gets them here, as every server does.
+	t.AddSystemNodes()
 	return t, reg, applied, now, nil
 }

@@ -4,11 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"sort"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc/status"
@@ -18,6 +16,7 @@ import (
 	"github.com/coordd/coordd/rpc/apipb"
 	"github.com/coordd/coordd/rpc/engine"
 	"github.com/coordd/coordd/rpc/peerpb"
+	"github.com/coordd/coordd/tree"
 )
 
 // cluster is what the session engine needs of this server (engine.Cluster):
@@ -69,82 +68,78 @@ func (o observer) Restored() {
 	o.n.engine.Restored()
 }
 
-// clientAddrs remembers the client addresses of the members, as their Info
-// answers said, for /zookeeper/config (the Raft configuration knows only
-// peer addresses).
-type clientAddrs struct {
-	mu sync.Mutex
-	m  map[string]string // server id -> client address
-	// asking is set while a background refresh runs.
-	asking atomic.Bool
-}
+// ZooKeeper's /zookeeper/config is replicated: the FSM renders it from
+// each configuration entry it applies, with the client addresses the
+// leader registered for the members (fsm/zkconfig.go).
 
-func (c *clientAddrs) set(id, addr string) {
-	c.mu.Lock()
-	if c.m == nil {
-		c.m = map[string]string{}
+// clientAddrRecheck is how often the leader asks every member for its
+// client address even when /zookeeper/config lists one for each (a
+// server restarted with another --client-addr).
+const clientAddrRecheck = 10 * time.Second
+
+// registerClientAddrs, on the leader, registers (a ClientAddress command
+// of its own) the client address of each member that /zookeeper/config
+// lists without one or with another than the member's Info says (its
+// first start, a new --client-addr, a restored backup, just added). It
+// asks the members (Info) at most once a second while an address is
+// missing, and otherwise every clientAddrRecheck. The leader registers them, rather than each server
+// its own, so that a follower never forwards a command an older leader
+// would refuse during a rolling upgrade; and a follower of an older
+// version skips the command as one it cannot decode.
+func (l *leaderDuties) registerClientAddrs() {
+	n := l.n
+	listed := map[string]string{}
+	members := 0
+	n.fsm.Read(func(v fsm.View) {
+		for _, id := range fsm.ConfigMembers(v.Tree) {
+			members++
+			if addr, _ := fsm.ClientAddressOf(v.Tree, id); addr != "" {
+				listed[id] = addr
+			}
+		}
+	})
+	since := time.Since(l.addrsAsked)
+	if members == 0 || since < time.Second || (len(listed) == members && since < clientAddrRecheck) {
+		return
 	}
-	c.m[id] = addr
-	c.mu.Unlock()
-}
-
-func (c *clientAddrs) get(id string) string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.m[id]
-}
-
-// configData renders the membership as ZooKeeper's dynamic configuration,
-// the data of /zookeeper/config: one line per server,
-// "server.ID=HOST:PEERPORT:PEERPORT:ROLE;CLIENTHOST:CLIENTPORT" (coordd has one
-// peer port where ZooKeeper has a quorum and an election port; the client
-// part is left out while a member's client address is not known yet), then
-// "version=" and the index of the configuration in hex. It never blocks: a
-// member whose client address is unknown is asked in the background.
-func (n *Node) configData() ([]byte, int64) {
-	if !n.raftSet.Load() {
-		return nil, 0
+	l.addrsAsked = time.Now()
+	ctx, cancel := context.WithTimeout(n.ctx, 2*time.Second)
+	defer cancel()
+	_, infos := n.memberInfos(ctx, &peerpb.InfoRequest{})
+	for id, info := range infos {
+		if info.ClientAddress == "" || info.ClientAddress == listed[id] {
+			continue
+		}
+		n.log.Debug("registering a client address", "server", id, "address", info.ClientAddress)
+		l.proposeOwn(&cmdpb.Command{Cmd: &cmdpb.Command_ClientAddress{ClientAddress: &cmdpb.ClientAddress{ServerId: id, Address: info.ClientAddress}}})
 	}
+}
+
+// restateConfiguration appends the current configuration again, unchanged,
+// when this server leads and its /zookeeper/config records no membership:
+// the state came from a snapshot taken before the FSM recorded it, and no
+// configuration entry has applied since. It is a membership change that
+// changes nothing, made as any other (one at a time, against the latest
+// configuration's index); it reports whether the configuration was
+// appended.
+func (n *Node) restateConfiguration() bool {
+	recorded := true
+	n.fsm.Read(func(v fsm.View) { recorded = fsm.ConfigRecorded(v.Tree) })
+	if recorded || n.raft.State() != raft.Leader || !n.memberMu.TryLock() {
+		return false
+	}
+	defer n.memberMu.Unlock()
 	cf := n.raft.GetConfiguration()
 	if cf.Error() != nil {
-		return nil, 0
+		return false
 	}
-	servers := cf.Configuration().Servers
-	sort.Slice(servers, func(i, j int) bool { return servers[i].ID < servers[j].ID })
-	var b strings.Builder
-	missing := false
-	for _, s := range servers {
-		role := "participant"
-		if s.Suffrage != raft.Voter {
-			role = "observer"
+	for _, s := range cf.Configuration().Servers {
+		if string(s.ID) == n.cfg.ID && s.Suffrage == raft.Voter {
+			n.log.Info("stating the configuration again for /zookeeper/config", "index", cf.Index())
+			return n.raft.AddVoter(s.ID, s.Address, cf.Index(), n.cfg.ElectionTimeout).Error() == nil
 		}
-		fmt.Fprintf(&b, "server.%s=%s:%s:%s", s.ID, s.Address, portOf(string(s.Address)), role)
-		client := n.clients.get(string(s.ID))
-		if string(s.ID) == n.cfg.ID {
-			client = n.ClientAddr()
-		}
-		if client != "" {
-			fmt.Fprintf(&b, ";%s", client)
-		} else {
-			missing = true
-		}
-		b.WriteByte('\n')
 	}
-	fmt.Fprintf(&b, "version=%x", cf.Index())
-	if missing && n.clients.asking.CompareAndSwap(false, true) {
-		go func() {
-			defer n.clients.asking.Store(false)
-			n.memberInfos(n.ctx, &peerpb.InfoRequest{})
-		}()
-	}
-	return []byte(b.String()), int64(cf.Index())
-}
-
-func portOf(addr string) string {
-	if i := strings.LastIndexByte(addr, ':'); i >= 0 {
-		return addr[i+1:]
-	}
-	return addr
+	return false
 }
 
 // Reconfig makes a ZooKeeper reconfig's membership changes, one at a time:
@@ -165,8 +160,16 @@ func (c cluster) Reconfig(ctx context.Context, r engine.Reconfig) (int64, error)
 		adds = append(adds, add)
 	}
 	if r.FromConfig != -1 {
-		if cf := n.raft.GetConfiguration(); cf.Error() == nil && int64(cf.Index()) != r.FromConfig {
-			return 0, &engine.Error{Code: engine.BadVersion, Message: fmt.Sprintf("the configuration is version %x, not %x", cf.Index(), r.FromConfig)}
+		// The version a getConfig here shows: /zookeeper/config's mzxid,
+		// the index of its last change (a membership change, or a
+		// member's client address).
+		var version int64
+		n.fsm.Read(func(v fsm.View) {
+			st, _ := v.Tree.Exists(tree.ConfigPath)
+			version = st.Mzxid
+		})
+		if version != r.FromConfig {
+			return 0, &engine.Error{Code: engine.BadVersion, Message: fmt.Sprintf("the configuration is version %x, not %x", version, r.FromConfig)}
 		}
 	}
 	do := func(req *peerpb.ChangeMembersRequest) error {

@@ -180,7 +180,7 @@ func (n *Node) countLeaderChanges() {
 func (n *Node) state() metrics.State {
 	var st metrics.State
 	n.fsm.Read(func(v fsm.View) {
-		st.Znodes = int64(v.Tree.Len()) + systemNodes
+		st.Znodes = int64(v.Tree.Len()) // ZooKeeper's system nodes included: they are in the tree
 		st.EphemeralZnodes = int64(v.Tree.Ephemerals())
 		st.ApproximateDataSize = v.Tree.ApproximateDataSize()
 		st.Sessions = int64(v.Sessions.Len())
@@ -218,8 +218,3 @@ func (n *Node) state() metrics.State {
 	st.Ready, _ = n.Ready()
 	return st
 }
-
-// systemNodes are ZooKeeper's /zookeeper, /zookeeper/quota and
-// /zookeeper/config, which the engine answers for but the tree does not
-// hold; ZooKeeper counts them among its znodes.
-const systemNodes = 3

@@ -30,6 +30,11 @@ type leaderDuties struct {
 	reapCursor string    // where the next reaper pass starts
 	lastReap   time.Time // when the last pass ran
 
+	// upkeep is set while configUpkeep runs; addrsAsked is when it last
+	// asked the members for their client addresses (its goroutine only).
+	upkeep     atomic.Bool
+	addrsAsked time.Time
+
 	// readable is the term whose no-op of this server's has applied here
 	// while it led (0: none): from then on, within that term, the commit
 	// index covers every write acknowledged anywhere, so reads may be
@@ -84,6 +89,7 @@ func (l *leaderDuties) run() {
 		}
 		var expired []int64
 		reap := false
+		active := l.active
 		if l.active {
 			expired = l.tracker.Expired(now, 1024)
 			if now.Sub(l.lastReap) >= l.n.cfg.ReapInterval {
@@ -106,12 +112,27 @@ func (l *leaderDuties) run() {
 		if reap {
 			l.reapPass()
 		}
+		if active && l.upkeep.CompareAndSwap(false, true) {
+			go func() {
+				defer l.upkeep.Store(false)
+				l.configUpkeep()
+			}()
+		}
 		for _, id := range expired {
 			l.n.log.Info("session expired", "session", id)
 			// If this fails (leadership lost), the next leader decides
 			// afresh; the tracker re-offers the id if this leader goes on.
 			l.proposeOwn(&cmdpb.Command{Cmd: &cmdpb.Command_CloseSession{CloseSession: &cmdpb.CloseSession{SessionId: id, Expired: true, Term: term}}})
 		}
+	}
+}
+
+// configUpkeep keeps /zookeeper/config complete: the membership stated
+// again if the FSM has no record of it, the members' client addresses
+// registered.
+func (l *leaderDuties) configUpkeep() {
+	if !l.n.restateConfiguration() {
+		l.registerClientAddrs()
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/rpc/apipb"
 	"github.com/coordd/coordd/rpc/zk/jute"
 )
@@ -17,6 +18,33 @@ import (
 func joiner(t *testing.T, id string) *Node {
 	t.Helper()
 	return newTestNodeWith(t, id, func(c *Config) { c.Join = true })
+}
+
+// waitClientAddrs waits until each node's /zookeeper/config lists every
+// node given with its client address (each registers its own once it
+// serves).
+func waitClientAddrs(t *testing.T, nodes ...*Node) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for _, n := range nodes {
+		for _, m := range nodes {
+			for {
+				changed := n.FSM().Changed()
+				var addr string
+				n.FSM().Read(func(v fsm.View) { addr, _ = fsm.ClientAddressOf(v.Tree, m.ID()) })
+				if addr == m.ClientAddr() {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("server %s's /zookeeper/config lists %q for server %s, not %s", n.ID(), addr, m.ID(), m.ClientAddr())
+				}
+				select { // the registration is an entry: wait for one
+				case <-changed:
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+		}
+	}
 }
 
 func voters(resp *apipb.MembersResponse) (v, nv []string) {
@@ -204,7 +232,8 @@ func TestTransferLeadershipNamesTheNewLeader(t *testing.T) {
 // TestZKReconfig: ZooKeeper's incremental reconfig adds and removes a
 // server; getConfig shows the membership, and its watch fires on change.
 func TestZKReconfig(t *testing.T) {
-	_, leader := threeNodes(t, func(c *Config) { c.SuperDigest = "super:lK75jTNcA+U9vtVEw5vB51mj/w4=" }) // super:secret
+	nodes, leader := threeNodes(t, func(c *Config) { c.SuperDigest = "super:lK75jTNcA+U9vtVEw5vB51mj/w4=" }) // super:secret
+	waitClientAddrs(t, nodes...)
 	z := zkSession(t, leader)
 	// Only the super user may reconfigure, as in ZooKeeper.
 	leaving := "3"
@@ -241,11 +270,26 @@ func TestZKReconfig(t *testing.T) {
 	if stale == 0 || after.Stat.Mzxid <= stale {
 		t.Fatalf("config versions %d then %d: the version must grow", stale, after.Stat.Mzxid)
 	}
+	// The leader registers server 4's client address, which is a change
+	// of the configuration's too: the version to give is the latest
+	// getConfig's. (Asked over the session, which a silence would end.)
+	var cur jute.GetDataResponse
+	for deadline := time.Now().Add(15 * time.Second); !strings.Contains(string(cur.Data), ":participant;"+n4.ClientAddr()); {
+		changed := leader.FSM().Changed()
+		h, r = z.call(jute.OpGetData, &jute.GetDataRequest{Path: "/zookeeper/config"})
+		if h.Err != jute.CodeOK || cur.Decode(r) != nil || time.Now().After(deadline) {
+			t.Fatalf("getConfig while 4 registers: %v\n%s", h.Err, cur.Data)
+		}
+		select { // the registration is an entry: wait for one
+		case <-changed:
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 	leaving = "4"
 	if h, _ := z.call(jute.OpReconfig, &jute.ReconfigRequest{LeavingServers: &leaving, CurConfigID: stale}); h.Err != jute.CodeBadVersion {
 		t.Fatalf("reconfig from a stale version: %v, want BadVersion", h.Err)
 	}
-	if h, _ := z.call(jute.OpReconfig, &jute.ReconfigRequest{LeavingServers: &leaving, CurConfigID: after.Stat.Mzxid}); h.Err != jute.CodeOK {
+	if h, _ := z.call(jute.OpReconfig, &jute.ReconfigRequest{LeavingServers: &leaving, CurConfigID: cur.Stat.Mzxid}); h.Err != jute.CodeOK {
 		t.Fatalf("reconfig removing 4: %v", h.Err)
 	}
 	members := "server.1=127.0.0.1:1:1"

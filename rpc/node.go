@@ -67,7 +67,6 @@ type Node struct {
 	peerGRPC    *grpc.Server
 
 	engine   *engine.Engine
-	clients  clientAddrs
 	prop     *proposer
 	leader   *leaderDuties
 	peers    *peerClients
@@ -221,7 +220,7 @@ func NewNode(cfg Config) (_ *Node, err error) {
 		ServerID: cfg.ID, FSM: n.fsm, Cluster: cluster{n},
 		Tick: cfg.Tick, MinSessionTimeout: cfg.MinSessionTimeout, MaxSessionTimeout: cfg.MaxSessionTimeout,
 		MaxRequestSize: cfg.maxMessageSize(), MaxReplySize: cfg.wireLimit(),
-		DisableTTL: cfg.DisableTTL, ConfigData: n.configData, Meter: n.metrics, Logger: n.log,
+		DisableTTL: cfg.DisableTTL, Meter: n.metrics, Logger: n.log,
 		SuperDigest: cfg.SuperDigest,
 	})
 	n.fsm.SetObserver(observer{n})

@@ -192,7 +192,7 @@ func RestoreBackup(path string, cfg RestoreConfig) (*Restored, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	seed, err := fsm.Reseed(body)
+	seed, err := fsm.Reseed(body, conf)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w: its body is not a state this server reads: %v", path, backup.ErrCorrupt, err)
 	}

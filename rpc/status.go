@@ -114,7 +114,6 @@ func (n *Node) memberInfos(ctx context.Context, req *peerpb.InfoRequest) ([]raft
 			if err != nil {
 				return
 			}
-			n.clients.set(string(s.ID), resp.ClientAddress)
 			mu.Lock()
 			out[string(s.ID)] = resp
 			mu.Unlock()
@@ -301,4 +300,12 @@ func fileDescriptors() (open, limit int64) {
 		limit = int64(rl.Cur)
 	}
 	return open, limit
+}
+
+// portOf returns the port of a host:port address.
+func portOf(addr string) string {
+	if i := strings.LastIndexByte(addr, ':'); i >= 0 {
+		return addr[i+1:]
+	}
+	return addr
 }

@@ -117,6 +117,9 @@ type aclTable struct {
 	byRef *btree.BTreeG[aclItem]
 	byKey *btree.BTreeG[aclKeyItem]
 	next  uint32 // where the search for a free reference starts
+	// unreadable counts the entries that do not let everyone READ (see
+	// ReadRestricted).
+	unreadable int
 }
 
 func newACLTable() aclTable {
@@ -128,7 +131,7 @@ func newACLTable() aclTable {
 }
 
 func (t *aclTable) clone() aclTable {
-	return aclTable{byRef: t.byRef.Clone(), byKey: t.byKey.Clone(), next: t.next}
+	return aclTable{byRef: t.byRef.Clone(), byKey: t.byKey.Clone(), next: t.next, unreadable: t.unreadable}
 }
 
 // aclKey is the canonical encoding of an (ACL, aversion) pair.
@@ -185,9 +188,32 @@ func (t *aclTable) intern(acl []ACL, aversion int32) (uint32, error) {
 		t.next = 1
 	}
 	e := &aclEntry{acl: slices.Clone(acl), aversion: aversion, key: key}
-	t.byRef.ReplaceOrInsert(aclItem{ref: ref, refs: 1, e: e})
-	t.byKey.ReplaceOrInsert(aclKeyItem{key: key, ref: ref})
+	t.add(ref, 1, e)
 	return ref, nil
+}
+
+// add puts a new entry in the table.
+func (t *aclTable) add(ref uint32, refs int64, e *aclEntry) {
+	t.byRef.ReplaceOrInsert(aclItem{ref: ref, refs: refs, e: e})
+	t.byKey.ReplaceOrInsert(aclKeyItem{key: e.key, ref: ref})
+	if !worldReadable(e.acl) {
+		t.unreadable++
+	}
+}
+
+// worldReadable reports whether acl lets everyone READ: it has a
+// world:anyone entry with READ, or is empty (which ZooKeeper's checks let
+// through).
+func worldReadable(acl []ACL) bool {
+	if len(acl) == 0 {
+		return true
+	}
+	for _, a := range acl {
+		if a.Scheme == "world" && a.ID == "anyone" && a.Perms&PermRead != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // release drops one use of ref; the entry goes with its last use.
@@ -206,6 +232,9 @@ func (t *aclTable) release(ref uint32) {
 	}
 	t.byRef.Delete(it)
 	t.byKey.Delete(aclKeyItem{key: it.e.key})
+	if !worldReadable(it.e.acl) {
+		t.unreadable--
+	}
 }
 
 // ACLs returns the number of distinct (ACL, aversion) pairs the tree
@@ -217,6 +246,13 @@ func (t *Tree) ACLs() int { return t.acls.byRef.Len() }
 // (or an aversion other than 0). When it does not, every permission check
 // passes, and a server may skip looking ACLs up.
 func (t *Tree) Restricted() bool { return t.acls.byRef.Len() > 0 }
+
+// ReadRestricted reports whether some node's ACL may refuse READ to
+// someone: one that has no world:anyone entry with READ (the open ACL,
+// and ZooKeeper's world:anyone:r of /zookeeper/config, do). When it does
+// not, every READ check passes, and a server may skip looking ACLs up for
+// reads.
+func (t *Tree) ReadRestricted() bool { return t.acls.unreadable > 0 }
 
 // GetACL returns the ACL of the node at path and its Stat (whose Aversion
 // counts the ACL's changes), or ErrNoNode. The slice is shared with the

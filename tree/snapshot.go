@@ -23,7 +23,8 @@ import (
 //	         its parent
 //	trailer: CRC-32C (Castagnoli) of header and body (uint32, 4 bytes)
 //
-//	record:  uvarint len, path bytes; kind (1 byte);
+//	record:  uvarint len, path bytes; kind (1 byte; 0x80 set when the data
+//	         is null, which then has length 0);
 //	         varint czxid, mzxid, pzxid, ctime, mtime, version, cversion;
 //	         uvarint numChildren; varint seq; varint aux (ephemeral owner
 //	         or TTL, else 0); version 2 only: uvarint acl (0: the open ACL
@@ -36,11 +37,16 @@ import (
 // open ACL with aversion 0, each once, in the order the records first use
 // them. A tree whose nodes all have the open ACL and aversion 0 is written
 // in version 1, byte for byte what servers from before ACLs write and read.
+// A tree without null data is written byte for byte as servers from before
+// null data write it; those refuse a record with the null flag as a bad
+// kind, rather than read its data as empty.
 const (
 	snapMagic     = "coordtr\x00"
 	snapVersion   = 2
 	snapVersionV1 = 1
 	headerLen     = len(snapMagic) + 1 + 8
+	// nullFlag is set in a record's kind byte when its data is null.
+	nullFlag = 0x80
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -51,7 +57,11 @@ func appendRecordHead(b []byte, it item, acl int64) []byte {
 	n := it.n
 	b = binary.AppendUvarint(b, uint64(len(it.key)))
 	b = appendPath(b, it.key)
-	b = append(b, byte(n.kind))
+	kind := byte(n.kind)
+	if n.isNull() {
+		kind |= nullFlag
+	}
+	b = append(b, kind)
 	b = binary.AppendVarint(b, n.czxid)
 	b = binary.AppendVarint(b, n.mzxid)
 	b = binary.AppendVarint(b, n.pzxid)
@@ -65,7 +75,7 @@ func appendRecordHead(b []byte, it item, acl int64) []byte {
 	if acl >= 0 {
 		b = binary.AppendUvarint(b, uint64(acl))
 	}
-	b = binary.AppendUvarint(b, uint64(n.dataLen))
+	b = binary.AppendUvarint(b, uint64(n.dataLength()))
 	return b
 }
 
@@ -131,7 +141,7 @@ func (t *Tree) WriteTo(w io.Writer) (int64, error) {
 	}
 	t.nodes.Ascend(func(it item) bool {
 		scratch = appendRecordHead(scratch[:0], it, aclIndex(it.n))
-		body += uint64(len(scratch)) + uint64(it.n.dataLen)
+		body += uint64(len(scratch)) + uint64(it.n.dataLength())
 		return true
 	})
 
@@ -379,8 +389,7 @@ func readACLTable(d *decoder, t *Tree) []uint32 {
 		}
 		// Entries start with no use; the records add theirs.
 		ref := uint32(i + 1)
-		t.acls.byRef.ReplaceOrInsert(aclItem{ref: ref, e: &aclEntry{acl: acl, aversion: aversion, key: key}})
-		t.acls.byKey.ReplaceOrInsert(aclKeyItem{key: key, ref: ref})
+		t.acls.add(ref, 0, &aclEntry{acl: acl, aversion: aversion, key: key})
 		refs = append(refs, ref)
 	}
 	t.acls.next = uint32(len(refs) + 1)
@@ -408,6 +417,15 @@ func useACL(d *decoder, t *Tree, refs []uint32, n *node, k uint64, firstUnused *
 	it.refs++
 	t.acls.byRef.ReplaceOrInsert(it)
 	n.setACLRef(refs[k-1])
+}
+
+// packRecord is packItem for a record read, whose data may be null.
+func packRecord(b []byte, dataLen int, h node, null bool) item {
+	it := packItem(b, dataLen, h)
+	if null {
+		it.n.dataLen = -1
+	}
+	return it
 }
 
 func readBody(d *decoder, opts Options, version byte) (*Tree, error) {
@@ -441,7 +459,9 @@ func readBody(d *decoder, opts Options, version byte) (*Tree, error) {
 			break
 		}
 		pathBytes := d.bytes("path", MaxPathLength)
-		kind := Kind(d.byte())
+		kindByte := d.byte()
+		null := kindByte&nullFlag != 0
+		kind := Kind(kindByte &^ nullFlag)
 		n := node{kind: kind}
 		n.czxid = d.varint()
 		n.mzxid = d.varint()
@@ -462,6 +482,10 @@ func readBody(d *decoder, opts Options, version byte) (*Tree, error) {
 		if d.err != nil {
 			break
 		}
+		if null && len(buf) != 0 {
+			d.fail("null data of %d bytes", len(buf))
+			break
+		}
 		if nc > math.MaxInt32 {
 			d.fail("numChildren %d out of range", nc)
 			break
@@ -478,7 +502,7 @@ func readBody(d *decoder, opts Options, version byte) (*Tree, error) {
 				d.fail("root must be persistent")
 				break
 			}
-			t.nodes.ReplaceOrInsert(packItem(append(buf, rootKey...), len(buf), n))
+			t.nodes.ReplaceOrInsert(packRecord(append(buf, rootKey...), len(buf), n, null))
 			t.size += int64(len(buf) + 1)
 			prevKey = rootKey
 			declaredSum += int64(n.numChildren)
@@ -525,7 +549,7 @@ func readBody(d *decoder, opts Options, version byte) (*Tree, error) {
 			}
 		}
 		runCount++
-		t.nodes.ReplaceOrInsert(packItem(append(buf, key...), len(buf), n))
+		t.nodes.ReplaceOrInsert(packRecord(append(buf, key...), len(buf), n, null))
 		t.size += int64(len(buf) + len(key))
 		declaredSum += int64(n.numChildren)
 		switch kind {
@@ -553,5 +577,6 @@ func readBody(d *decoder, opts Options, version byte) (*Tree, error) {
 	if d.err != nil {
 		return nil, d.err
 	}
+	t.rebuildQuotas()
 	return t, nil
 }

@@ -47,6 +47,10 @@ func (o Options) maxDataSize() int {
 // The node's ACL and aversion are interned in the tree's ACL table (see
 // aclTable); the node holds a 24-bit reference to them in the three bytes
 // after kind that would otherwise be padding.
+//
+// ZooKeeper tells null data (what a client that sends none stores) from
+// empty data, and reads each back as it was written: dataLen is -1 for null
+// data (jute's encoding of null), so the distinction costs no space.
 type node struct {
 	buf         *byte // data then key; nil only in a node not yet in a tree
 	czxid       int64
@@ -59,7 +63,7 @@ type node struct {
 	cversion    int32
 	numChildren int32
 	seq         int32 // children ever created: the next sequential suffix
-	dataLen     int32
+	dataLen     int32 // -1: null data
 	kind        Kind
 	aclHi       uint8  // the ACL reference's high 8 bits
 	aclLo       uint16 // and its low 16 bits
@@ -71,19 +75,32 @@ func (n *node) aclRef() uint32 { return uint32(n.aclHi)<<16 | uint32(n.aclLo) }
 // setACLRef sets the node's ACL reference (< 1<<24).
 func (n *node) setACLRef(ref uint32) { n.aclHi, n.aclLo = uint8(ref>>16), uint16(ref) }
 
-// data returns the node's data, nil when empty. The slice is shared: it
-// must not be modified.
+// data returns the node's data: nil when it is null, a non-nil slice
+// (empty or not) otherwise. The slice is shared: it must not be modified.
 func (n *node) data() []byte {
-	if n.dataLen == 0 {
+	if n.dataLen < 0 {
 		return nil
 	}
+	// Never nil: the key follows the data in the buffer.
 	return unsafe.Slice(n.buf, n.dataLen)
 }
 
+// isNull reports whether the node's data is null.
+func (n *node) isNull() bool { return n.dataLen < 0 }
+
+// dataLength is the node's Stat.DataLength: 0 for null data, as in
+// ZooKeeper.
+func (n *node) dataLength() int32 { return max(n.dataLen, 0) }
+
 // newItem returns the btree item of a node with the header fields of h
-// (but for buf and dataLen), the given data (copied) and key.
+// (but for buf and dataLen), the given data (copied; nil is null data) and
+// key.
 func newItem(key string, data []byte, h node) item {
-	return packItem(append(append(make([]byte, 0, len(data)+len(key)), data...), key...), len(data), h)
+	it := packItem(append(append(make([]byte, 0, len(data)+len(key)), data...), key...), len(data), h)
+	if data == nil {
+		it.n.dataLen = -1
+	}
+	return it
 }
 
 // packItem returns the btree item of a node with the header fields of h
@@ -106,7 +123,7 @@ func (t *Tree) stat(n *node) Stat {
 		Mtime:       n.mtime,
 		Version:     n.version,
 		Cversion:    n.cversion,
-		DataLength:  n.dataLen,
+		DataLength:  n.dataLength(),
 		NumChildren: n.numChildren,
 		Kind:        n.kind,
 	}
@@ -177,6 +194,9 @@ type Tree struct {
 	// size is the sum of every node's path and data lengths
 	// (ApproximateDataSize).
 	size int64
+	// quotas holds the paths with a quota (see system.go). Shared with
+	// clones: replaced on change, never modified.
+	quotas map[string]struct{}
 }
 
 func newEmpty(opts Options) *Tree {
@@ -193,7 +213,7 @@ func newEmpty(opts Options) *Tree {
 // zero.
 func New(opts Options) *Tree {
 	t := newEmpty(opts)
-	t.nodes.ReplaceOrInsert(newItem(rootKey, nil, node{}))
+	t.nodes.ReplaceOrInsert(newItem(rootKey, []byte{}, node{})) // empty data, as ZooKeeper's root
 	t.size = 1
 	return t
 }
@@ -224,6 +244,7 @@ func (t *Tree) Clone() *Tree {
 		acls:    t.acls.clone(),
 		maxData: t.maxData,
 		size:    t.size,
+		quotas:  t.quotas,
 	}
 }
 
@@ -244,7 +265,8 @@ func (t *Tree) lookup(path string) (string, *node) {
 // Get returns the data and Stat of the node at path, or ErrNoNode. The
 // returned slice is shared with the tree: the caller must not modify it.
 // The tree never modifies it either (a later SetData stores a new slice), so
-// it stays valid after the call. Empty data is returned as nil.
+// it stays valid after the call. Null data is returned as nil, empty data
+// as a non-nil empty slice.
 func (t *Tree) Get(path string) ([]byte, Stat, error) {
 	_, n := t.lookup(path)
 	if n == nil {

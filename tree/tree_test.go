@@ -64,7 +64,7 @@ func TestNew(t *testing.T) {
 		t.Fatal("MaxDataSize option ignored")
 	}
 	data, st, err := tr.Get("/")
-	if err != nil || data != nil || st != (Stat{}) {
+	if err != nil || data == nil || len(data) != 0 || st != (Stat{}) { // empty, not null, as ZooKeeper's root
 		t.Fatalf("Get(/) = %q, %+v, %v", data, st, err)
 	}
 	kids, st, err := tr.Children("/")

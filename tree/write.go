@@ -10,7 +10,9 @@ type Create struct {
 	// Path of the node; for a sequential node, the prefix to which the
 	// %010d suffix is appended (it may end in '/').
 	Path string
-	// Data is copied; the caller may reuse the slice afterwards.
+	// Data is copied; the caller may reuse the slice afterwards. nil is
+	// ZooKeeper's null data, which reads back as nil; a non-nil empty
+	// slice reads back as a non-nil empty slice.
 	Data []byte
 	Kind Kind
 	// Sequential appends the parent's count of children ever created,
@@ -144,6 +146,9 @@ func (t *Tree) create(path string, data []byte, kind Kind, seq bool, owner, ttl 
 		kind: kind,
 	})
 	it.n.setACLRef(ref)
+	if data == nil {
+		it.n.dataLen = -1
+	}
 	p := *parent
 	p.cversion++
 	p.pzxid = tx.Zxid
@@ -158,6 +163,7 @@ func (t *Tree) create(path string, data []byte, kind Kind, seq bool, owner, ttl 
 	case Container, TTL:
 		t.reap.ReplaceOrInsert(path)
 	}
+	t.quotaCreated(path, data)
 	tx.Events = append(tx.Events,
 		Event{Type: EventNodeCreated, Path: path, Zxid: tx.Zxid, ACL: t.aclPtr(it.n)},
 		Event{Type: EventNodeChildrenChanged, Path: parentPath, Zxid: tx.Zxid, ACL: t.aclPtr(&p)})
@@ -170,14 +176,15 @@ func (t *Tree) create(path string, data []byte, kind Kind, seq bool, owner, ttl 
 // looked up (so a missing node under a parent the writer may not delete
 // from is ErrNoAuth, as in ZooKeeper).
 //
-// Errors, in this order: ErrBadArguments (invalid path, or "/"), ErrNoNode
+// Errors, in this order: ErrBadArguments (invalid path, "/", or one of
+// ZooKeeper's system nodes: SystemRoot, QuotaRoot, ConfigPath), ErrNoNode
 // (no parent), ErrNoAuth, ErrNoNode, ErrBadVersion, ErrNotEmpty.
 func (t *Tree) Delete(path string, version int32, tx *Tx) error {
 	if err := ValidatePath(path); err != nil {
 		return err
 	}
-	if path == "/" {
-		return fmt.Errorf("%w: cannot delete /", ErrBadArguments)
+	if isSystemNode(path) {
+		return fmt.Errorf("%w: cannot delete %s", ErrBadArguments, path)
 	}
 	if tx.Auth != nil {
 		parentPath := parentOf(path)
@@ -222,6 +229,7 @@ func (t *Tree) remove(path, key string, n *node, tx *Tx) {
 	case Container, TTL:
 		t.reap.Delete(path)
 	}
+	t.quotaRemoved(path, n.data())
 	tx.Events = append(tx.Events,
 		Event{Type: EventNodeDeleted, Path: path, Zxid: tx.Zxid, ACL: acl},
 		Event{Type: EventNodeChildrenChanged, Path: parentPath, Zxid: tx.Zxid, ACL: t.aclPtr(&p)})
@@ -230,8 +238,8 @@ func (t *Tree) remove(path, key string, n *node, tx *Tx) {
 // SetData replaces the data of the node at path if its version is version
 // (-1: any), increments the version (wrapping at int32 overflow, as
 // ZooKeeper does) and sets mzxid and mtime from tx. It returns the new Stat
-// and appends NodeDataChanged(path) to tx.Events. The data is copied. It
-// needs WRITE on the node.
+// and appends NodeDataChanged(path) to tx.Events. The data is copied; nil
+// is null data, as in Create. It needs WRITE on the node.
 //
 // Errors, in this order: ErrBadArguments (invalid path, data too large),
 // ErrNoNode, ErrNoAuth, ErrBadVersion.
@@ -267,6 +275,7 @@ func (t *Tree) setData(path string, data []byte, version int32, tx *Tx) (*node, 
 	it := newItem(key, data, m)
 	t.nodes.ReplaceOrInsert(it)
 	t.size += int64(len(data) - len(n.data()))
+	t.quotaDataSet(path, n.data(), data)
 	tx.Events = append(tx.Events, Event{Type: EventNodeDataChanged, Path: path, Zxid: tx.Zxid, ACL: t.aclPtr(it.n)})
 	return it.n, nil
 }
@@ -385,7 +394,7 @@ func (t *Tree) Multi(ops []Op, tx *Tx) ([]OpResult, error) {
 			continue
 		}
 		if backup != nil {
-			t.nodes, t.eph, t.reap, t.acls, t.size = backup.nodes, backup.eph, backup.reap, backup.acls, backup.size
+			t.nodes, t.eph, t.reap, t.acls, t.size, t.quotas = backup.nodes, backup.eph, backup.reap, backup.acls, backup.size, backup.quotas
 		}
 		for j := range ops {
 			results[j] = OpResult{Type: ops[j].Type}

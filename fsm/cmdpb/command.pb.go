@@ -175,6 +175,7 @@ type Command struct {
 	//	*Command_Reap
 	//	*Command_ResumeSession
 	//	*Command_AddAuth
+	//	*Command_ClientAddress
 	Cmd           isCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -287,6 +288,15 @@ func (x *Command) GetAddAuth() *AddAuth {
 	return nil
 }
 
+func (x *Command) GetClientAddress() *ClientAddress {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_ClientAddress); ok {
+			return x.ClientAddress
+		}
+	}
+	return nil
+}
+
 type isCommand_Cmd interface {
 	isCommand_Cmd()
 }
@@ -319,6 +329,10 @@ type Command_AddAuth struct {
 	AddAuth *AddAuth `protobuf:"bytes,8,opt,name=add_auth,json=addAuth,proto3,oneof"`
 }
 
+type Command_ClientAddress struct {
+	ClientAddress *ClientAddress `protobuf:"bytes,9,opt,name=client_address,json=clientAddress,proto3,oneof"`
+}
+
 func (*Command_Write) isCommand_Cmd() {}
 
 func (*Command_OpenSession) isCommand_Cmd() {}
@@ -332,6 +346,65 @@ func (*Command_Reap) isCommand_Cmd() {}
 func (*Command_ResumeSession) isCommand_Cmd() {}
 
 func (*Command_AddAuth) isCommand_Cmd() {}
+
+func (*Command_ClientAddress) isCommand_Cmd() {}
+
+// ClientAddress registers the client address of a member of the cluster
+// (its --client-addr), for ZooKeeper's /zookeeper/config: each server
+// submits its own when the replicated configuration lacks it or shows
+// another. It changes no membership (that is Raft's configuration); an id
+// that is not a member is ignored.
+type ClientAddress struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ServerId      string                 `protobuf:"bytes,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	Address       string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientAddress) Reset() {
+	*x = ClientAddress{}
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientAddress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientAddress) ProtoMessage() {}
+
+func (x *ClientAddress) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientAddress.ProtoReflect.Descriptor instead.
+func (*ClientAddress) Descriptor() ([]byte, []int) {
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ClientAddress) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
+func (x *ClientAddress) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
 
 // Write is a client write, identified by (session_id, xid) for exactly-once
 // retries.
@@ -363,7 +436,7 @@ type Write struct {
 
 func (x *Write) Reset() {
 	*x = Write{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[1]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -375,7 +448,7 @@ func (x *Write) String() string {
 func (*Write) ProtoMessage() {}
 
 func (x *Write) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[1]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -388,7 +461,7 @@ func (x *Write) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Write.ProtoReflect.Descriptor instead.
 func (*Write) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{1}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Write) GetSessionId() int64 {
@@ -526,7 +599,7 @@ type Conn struct {
 
 func (x *Conn) Reset() {
 	*x = Conn{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[2]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -538,7 +611,7 @@ func (x *Conn) String() string {
 func (*Conn) ProtoMessage() {}
 
 func (x *Conn) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[2]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -551,7 +624,7 @@ func (x *Conn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Conn.ProtoReflect.Descriptor instead.
 func (*Conn) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{2}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Conn) GetIp() []byte {
@@ -580,7 +653,7 @@ type ACL struct {
 
 func (x *ACL) Reset() {
 	*x = ACL{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[3]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -592,7 +665,7 @@ func (x *ACL) String() string {
 func (*ACL) ProtoMessage() {}
 
 func (x *ACL) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[3]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -605,7 +678,7 @@ func (x *ACL) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ACL.ProtoReflect.Descriptor instead.
 func (*ACL) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{3}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ACL) GetPerms() int32 {
@@ -640,7 +713,7 @@ type Identity struct {
 
 func (x *Identity) Reset() {
 	*x = Identity{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[4]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -652,7 +725,7 @@ func (x *Identity) String() string {
 func (*Identity) ProtoMessage() {}
 
 func (x *Identity) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[4]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -665,7 +738,7 @@ func (x *Identity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Identity.ProtoReflect.Descriptor instead.
 func (*Identity) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{4}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Identity) GetScheme() string {
@@ -693,14 +766,18 @@ type Create struct {
 	// acl as the client asked for it (the auth scheme is expanded at apply);
 	// empty is world:anyone with every permission (entries from before
 	// ACLs have none).
-	Acl           []*ACL `protobuf:"bytes,6,rep,name=acl,proto3" json:"acl,omitempty"`
+	Acl []*ACL `protobuf:"bytes,6,rep,name=acl,proto3" json:"acl,omitempty"`
+	// null_data: the client sent null data (ZooKeeper's protocol tells it
+	// from empty data, and reads each back as written); data is then empty.
+	// Entries from before it was kept have empty data.
+	NullData      bool `protobuf:"varint,7,opt,name=null_data,json=nullData,proto3" json:"null_data,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Create) Reset() {
 	*x = Create{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[5]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -712,7 +789,7 @@ func (x *Create) String() string {
 func (*Create) ProtoMessage() {}
 
 func (x *Create) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[5]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -725,7 +802,7 @@ func (x *Create) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Create.ProtoReflect.Descriptor instead.
 func (*Create) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{5}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Create) GetPath() string {
@@ -770,6 +847,13 @@ func (x *Create) GetAcl() []*ACL {
 	return nil
 }
 
+func (x *Create) GetNullData() bool {
+	if x != nil {
+		return x.NullData
+	}
+	return false
+}
+
 // SetACL of a znode (version -1: any aversion).
 type SetACL struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -782,7 +866,7 @@ type SetACL struct {
 
 func (x *SetACL) Reset() {
 	*x = SetACL{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[6]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -794,7 +878,7 @@ func (x *SetACL) String() string {
 func (*SetACL) ProtoMessage() {}
 
 func (x *SetACL) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[6]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -807,7 +891,7 @@ func (x *SetACL) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetACL.ProtoReflect.Descriptor instead.
 func (*SetACL) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{6}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SetACL) GetPath() string {
@@ -842,7 +926,7 @@ type Delete struct {
 
 func (x *Delete) Reset() {
 	*x = Delete{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[7]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -854,7 +938,7 @@ func (x *Delete) String() string {
 func (*Delete) ProtoMessage() {}
 
 func (x *Delete) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[7]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -867,7 +951,7 @@ func (x *Delete) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delete.ProtoReflect.Descriptor instead.
 func (*Delete) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{7}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Delete) GetPath() string {
@@ -886,17 +970,19 @@ func (x *Delete) GetVersion() int32 {
 
 // SetData of a znode (version -1: any).
 type SetData struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
-	Data          []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
-	Version       int32                  `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Path    string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Data    []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	Version int32                  `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	// null_data, as Create's.
+	NullData      bool `protobuf:"varint,4,opt,name=null_data,json=nullData,proto3" json:"null_data,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SetData) Reset() {
 	*x = SetData{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[8]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -908,7 +994,7 @@ func (x *SetData) String() string {
 func (*SetData) ProtoMessage() {}
 
 func (x *SetData) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[8]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -921,7 +1007,7 @@ func (x *SetData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetData.ProtoReflect.Descriptor instead.
 func (*SetData) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{8}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SetData) GetPath() string {
@@ -945,6 +1031,13 @@ func (x *SetData) GetVersion() int32 {
 	return 0
 }
 
+func (x *SetData) GetNullData() bool {
+	if x != nil {
+		return x.NullData
+	}
+	return false
+}
+
 // Check a znode's version inside a multi (version -1: exists).
 type Check struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -956,7 +1049,7 @@ type Check struct {
 
 func (x *Check) Reset() {
 	*x = Check{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[9]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -968,7 +1061,7 @@ func (x *Check) String() string {
 func (*Check) ProtoMessage() {}
 
 func (x *Check) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[9]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -981,7 +1074,7 @@ func (x *Check) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Check.ProtoReflect.Descriptor instead.
 func (*Check) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{9}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Check) GetPath() string {
@@ -1014,7 +1107,7 @@ type Op struct {
 
 func (x *Op) Reset() {
 	*x = Op{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[10]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1026,7 +1119,7 @@ func (x *Op) String() string {
 func (*Op) ProtoMessage() {}
 
 func (x *Op) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[10]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1039,7 +1132,7 @@ func (x *Op) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Op.ProtoReflect.Descriptor instead.
 func (*Op) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{10}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Op) GetOp() isOp_Op {
@@ -1123,7 +1216,7 @@ type Multi struct {
 
 func (x *Multi) Reset() {
 	*x = Multi{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[11]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1135,7 +1228,7 @@ func (x *Multi) String() string {
 func (*Multi) ProtoMessage() {}
 
 func (x *Multi) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[11]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1148,7 +1241,7 @@ func (x *Multi) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Multi.ProtoReflect.Descriptor instead.
 func (*Multi) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{11}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Multi) GetOps() []*Op {
@@ -1171,7 +1264,7 @@ type OpenSession struct {
 
 func (x *OpenSession) Reset() {
 	*x = OpenSession{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[12]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1183,7 +1276,7 @@ func (x *OpenSession) String() string {
 func (*OpenSession) ProtoMessage() {}
 
 func (x *OpenSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[12]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1196,7 +1289,7 @@ func (x *OpenSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSession.ProtoReflect.Descriptor instead.
 func (*OpenSession) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{12}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *OpenSession) GetTimeoutMs() int64 {
@@ -1234,7 +1327,7 @@ type ResumeSession struct {
 
 func (x *ResumeSession) Reset() {
 	*x = ResumeSession{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[13]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1246,7 +1339,7 @@ func (x *ResumeSession) String() string {
 func (*ResumeSession) ProtoMessage() {}
 
 func (x *ResumeSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[13]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1259,7 +1352,7 @@ func (x *ResumeSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeSession.ProtoReflect.Descriptor instead.
 func (*ResumeSession) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{13}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ResumeSession) GetSessionId() int64 {
@@ -1295,7 +1388,7 @@ type CloseSession struct {
 
 func (x *CloseSession) Reset() {
 	*x = CloseSession{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[14]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1307,7 +1400,7 @@ func (x *CloseSession) String() string {
 func (*CloseSession) ProtoMessage() {}
 
 func (x *CloseSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[14]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1320,7 +1413,7 @@ func (x *CloseSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSession.ProtoReflect.Descriptor instead.
 func (*CloseSession) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{14}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CloseSession) GetSessionId() int64 {
@@ -1373,7 +1466,7 @@ type Noop struct {
 
 func (x *Noop) Reset() {
 	*x = Noop{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[15]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1385,7 +1478,7 @@ func (x *Noop) String() string {
 func (*Noop) ProtoMessage() {}
 
 func (x *Noop) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[15]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1398,7 +1491,7 @@ func (x *Noop) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Noop.ProtoReflect.Descriptor instead.
 func (*Noop) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{15}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Noop) GetLeaderId() string {
@@ -1426,7 +1519,7 @@ type AddAuth struct {
 
 func (x *AddAuth) Reset() {
 	*x = AddAuth{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[16]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1438,7 +1531,7 @@ func (x *AddAuth) String() string {
 func (*AddAuth) ProtoMessage() {}
 
 func (x *AddAuth) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[16]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1451,7 +1544,7 @@ func (x *AddAuth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddAuth.ProtoReflect.Descriptor instead.
 func (*AddAuth) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{16}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AddAuth) GetSessionId() int64 {
@@ -1493,7 +1586,7 @@ type Reap struct {
 
 func (x *Reap) Reset() {
 	*x = Reap{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[17]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1505,7 +1598,7 @@ func (x *Reap) String() string {
 func (*Reap) ProtoMessage() {}
 
 func (x *Reap) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[17]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1518,7 +1611,7 @@ func (x *Reap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reap.ProtoReflect.Descriptor instead.
 func (*Reap) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{17}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Reap) GetPaths() []string {
@@ -1550,7 +1643,7 @@ type Stat struct {
 
 func (x *Stat) Reset() {
 	*x = Stat{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[18]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1562,7 +1655,7 @@ func (x *Stat) String() string {
 func (*Stat) ProtoMessage() {}
 
 func (x *Stat) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[18]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1575,7 +1668,7 @@ func (x *Stat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stat.ProtoReflect.Descriptor instead.
 func (*Stat) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{18}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Stat) GetCzxid() int64 {
@@ -1682,7 +1775,7 @@ type OpResult struct {
 
 func (x *OpResult) Reset() {
 	*x = OpResult{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[19]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1694,7 +1787,7 @@ func (x *OpResult) String() string {
 func (*OpResult) ProtoMessage() {}
 
 func (x *OpResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[19]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1707,7 +1800,7 @@ func (x *OpResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpResult.ProtoReflect.Descriptor instead.
 func (*OpResult) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{19}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *OpResult) GetCode() Code {
@@ -1754,7 +1847,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[20]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1766,7 +1859,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[20]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1779,7 +1872,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{20}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Result) GetZxid() int64 {
@@ -1828,7 +1921,7 @@ var File_fsm_cmdpb_command_proto protoreflect.FileDescriptor
 
 const file_fsm_cmdpb_command_proto_rawDesc = "" +
 	"\n" +
-	"\x17fsm/cmdpb/command.proto\x12\rcoordd.cmd.v1\"\xae\x03\n" +
+	"\x17fsm/cmdpb/command.proto\x12\rcoordd.cmd.v1\"\xf5\x03\n" +
 	"\aCommand\x12\x17\n" +
 	"\atime_ms\x18\x01 \x01(\x03R\x06timeMs\x12,\n" +
 	"\x05write\x18\x02 \x01(\v2\x14.coordd.cmd.v1.WriteH\x00R\x05write\x12?\n" +
@@ -1837,8 +1930,12 @@ const file_fsm_cmdpb_command_proto_rawDesc = "" +
 	"\x04noop\x18\x05 \x01(\v2\x13.coordd.cmd.v1.NoopH\x00R\x04noop\x12)\n" +
 	"\x04reap\x18\x06 \x01(\v2\x13.coordd.cmd.v1.ReapH\x00R\x04reap\x12E\n" +
 	"\x0eresume_session\x18\a \x01(\v2\x1c.coordd.cmd.v1.ResumeSessionH\x00R\rresumeSession\x123\n" +
-	"\badd_auth\x18\b \x01(\v2\x16.coordd.cmd.v1.AddAuthH\x00R\aaddAuthB\x05\n" +
-	"\x03cmd\"\xa4\x03\n" +
+	"\badd_auth\x18\b \x01(\v2\x16.coordd.cmd.v1.AddAuthH\x00R\aaddAuth\x12E\n" +
+	"\x0eclient_address\x18\t \x01(\v2\x1c.coordd.cmd.v1.ClientAddressH\x00R\rclientAddressB\x05\n" +
+	"\x03cmd\"F\n" +
+	"\rClientAddress\x12\x1b\n" +
+	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\"\xa4\x03\n" +
 	"\x05Write\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x03R\tsessionId\x12\x10\n" +
@@ -1862,7 +1959,7 @@ const file_fsm_cmdpb_command_proto_rawDesc = "" +
 	"\x02id\x18\x03 \x01(\tR\x02id\"2\n" +
 	"\bIdentity\x12\x16\n" +
 	"\x06scheme\x18\x01 \x01(\tR\x06scheme\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\tR\x02id\"\xb6\x01\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"\xd3\x01\n" +
 	"\x06Create\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12'\n" +
@@ -1871,18 +1968,20 @@ const file_fsm_cmdpb_command_proto_rawDesc = "" +
 	"sequential\x18\x04 \x01(\bR\n" +
 	"sequential\x12\x15\n" +
 	"\x06ttl_ms\x18\x05 \x01(\x03R\x05ttlMs\x12$\n" +
-	"\x03acl\x18\x06 \x03(\v2\x12.coordd.cmd.v1.ACLR\x03acl\"\\\n" +
+	"\x03acl\x18\x06 \x03(\v2\x12.coordd.cmd.v1.ACLR\x03acl\x12\x1b\n" +
+	"\tnull_data\x18\a \x01(\bR\bnullData\"\\\n" +
 	"\x06SetACL\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12$\n" +
 	"\x03acl\x18\x02 \x03(\v2\x12.coordd.cmd.v1.ACLR\x03acl\x12\x18\n" +
 	"\aversion\x18\x03 \x01(\x05R\aversion\"6\n" +
 	"\x06Delete\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
-	"\aversion\x18\x02 \x01(\x05R\aversion\"K\n" +
+	"\aversion\x18\x02 \x01(\x05R\aversion\"h\n" +
 	"\aSetData\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x18\n" +
-	"\aversion\x18\x03 \x01(\x05R\aversion\"5\n" +
+	"\aversion\x18\x03 \x01(\x05R\aversion\x12\x1b\n" +
+	"\tnull_data\x18\x04 \x01(\bR\bnullData\"5\n" +
 	"\x05Check\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x05R\aversion\"\xcf\x01\n" +
@@ -1982,66 +2081,68 @@ func file_fsm_cmdpb_command_proto_rawDescGZIP() []byte {
 }
 
 var file_fsm_cmdpb_command_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_fsm_cmdpb_command_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_fsm_cmdpb_command_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_fsm_cmdpb_command_proto_goTypes = []any{
 	(Kind)(0),             // 0: coordd.cmd.v1.Kind
 	(Code)(0),             // 1: coordd.cmd.v1.Code
 	(*Command)(nil),       // 2: coordd.cmd.v1.Command
-	(*Write)(nil),         // 3: coordd.cmd.v1.Write
-	(*Conn)(nil),          // 4: coordd.cmd.v1.Conn
-	(*ACL)(nil),           // 5: coordd.cmd.v1.ACL
-	(*Identity)(nil),      // 6: coordd.cmd.v1.Identity
-	(*Create)(nil),        // 7: coordd.cmd.v1.Create
-	(*SetACL)(nil),        // 8: coordd.cmd.v1.SetACL
-	(*Delete)(nil),        // 9: coordd.cmd.v1.Delete
-	(*SetData)(nil),       // 10: coordd.cmd.v1.SetData
-	(*Check)(nil),         // 11: coordd.cmd.v1.Check
-	(*Op)(nil),            // 12: coordd.cmd.v1.Op
-	(*Multi)(nil),         // 13: coordd.cmd.v1.Multi
-	(*OpenSession)(nil),   // 14: coordd.cmd.v1.OpenSession
-	(*ResumeSession)(nil), // 15: coordd.cmd.v1.ResumeSession
-	(*CloseSession)(nil),  // 16: coordd.cmd.v1.CloseSession
-	(*Noop)(nil),          // 17: coordd.cmd.v1.Noop
-	(*AddAuth)(nil),       // 18: coordd.cmd.v1.AddAuth
-	(*Reap)(nil),          // 19: coordd.cmd.v1.Reap
-	(*Stat)(nil),          // 20: coordd.cmd.v1.Stat
-	(*OpResult)(nil),      // 21: coordd.cmd.v1.OpResult
-	(*Result)(nil),        // 22: coordd.cmd.v1.Result
+	(*ClientAddress)(nil), // 3: coordd.cmd.v1.ClientAddress
+	(*Write)(nil),         // 4: coordd.cmd.v1.Write
+	(*Conn)(nil),          // 5: coordd.cmd.v1.Conn
+	(*ACL)(nil),           // 6: coordd.cmd.v1.ACL
+	(*Identity)(nil),      // 7: coordd.cmd.v1.Identity
+	(*Create)(nil),        // 8: coordd.cmd.v1.Create
+	(*SetACL)(nil),        // 9: coordd.cmd.v1.SetACL
+	(*Delete)(nil),        // 10: coordd.cmd.v1.Delete
+	(*SetData)(nil),       // 11: coordd.cmd.v1.SetData
+	(*Check)(nil),         // 12: coordd.cmd.v1.Check
+	(*Op)(nil),            // 13: coordd.cmd.v1.Op
+	(*Multi)(nil),         // 14: coordd.cmd.v1.Multi
+	(*OpenSession)(nil),   // 15: coordd.cmd.v1.OpenSession
+	(*ResumeSession)(nil), // 16: coordd.cmd.v1.ResumeSession
+	(*CloseSession)(nil),  // 17: coordd.cmd.v1.CloseSession
+	(*Noop)(nil),          // 18: coordd.cmd.v1.Noop
+	(*AddAuth)(nil),       // 19: coordd.cmd.v1.AddAuth
+	(*Reap)(nil),          // 20: coordd.cmd.v1.Reap
+	(*Stat)(nil),          // 21: coordd.cmd.v1.Stat
+	(*OpResult)(nil),      // 22: coordd.cmd.v1.OpResult
+	(*Result)(nil),        // 23: coordd.cmd.v1.Result
 }
 var file_fsm_cmdpb_command_proto_depIdxs = []int32{
-	3,  // 0: coordd.cmd.v1.Command.write:type_name -> coordd.cmd.v1.Write
-	14, // 1: coordd.cmd.v1.Command.open_session:type_name -> coordd.cmd.v1.OpenSession
-	16, // 2: coordd.cmd.v1.Command.close_session:type_name -> coordd.cmd.v1.CloseSession
-	17, // 3: coordd.cmd.v1.Command.noop:type_name -> coordd.cmd.v1.Noop
-	19, // 4: coordd.cmd.v1.Command.reap:type_name -> coordd.cmd.v1.Reap
-	15, // 5: coordd.cmd.v1.Command.resume_session:type_name -> coordd.cmd.v1.ResumeSession
-	18, // 6: coordd.cmd.v1.Command.add_auth:type_name -> coordd.cmd.v1.AddAuth
-	4,  // 7: coordd.cmd.v1.Write.conn:type_name -> coordd.cmd.v1.Conn
-	7,  // 8: coordd.cmd.v1.Write.create:type_name -> coordd.cmd.v1.Create
-	9,  // 9: coordd.cmd.v1.Write.delete:type_name -> coordd.cmd.v1.Delete
-	10, // 10: coordd.cmd.v1.Write.set_data:type_name -> coordd.cmd.v1.SetData
-	13, // 11: coordd.cmd.v1.Write.multi:type_name -> coordd.cmd.v1.Multi
-	8,  // 12: coordd.cmd.v1.Write.set_acl:type_name -> coordd.cmd.v1.SetACL
-	0,  // 13: coordd.cmd.v1.Create.kind:type_name -> coordd.cmd.v1.Kind
-	5,  // 14: coordd.cmd.v1.Create.acl:type_name -> coordd.cmd.v1.ACL
-	5,  // 15: coordd.cmd.v1.SetACL.acl:type_name -> coordd.cmd.v1.ACL
-	7,  // 16: coordd.cmd.v1.Op.create:type_name -> coordd.cmd.v1.Create
-	9,  // 17: coordd.cmd.v1.Op.delete:type_name -> coordd.cmd.v1.Delete
-	10, // 18: coordd.cmd.v1.Op.set_data:type_name -> coordd.cmd.v1.SetData
-	11, // 19: coordd.cmd.v1.Op.check:type_name -> coordd.cmd.v1.Check
-	12, // 20: coordd.cmd.v1.Multi.ops:type_name -> coordd.cmd.v1.Op
-	6,  // 21: coordd.cmd.v1.AddAuth.ids:type_name -> coordd.cmd.v1.Identity
-	0,  // 22: coordd.cmd.v1.Stat.kind:type_name -> coordd.cmd.v1.Kind
-	1,  // 23: coordd.cmd.v1.OpResult.code:type_name -> coordd.cmd.v1.Code
-	20, // 24: coordd.cmd.v1.OpResult.stat:type_name -> coordd.cmd.v1.Stat
-	1,  // 25: coordd.cmd.v1.Result.code:type_name -> coordd.cmd.v1.Code
-	20, // 26: coordd.cmd.v1.Result.stat:type_name -> coordd.cmd.v1.Stat
-	21, // 27: coordd.cmd.v1.Result.ops:type_name -> coordd.cmd.v1.OpResult
-	28, // [28:28] is the sub-list for method output_type
-	28, // [28:28] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	4,  // 0: coordd.cmd.v1.Command.write:type_name -> coordd.cmd.v1.Write
+	15, // 1: coordd.cmd.v1.Command.open_session:type_name -> coordd.cmd.v1.OpenSession
+	17, // 2: coordd.cmd.v1.Command.close_session:type_name -> coordd.cmd.v1.CloseSession
+	18, // 3: coordd.cmd.v1.Command.noop:type_name -> coordd.cmd.v1.Noop
+	20, // 4: coordd.cmd.v1.Command.reap:type_name -> coordd.cmd.v1.Reap
+	16, // 5: coordd.cmd.v1.Command.resume_session:type_name -> coordd.cmd.v1.ResumeSession
+	19, // 6: coordd.cmd.v1.Command.add_auth:type_name -> coordd.cmd.v1.AddAuth
+	3,  // 7: coordd.cmd.v1.Command.client_address:type_name -> coordd.cmd.v1.ClientAddress
+	5,  // 8: coordd.cmd.v1.Write.conn:type_name -> coordd.cmd.v1.Conn
+	8,  // 9: coordd.cmd.v1.Write.create:type_name -> coordd.cmd.v1.Create
+	10, // 10: coordd.cmd.v1.Write.delete:type_name -> coordd.cmd.v1.Delete
+	11, // 11: coordd.cmd.v1.Write.set_data:type_name -> coordd.cmd.v1.SetData
+	14, // 12: coordd.cmd.v1.Write.multi:type_name -> coordd.cmd.v1.Multi
+	9,  // 13: coordd.cmd.v1.Write.set_acl:type_name -> coordd.cmd.v1.SetACL
+	0,  // 14: coordd.cmd.v1.Create.kind:type_name -> coordd.cmd.v1.Kind
+	6,  // 15: coordd.cmd.v1.Create.acl:type_name -> coordd.cmd.v1.ACL
+	6,  // 16: coordd.cmd.v1.SetACL.acl:type_name -> coordd.cmd.v1.ACL
+	8,  // 17: coordd.cmd.v1.Op.create:type_name -> coordd.cmd.v1.Create
+	10, // 18: coordd.cmd.v1.Op.delete:type_name -> coordd.cmd.v1.Delete
+	11, // 19: coordd.cmd.v1.Op.set_data:type_name -> coordd.cmd.v1.SetData
+	12, // 20: coordd.cmd.v1.Op.check:type_name -> coordd.cmd.v1.Check
+	13, // 21: coordd.cmd.v1.Multi.ops:type_name -> coordd.cmd.v1.Op
+	7,  // 22: coordd.cmd.v1.AddAuth.ids:type_name -> coordd.cmd.v1.Identity
+	0,  // 23: coordd.cmd.v1.Stat.kind:type_name -> coordd.cmd.v1.Kind
+	1,  // 24: coordd.cmd.v1.OpResult.code:type_name -> coordd.cmd.v1.Code
+	21, // 25: coordd.cmd.v1.OpResult.stat:type_name -> coordd.cmd.v1.Stat
+	1,  // 26: coordd.cmd.v1.Result.code:type_name -> coordd.cmd.v1.Code
+	21, // 27: coordd.cmd.v1.Result.stat:type_name -> coordd.cmd.v1.Stat
+	22, // 28: coordd.cmd.v1.Result.ops:type_name -> coordd.cmd.v1.OpResult
+	29, // [29:29] is the sub-list for method output_type
+	29, // [29:29] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_fsm_cmdpb_command_proto_init() }
@@ -2057,15 +2158,16 @@ func file_fsm_cmdpb_command_proto_init() {
 		(*Command_Reap)(nil),
 		(*Command_ResumeSession)(nil),
 		(*Command_AddAuth)(nil),
+		(*Command_ClientAddress)(nil),
 	}
-	file_fsm_cmdpb_command_proto_msgTypes[1].OneofWrappers = []any{
+	file_fsm_cmdpb_command_proto_msgTypes[2].OneofWrappers = []any{
 		(*Write_Create)(nil),
 		(*Write_Delete)(nil),
 		(*Write_SetData)(nil),
 		(*Write_Multi)(nil),
 		(*Write_SetAcl)(nil),
 	}
-	file_fsm_cmdpb_command_proto_msgTypes[10].OneofWrappers = []any{
+	file_fsm_cmdpb_command_proto_msgTypes[11].OneofWrappers = []any{
 		(*Op_Create)(nil),
 		(*Op_Delete)(nil),
 		(*Op_SetData)(nil),
@@ -2077,7 +2179,7 @@ func file_fsm_cmdpb_command_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fsm_cmdpb_command_proto_rawDesc), len(file_fsm_cmdpb_command_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   21,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -20,19 +20,19 @@ func isWrite(op Op) bool {
 	return false
 }
 
-func createToCmd(path string, data []byte, c Create, acl []tree.ACL) *cmdpb.Create {
-	return &cmdpb.Create{Path: path, Data: data, Kind: cmdpb.Kind(c.Kind), Sequential: c.Sequential, TtlMs: c.TTL, Acl: fsm.ACLToPB(acl)}
+func createToCmd(r *Request) *cmdpb.Create {
+	return &cmdpb.Create{Path: r.Path, Data: r.Data, NullData: r.NullData, Kind: cmdpb.Kind(r.Create.Kind), Sequential: r.Create.Sequential, TtlMs: r.Create.TTL, Acl: fsm.ACLToPB(r.ACL)}
 }
 
 // opToCmd converts one write operation (of a multi, or alone).
 func opToCmd(r *Request) (*cmdpb.Op, error) {
 	switch r.Op {
 	case OpCreate:
-		return &cmdpb.Op{Op: &cmdpb.Op_Create{Create: createToCmd(r.Path, r.Data, r.Create, r.ACL)}}, nil
+		return &cmdpb.Op{Op: &cmdpb.Op_Create{Create: createToCmd(r)}}, nil
 	case OpDelete:
 		return &cmdpb.Op{Op: &cmdpb.Op_Delete{Delete: &cmdpb.Delete{Path: r.Path, Version: r.Version}}}, nil
 	case OpSetData:
-		return &cmdpb.Op{Op: &cmdpb.Op_SetData{SetData: &cmdpb.SetData{Path: r.Path, Data: r.Data, Version: r.Version}}}, nil
+		return &cmdpb.Op{Op: &cmdpb.Op_SetData{SetData: &cmdpb.SetData{Path: r.Path, Data: r.Data, NullData: r.NullData, Version: r.Version}}}, nil
 	case OpCheck:
 		return &cmdpb.Op{Op: &cmdpb.Op_Check{Check: &cmdpb.Check{Path: r.Path, Version: r.Version}}}, nil
 	}
@@ -45,13 +45,13 @@ func writeToCmd(sess int64, conn fsm.Conn, r *Request) (*cmdpb.Write, error) {
 	w := &cmdpb.Write{SessionId: sess, Xid: r.Xid, LowestPendingXid: r.LowestPendingXid, Conn: fsm.ConnToPB(conn)}
 	switch r.Op {
 	case OpCreate:
-		w.Op = &cmdpb.Write_Create{Create: createToCmd(r.Path, r.Data, r.Create, r.ACL)}
+		w.Op = &cmdpb.Write_Create{Create: createToCmd(r)}
 	case OpSetACL:
 		w.Op = &cmdpb.Write_SetAcl{SetAcl: &cmdpb.SetACL{Path: r.Path, Acl: fsm.ACLToPB(r.ACL), Version: r.Version}}
 	case OpDelete:
 		w.Op = &cmdpb.Write_Delete{Delete: &cmdpb.Delete{Path: r.Path, Version: r.Version}}
 	case OpSetData:
-		w.Op = &cmdpb.Write_SetData{SetData: &cmdpb.SetData{Path: r.Path, Data: r.Data, Version: r.Version}}
+		w.Op = &cmdpb.Write_SetData{SetData: &cmdpb.SetData{Path: r.Path, Data: r.Data, NullData: r.NullData, Version: r.Version}}
 	case OpCheck, OpMulti:
 		ops := r.Ops
 		if r.Op == OpCheck {

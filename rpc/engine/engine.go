@@ -75,10 +75,6 @@ type Config struct {
 	// password))) whose addAuth makes a session the super user, whom no
 	// ACL refuses (ZooKeeper's DigestAuthenticationProvider.superDigest).
 	SuperDigest string
-	// ConfigData returns the data of /zookeeper/config (the cluster's
-	// membership in ZooKeeper's dynamic-config format) and its version
-	// (the index of the configuration).
-	ConfigData func() ([]byte, int64)
 	// Meter is told of the requests and messages that pass (nil: nobody).
 	Meter  Meter
 	Logger *slog.Logger
@@ -138,9 +134,6 @@ func New(cfg Config) *Engine {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.ConfigData == nil {
-		cfg.ConfigData = func() ([]byte, int64) { return nil, 0 }
-	}
 	if cfg.Meter == nil {
 		cfg.Meter = noMeter{}
 	}
@@ -184,10 +177,6 @@ func (e *Engine) Applied(a *fsm.Applied) {
 	}
 	if a.Resumed != nil {
 		e.resumed(a.Resumed)
-	}
-	if a.Configuration {
-		// The membership changed: ZooKeeper's /zookeeper/config with it.
-		a.Events = []tree.Event{{Type: tree.EventNodeDataChanged, Path: systemConfig, Zxid: a.Index}}
 	}
 	if len(a.Events) > 0 {
 		for _, nt := range e.watches.Trigger(a.Events) {

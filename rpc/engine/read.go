@@ -56,13 +56,11 @@ func (s *Session) permitted(v fsm.View, p string, perm tree.Perms) error {
 	return fmt.Errorf("%w: %s needs %s", tree.ErrNoAuth, p, permName(perm))
 }
 
-// acl returns the ACL of node p, nil when every node is open (the common
-// case costs no lookup) or p does not exist.
+// acl returns the ACL of node p, nil when every node lets everyone READ
+// (the common case costs no lookup: permitted asks only for READ, or READ
+// or ADMIN) or p does not exist.
 func (s *Session) acl(t *tree.Tree, p string) []tree.ACL {
-	if isSystemPath(p) {
-		return systemACL(p)
-	}
-	if !t.Restricted() {
+	if !t.ReadRestricted() {
 		return nil
 	}
 	acl, _ := t.ACL(p)
@@ -210,7 +208,7 @@ func (s *Session) read(req *Request, v fsm.View) *Response {
 			}
 		}
 	case OpGetAllChildrenNumber:
-		n, err := s.descendants(t, req.Path)
+		n, err := t.Descendants(req.Path)
 		if err != nil {
 			return fail(err)
 		}
@@ -226,10 +224,7 @@ func (s *Session) read(req *Request, v fsm.View) *Response {
 		if err := s.permitted(v, req.Path, tree.PermRead|tree.PermAdmin); err != nil {
 			return fail(err)
 		}
-		acl := systemACL(req.Path)
-		if acl == nil {
-			acl, _ = t.ACL(req.Path)
-		}
+		acl, _ := t.ACL(req.Path)
 		if !s.requester(v).Allowed(acl, tree.PermAdmin) {
 			acl = redacted(acl)
 		}

@@ -132,6 +132,11 @@ type Request struct {
 	Op               Op
 	Path             string
 	Data             []byte
+	// NullData: a create or setData sends null data, which ZooKeeper's
+	// protocol tells from empty data (Data is then empty); a getData reads
+	// it back as nil and empty data as a non-nil empty slice. The public
+	// API has no null: its writes store empty data.
+	NullData bool
 	// Version is the expected version of setData, delete and check (-1:
 	// any).
 	Version int32
@@ -181,6 +186,8 @@ type Response struct {
 	Message string
 	// Path is a create's name of the new node, or sync's path.
 	Path string
+	// Data is getData's: nil when the node's data is null (see
+	// Request.NullData), non-nil otherwise.
 	Data []byte
 	// Stat is the node's stat where the operation returns one (nil: none,
 	// as for exists on an absent node).

@@ -284,11 +284,6 @@ func (s *Session) admit(req *Request) *Response {
 	if cfg.DisableTTL && createsTTL(req) {
 		return errResponse(req, Unimplemented, "TTL nodes are disabled on this server (--ttl-nodes=false)")
 	}
-	if p := writesSystemPath(req); p != "" && req.Op == OpSetACL {
-		return errResponse(req, BadArguments, p+" is ZooKeeper's system subtree: its ACLs are fixed")
-	} else if p != "" {
-		return errResponse(req, BadArguments, p+" is ZooKeeper's system subtree and cannot be written")
-	}
 	return nil
 }
 
@@ -314,7 +309,10 @@ func (s *Session) runSync(en *entry) {
 		return
 	case en.req.Op == OpReconfig:
 		// The new configuration, as a getConfig after it would read it.
-		resp.Data, resp.Stat = s.systemNode(systemConfig)
+		e.cfg.FSM.Read(func(v fsm.View) {
+			data, st, _ := v.Tree.Get(systemConfig)
+			resp.Data, resp.Stat = data, &st
+		})
 	}
 	e.cfg.FSM.Read(func(v fsm.View) {
 		s.mu.Lock()

@@ -3,8 +3,10 @@ package zk
 import (
 	"fmt"
 	"math"
+	"math/big"
 	"net"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -71,11 +73,14 @@ func (s *Server) fourLetterWord(nc net.Conn, word string) {
 		return
 	}
 	s.log.Debug("zk: four-letter word", "word", word, "remote", nc.RemoteAddr().String())
-	_, _ = nc.Write([]byte(s.answer(word)))
+	_, _ = nc.Write([]byte(s.answer(word, nc.RemoteAddr().String())))
 }
 
-// answer is a four-letter word's text.
-func (s *Server) answer(word string) string {
+// answer is a four-letter word's text; remote is the address of the
+// connection that asked, which ZooKeeper lists and counts among the
+// connections (stat, cons, srvr's and mntr's connection counts) while it
+// answers.
+func (s *Server) answer(word, remote string) string {
 	var b strings.Builder
 	st := s.cfg.Stats()
 	version := fmt.Sprintf("%s-coordd-%s", ZooKeeperVersion, st.Version)
@@ -89,23 +94,23 @@ func (s *Server) answer(word string) string {
 		fmt.Fprintf(&b, "Zookeeper version: %s, built on coordd\n", version)
 		if word == "stat" {
 			b.WriteString("Clients:\n")
-			for _, c := range s.connections() {
-				fmt.Fprintf(&b, " /%s[1](queued=0,recved=%d,sent=%d)\n", c.remote, c.recved.Load(), c.sent.Load())
-			}
+			s.dumpConnections(&b, remote, true)
 			b.WriteString("\n")
 		}
-		fmt.Fprintf(&b, "Latency min/avg/max: %s/%s/%s\n", ms(minL), ms(avgL), ms(maxL))
+		fmt.Fprintf(&b, "Latency min/avg/max: %s/%s/%s\n", minMs(minL), avgMs(avgL), maxMs(maxL))
 		fmt.Fprintf(&b, "Received: %d\nSent: %d\nConnections: %d\nOutstanding: %d\nZxid: 0x%x\nMode: %s\nNode count: %d\n",
-			st.Received, st.Sent, st.Connections, st.Outstanding, st.Zxid, st.Mode, st.Znodes)
+			st.Received, st.Sent, st.Connections+1, st.Outstanding, st.Zxid, st.Mode, st.Znodes)
 	case "mntr":
 		kv := func(k string, v any) { fmt.Fprintf(&b, "zk_%s\t%v\n", k, v) }
 		kv("version", version)
 		kv("server_state", st.Mode)
-		kv("avg_latency", ms(avgL))
-		kv("max_latency", ms(maxL))
-		kv("min_latency", ms(minL))
+		kv("avg_latency", avgMs(avgL))
+		kv("max_latency", maxMs(maxL))
+		kv("min_latency", minMs(minL))
 		kv("packets_received", st.Received)
 		kv("packets_sent", st.Sent)
+		// The sessions connected here, as coordd_sessions_connected
+		// (ZooKeeper's also counts the connection asking, as srvr does).
 		kv("num_alive_connections", st.Connections)
 		kv("outstanding_requests", st.Outstanding)
 		kv("znode_count", st.Znodes)
@@ -127,10 +132,7 @@ func (s *Server) answer(word string) string {
 			fmt.Fprintf(&b, "%s=%s\n", kv[0], kv[1])
 		}
 	case "cons":
-		for _, c := range s.connections() {
-			fmt.Fprintf(&b, " /%s[1](queued=0,recved=%d,sent=%d,sid=0x%x,lop=%s,est=%d,to=%d)\n",
-				c.remote, c.recved.Load(), c.sent.Load(), c.sess.ID(), c.lastOp.Load(), c.established.UnixMilli(), c.timeoutMs.Load())
-		}
+		s.dumpConnections(&b, remote, false)
 		b.WriteString("\n")
 	case "envi":
 		b.WriteString("Environment:\n")
@@ -180,12 +182,83 @@ func (s *Server) dumpWatches(b *strings.Builder, byPath bool) {
 	b.WriteString("\n")
 }
 
-// ms formats milliseconds as ZooKeeper does (whole when whole).
-func ms(v float64) string {
-	if v == math.Trunc(v) {
-		return fmt.Sprintf("%d", int64(v))
+// minMs, avgMs and maxMs format the server's latencies (in milliseconds) as
+// ZooKeeper's srvr, stat and mntr do: ZooKeeper measures each request in
+// whole milliseconds, so its min and max are integers, and its average is
+// a Java double rounded to 4 decimals ("0.0", "7.8333", "12.5"). coordd
+// measures finer; min is rounded down and max up, so that min <= avg <= max
+// holds as it does in ZooKeeper.
+func minMs(v float64) string { return strconv.FormatInt(int64(math.Floor(v)), 10) }
+
+func maxMs(v float64) string { return strconv.FormatInt(int64(math.Ceil(v)), 10) }
+
+func avgMs(v float64) string { return javaDouble(round4(v)) }
+
+// round4 rounds v >= 0 to 4 decimals half up, exactly as Java's
+// new BigDecimal(v).setScale(4, HALF_UP).doubleValue() does (33/32 is
+// 1.0313, where rounding v*1e4 in float64 could give 1.0312).
+func round4(v float64) float64 {
+	x := new(big.Float).SetPrec(256).SetFloat64(v)
+	x.Mul(x, big.NewFloat(1e4))
+	x.Add(x, big.NewFloat(0.5))
+	i, _ := x.Int(nil) // v >= 0: truncation is the floor
+	f, _ := new(big.Rat).SetFrac(i, big.NewInt(1e4)).Float64()
+	return f
+}
+
+// javaDouble formats v as Java's Double.toString does (the shortest digits
+// that identify it): at least one digit after the point, and scientific
+// notation ("1.0E-4", "1.25E7") below 10^-3 and from 10^7 on.
+func javaDouble(v float64) string {
+	if v == 0 {
+		return "0.0"
 	}
-	return fmt.Sprintf("%.4f", v)
+	if a := math.Abs(v); a >= 1e-3 && a < 1e7 {
+		s := strconv.FormatFloat(v, 'f', -1, 64)
+		if !strings.Contains(s, ".") {
+			s += ".0"
+		}
+		return s
+	}
+	mant, exp, _ := strings.Cut(strconv.FormatFloat(v, 'E', -1, 64), "E")
+	if !strings.Contains(mant, ".") {
+		mant += ".0"
+	}
+	e, _ := strconv.Atoi(exp)
+	return mant + "E" + strconv.Itoa(e)
+}
+
+// dumpConnections writes a line per connection as ZooKeeper's stat (brief)
+// and cons do, the one asking (remote) included:
+// " /ADDR[1](queued=0,recved=N,sent=N" then, for cons and a connection with
+// a session, ",sid=0x..,lop=OP,est=MS,to=MS,lcxid=0x..,lzxid=0x..,lresp=MS,
+// llat=MS,minlat=MS,avglat=MS,maxlat=MS" (lcxid once a request other than a
+// ping was answered; latencies in whole milliseconds, as ZooKeeper's), then
+// ")". The asking connection, with no session and interest in nothing while
+// it answers, is " /ADDR[0](queued=0,recved=1,sent=0)". Sorted by address
+// (ZooKeeper's order is its hash set's).
+func (s *Server) dumpConnections(b *strings.Builder, remote string, brief bool) {
+	type line struct{ addr, text string }
+	lines := []line{{remote, fmt.Sprintf(" /%s[0](queued=0,recved=1,sent=0)\n", remote)}}
+	for _, c := range s.connections() {
+		var l strings.Builder
+		fmt.Fprintf(&l, " /%s[1](queued=%d,recved=%d,sent=%d", c.remote, c.queued(), c.recved.Load(), c.sent.Load())
+		if !brief {
+			st := c.respStats()
+			fmt.Fprintf(&l, ",sid=0x%x,lop=%s,est=%d,to=%d", c.sess.ID(), c.lastOp.Load(), c.established.UnixMilli(), c.timeoutMs.Load())
+			if st.lastCxid >= 0 {
+				fmt.Fprintf(&l, ",lcxid=0x%x", st.lastCxid)
+			}
+			fmt.Fprintf(&l, ",lzxid=0x%x,lresp=%d,llat=%d,minlat=%d,avglat=%d,maxlat=%d",
+				st.lastZxid, st.lastResp, st.lastLat, st.minLat0(), st.avgLat(), st.maxLat)
+		}
+		l.WriteString(")\n")
+		lines = append(lines, line{c.remote, l.String()})
+	}
+	sort.SliceStable(lines, func(i, j int) bool { return lines[i].addr < lines[j].addr })
+	for _, l := range lines {
+		b.WriteString(l.text)
+	}
 }
 
 // connections returns the open connections, by remote address.

@@ -33,18 +33,18 @@ func TestFourLetterWordsWithAClient(t *testing.T) {
 	// The connect request and one request received; the connect response
 	// and one reply sent, as ZooKeeper counts them. The server counts a
 	// reply once written, so it may count it just after the client read
-	// it: ask until it has.
-	re := regexp.MustCompile(`^ /` + regexp.QuoteMeta(local) + `\[1\]\(queued=0,recved=2,sent=2,sid=0x([0-9a-f]+),lop=GETD,est=\d+,to=4000\)\n\n$`)
+	// it: ask until it has. ZooKeeper also lists the connection that asks,
+	// without a session.
+	client := regexp.MustCompile(`^ /` + regexp.QuoteMeta(local) + `\[1\]\(queued=0,recved=2,sent=2,sid=0x([0-9a-f]+),lop=GETD,est=\d+,to=4000,` +
+		`lcxid=0x1,lzxid=0x[0-9a-f]+,lresp=\d+,llat=\d+,minlat=\d+,avglat=\d+,maxlat=\d+\)$`)
+	asker := regexp.MustCompile(`^ /127\.0\.0\.1:\d+\[0\]\(queued=0,recved=1,sent=0\)$`)
 	var cons string
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	var m []string
+	for deadline := time.Now().Add(10 * time.Second); m == nil; {
 		cons = s.ask(t, "cons")
-		if re.MatchString(cons) || time.Now().After(deadline) {
-			break
+		if m = consLines(cons, client, asker); m == nil && time.Now().After(deadline) {
+			t.Fatalf("cons: %q", cons)
 		}
-	}
-	m := re.FindStringSubmatch(cons)
-	if m == nil {
-		t.Fatalf("cons: %q", cons)
 	}
 	if m[1] != fmt.Sprintf("%x", z.cr.SessionID) {
 		t.Errorf("cons: sid=%s, want %x", m[1], z.cr.SessionID)
@@ -52,19 +52,24 @@ func TestFourLetterWordsWithAClient(t *testing.T) {
 
 	stat := s.ask(t, "stat")
 	for _, want := range []string{
-		"Zookeeper version: 3.8.4-coordd-v9, built on coordd\n",
-		"Clients:\n /" + local + "[1](queued=0,recved=2,sent=2)\n\n",
-		"Connections: 1\n", "Outstanding: 0\n", "Zxid: 0x2a\n", "Mode: leader\n", "Node count: 17\n",
+		"Zookeeper version: 3.8.4-coordd-v9, built on coordd\nClients:\n",
+		" /" + local + "[1](queued=0,recved=2,sent=2)\n",
+		"Connections: 2\n", "Outstanding: 0\n", "Zxid: 0x2a\n", "Mode: leader\n", "Node count: 17\n",
 	} {
 		if !strings.Contains(stat, want) {
 			t.Errorf("stat lacks %q:\n%s", want, stat)
 		}
 	}
-	if !strings.Contains(stat, "\nLatency min/avg/max: 1/1.5000/3\nReceived: 2\nSent: 2\n") {
+	if !regexp.MustCompile(`\n /127\.0\.0\.1:\d+\[0\]\(queued=0,recved=1,sent=0\)\n`).MatchString(stat) {
+		t.Errorf("stat does not list the connection asking:\n%s", stat)
+	}
+	// ZooKeeper's formats: whole milliseconds for min and max, a Java
+	// double for the average (TestLatencyFormats).
+	if !strings.Contains(stat, "\nLatency min/avg/max: 1/1.5/3\nReceived: 2\nSent: 2\n") {
 		t.Errorf("stat's figures:\n%s", stat)
 	}
-	if srvr := s.ask(t, "srvr"); strings.Contains(srvr, "Clients:") {
-		t.Errorf("srvr lists clients:\n%s", srvr)
+	if srvr := s.ask(t, "srvr"); strings.Contains(srvr, "Clients:") || !strings.Contains(srvr, "\nConnections: 2\n") {
+		t.Errorf("srvr lists clients, or does not count the one asking:\n%s", srvr)
 	}
 
 	mntr := s.ask(t, "mntr")
@@ -83,7 +88,7 @@ func TestFourLetterWordsWithAClient(t *testing.T) {
 		"zk_open_file_descriptor_count": "40", "zk_max_file_descriptor_count": "1024",
 		"zk_followers": "2", "zk_synced_followers": "1", "zk_pending_syncs": "0",
 		"zk_packets_received": "2", "zk_packets_sent": "2", "zk_global_sessions": "6", "zk_local_sessions": "1",
-		"zk_min_latency": "1", "zk_avg_latency": "1.5000", "zk_max_latency": "3",
+		"zk_min_latency": "1", "zk_avg_latency": "1.5", "zk_max_latency": "3",
 	} {
 		if keys[k] != v {
 			t.Errorf("mntr %s = %q, want %q", k, keys[k], v)
@@ -118,8 +123,49 @@ func TestFourLetterWordsFollower(t *testing.T) {
 	if !strings.Contains(mntr, "zk_server_state\tfollower\n") || strings.Contains(mntr, "zk_followers") {
 		t.Fatalf("follower's mntr:\n%s", mntr)
 	}
-	if got := s.ask(t, "cons"); got != "\n" {
-		t.Fatalf("cons with no client: %q", got)
+	if got := s.ask(t, "cons"); !regexp.MustCompile(`^ /127\.0\.0\.1:\d+\[0\]\(queued=0,recved=1,sent=0\)\n\n$`).MatchString(got) {
+		t.Fatalf("cons with no client but the one asking: %q", got)
+	}
+}
+
+// consLines returns client's submatches if cons is exactly two lines
+// matching client and asker, in either order (ZooKeeper's is its hash
+// set's), then an empty line; nil otherwise.
+func consLines(cons string, client, asker *regexp.Regexp) []string {
+	lines := strings.Split(cons, "\n")
+	if len(lines) != 4 || lines[2] != "" || lines[3] != "" {
+		return nil
+	}
+	for _, order := range [][2]int{{0, 1}, {1, 0}} {
+		if m := client.FindStringSubmatch(lines[order[0]]); m != nil && asker.MatchString(lines[order[1]]) {
+			return m
+		}
+	}
+	return nil
+}
+
+// TestLatencyFormats: ZooKeeper's srvr, stat and mntr print min and max
+// latency as whole milliseconds and the average as a Java double rounded to
+// 4 decimals.
+func TestLatencyFormats(t *testing.T) {
+	for _, c := range []struct {
+		min, avg, max float64
+		want          string
+	}{
+		{0, 0, 0, "0/0.0/0"},
+		{1, 7.833333, 16, "1/7.8333/16"},
+		{0.028, 2.72584, 5.499, "0/2.7258/6"},
+		{2, 2.5, 3, "2/2.5/3"},
+		{3, 3, 3, "3/3.0/3"},
+		{0.00001, 0.00009, 0.0002, "0/1.0E-4/1"},
+		{0.5, 0.00049, 0.5, "0/5.0E-4/1"},
+		{12000000, 12345678.9, 12500000, "12000000/1.23456789E7/12500000"},
+		{1, 33.0 / 32, 2, "1/1.0313/2"},
+		{1, 1.0 / 3, 2, "1/0.3333/2"},
+	} {
+		if got := minMs(c.min) + "/" + avgMs(c.avg) + "/" + maxMs(c.max); got != c.want {
+			t.Errorf("min %v, avg %v, max %v: %q, want %q", c.min, c.avg, c.max, got, c.want)
+		}
 	}
 }
 

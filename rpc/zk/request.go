@@ -35,7 +35,7 @@ func bad(code engine.Code, format string, args ...any) *badRequest {
 // the container mode, createTTL a TTL mode and a TTL, and the other creates
 // neither.
 func createOf(op jute.OpCode, path string, data []byte, acl []jute.ACL, mode jute.CreateMode, ttl int64) (engine.Request, *badRequest) {
-	req := engine.Request{Op: engine.OpCreate, Path: path, Data: data, ACL: aclOf(acl)}
+	req := engine.Request{Op: engine.OpCreate, Path: path, Data: data, NullData: data == nil, ACL: aclOf(acl)}
 	if !mode.Valid() {
 		return req, bad(engine.BadArguments, "invalid create mode %d", int32(mode))
 	}
@@ -78,7 +78,7 @@ func writeOp(op jute.OpCode, rec jute.Record) (engine.Request, *badRequest) {
 	case *jute.DeleteRequest:
 		return engine.Request{Op: engine.OpDelete, Path: x.Path, Version: x.Version}, nil
 	case *jute.SetDataRequest:
-		return engine.Request{Op: engine.OpSetData, Path: x.Path, Data: x.Data, Version: x.Version}, nil
+		return engine.Request{Op: engine.OpSetData, Path: x.Path, Data: x.Data, NullData: x.Data == nil, Version: x.Version}, nil
 	case *jute.CheckVersionRequest:
 		return engine.Request{Op: engine.OpCheck, Path: x.Path, Version: x.Version}, nil
 	}

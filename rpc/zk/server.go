@@ -104,14 +104,76 @@ type conn struct {
 	timeoutMs    atomic.Int64 // negotiated, once connected
 	lastOp       atomic.Value // string
 	established  time.Time
+
+	statsMu sync.Mutex
+	stats   respStats // guarded by statsMu
+}
+
+// respStats are a connection's figures of its answered requests, as
+// ZooKeeper's cons reports them (ServerCnxn.updateStatsForResponse):
+// latencies in whole milliseconds.
+type respStats struct {
+	lastCxid int64 // the last answered xid other than a ping's (-1: none)
+	lastZxid int64 // the zxid of the last reply
+	lastResp int64 // when the last reply was sent, ms since the Unix epoch
+	lastLat  int64
+	minLat   int64 // valid when count > 0
+	maxLat   int64
+	count    int64
+	totalLat int64
+}
+
+func (r *respStats) answered(xid int32, zxid int64, lat time.Duration, now time.Time) {
+	ms := lat.Milliseconds()
+	if xid >= 0 {
+		r.lastCxid = int64(xid)
+	}
+	r.lastZxid, r.lastResp, r.lastLat = zxid, now.UnixMilli(), ms
+	if r.count == 0 || ms < r.minLat {
+		r.minLat = ms
+	}
+	r.maxLat = max(r.maxLat, ms)
+	r.count++
+	r.totalLat += ms
+}
+
+// minLat0 is the least latency, 0 before any.
+func (r *respStats) minLat0() int64 {
+	if r.count == 0 {
+		return 0
+	}
+	return r.minLat
+}
+
+// avgLat is ZooKeeper's: the integer average.
+func (r *respStats) avgLat() int64 {
+	if r.count == 0 {
+		return 0
+	}
+	return r.totalLat / r.count
+}
+
+// respStats returns a copy of the connection's figures.
+func (c *conn) respStats() respStats {
+	c.statsMu.Lock()
+	defer c.statsMu.Unlock()
+	return c.stats
+}
+
+// queued returns the number of requests received and not yet answered.
+func (c *conn) queued() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.pending)
 }
 
 // pending is what the encoding of a reply needs of its request.
 type pending struct {
-	xid   int32
-	op    jute.OpCode
-	ops   []jute.OpCode // a multi's ops
-	badOp int           // a multi's op the front-end refused (-1: none)
+	xid      int32
+	op       jute.OpCode
+	ops      []jute.OpCode // a multi's ops
+	badOp    int           // a multi's op the front-end refused (-1: none)
+	received time.Time     // for the connection's latencies (cons)
 }
 
 // ServeConn serves one connection whose first bytes are not gRPC's: a
@@ -181,6 +243,7 @@ func (s *Server) serve(nc net.Conn, creq *jute.ConnectRequest) {
 	}
 	c := &conn{srv: s, nc: nc, remote: nc.RemoteAddr().String(), sess: sess, established: time.Now()}
 	c.lastOp.Store("NA")
+	c.stats.lastCxid = -1
 	// ZooKeeper counts the ConnectRequest among the connection's packets
 	// received (and the ConnectResponse among those sent). The server's
 	// totals are the engine's (Stats).
@@ -234,7 +297,7 @@ func (c *conn) recvLoop() {
 			return
 		}
 		body := frame[jute.RequestHeaderSize:]
-		p := pending{xid: h.Xid, op: h.Type, badOp: -1}
+		p := pending{xid: h.Xid, op: h.Type, badOp: -1, received: time.Now()}
 		rec, err := jute.DecodeRequest(h.Type, body)
 		var req engine.Request
 		var b *badRequest
@@ -291,6 +354,10 @@ func (c *conn) sendLoop(ctx context.Context, readOnlyFlag bool) {
 					return
 				}
 				buf = reply(buf, p, m.Response)
+				now := time.Now()
+				c.statsMu.Lock()
+				c.stats.answered(p.xid, m.Response.Zxid, now.Sub(p.received), now)
+				c.statsMu.Unlock()
 				if p.op == jute.OpAuth && m.Response.Code == engine.AuthFailed {
 					// ZooKeeper answers a failed addAuth and closes the
 					// connection (the session lives on until it expires

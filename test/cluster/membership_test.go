@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -479,4 +480,52 @@ func (l *memberLoad) ackedSoFar() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]string(nil), l.acked...)
+}
+
+// TestZooKeeperConfigSameEverywhere: /zookeeper/config, read over
+// ZooKeeper's protocol from every server from the cluster's start on, is
+// the same text wherever its version is the same, and soon lists every
+// server with its client address, in lines ZooKeeper's parser accepts
+// (QuorumServer: an election port that differs from the quorum port).
+func TestZooKeeperConfigSameEverywhere(t *testing.T) {
+	c := New(t, 3, Options{})
+	var zcs []*zk.Conn
+	for _, addr := range c.Servers() {
+		zcs = append(zcs, connectZK(t, addr))
+	}
+	line := regexp.MustCompile(`^server\.(\d+)=([^;]+):(\d+):(\d+):participant;(.+)$`)
+	complete := func(text string) bool {
+		lines := strings.Split(text, "\n")
+		if len(lines) != 4 || !strings.HasPrefix(lines[3], "version=") {
+			return false
+		}
+		for i, l := range lines[:3] {
+			m := line.FindStringSubmatch(l)
+			if m == nil || m[1] != c.Members[i].ID || m[2]+":"+m[3] != c.Members[i].Cfg.PeerAddr || m[3] == m[4] || m[5] != c.Members[i].Cfg.ClientAddr {
+				return false
+			}
+		}
+		return true
+	}
+	byVersion := map[string]string{}
+	deadline := time.Now().Add(15 * time.Second)
+	for done := false; !done; {
+		done = true
+		for i, zc := range zcs {
+			data, _, err := zc.Get("/zookeeper/config")
+			if err != nil {
+				t.Fatalf("server %s: %v", c.Members[i].ID, err)
+			}
+			text := string(data)
+			version := text[strings.LastIndex(text, "\n")+1:]
+			if prev, ok := byVersion[version]; ok && prev != text {
+				t.Fatalf("at %s, server %s's /zookeeper/config is\n%s\nand another's\n%s", version, c.Members[i].ID, text, prev)
+			}
+			byVersion[version] = text
+			done = done && complete(text)
+		}
+		if !done && time.Now().After(deadline) {
+			t.Fatalf("no server lists every member with its client address in 15s: %q", byVersion)
+		}
+	}
 }

@@ -141,7 +141,6 @@ stat /zkcli/eph
 create -e /zkcli/eph/child x
 create -c /zkcli/cont
 create /zkcli/cont/x
-delete /zkcli/cont/x
 create -t 3000 /zkcli/ttl t
 get /zkcli/ttl
 getAcl /zkcli/a
@@ -149,6 +148,7 @@ sync /zkcli
 config
 whoami
 getAllChildrenNumber /zkcli
+delete /zkcli/cont/x
 getEphemerals /zkcli
 delete -v 0 /zkcli/a
 get /zkcli/a
@@ -179,7 +179,7 @@ check "config (getConfig)" bash -c '
 	grep -qE "^version=[0-9a-f]+$" <<<"$1" || { echo "no version= line"; exit 1; }' _ "$out"
 check "whoami" has "$out" "Auth scheme: User" "ip: 127.0.0.1"
 check "getAllChildrenNumber" bash -c '
-	grep -Fxq "7" <<<"$1" || { echo "want 7 descendants of /zkcli (a, s, s/n-0, s/n-1, eph, cont, ttl)"; exit 1; }' _ "$out"
+	grep -Fxq "8" <<<"$1" || { echo "want 8 descendants of /zkcli (a, s, s/n-0, s/n-1, eph, cont, cont/x, ttl)"; exit 1; }' _ "$out"
 check "getEphemerals" has "$out" "[/zkcli/eph]"
 check "delete -v (CAS)" has "$out" "version No is not valid : /zkcli/a" "Node does not exist: /zkcli/a"
 check "delete of a node with children" has "$out" "Node not empty: /zkcli/s"
@@ -283,7 +283,9 @@ else
 $(diff <(echo "$want") <(echo "$got") | sed 's/^/    /')"
 fi
 
-# --- quotas (kept under /zookeeper/quota) and the read-only configuration.
+# --- quotas (kept under /zookeeper/quota; the servers count the nodes and
+# bytes below the path: /zkcli/w with "v2" and its two children without
+# data) and the read-only configuration.
 out=$(session "$s2" <<'EOF'
 setquota -n 5 /zkcli/w
 listquota /zkcli/w
@@ -294,6 +296,7 @@ EOF
 )
 check "setquota, listquota, delquota" has "$out" \
 	"Output quota for /zkcli/w count=5,bytes=-1=;byteHardLimit=-1;countHardLimit=-1" \
+	"Output stat for /zkcli/w count=3,bytes=2" \
 	"quota for /zkcli/w does not exist."
 check "/zookeeper/config refuses writes as ZooKeeper does" has "$out" "Insufficient permission : /zookeeper/config"
 
