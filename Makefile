@@ -6,6 +6,7 @@
 #   make cluster   a local 3-node cluster in the foreground (N=5 for five)
 #   make release   static, version-stamped archives of both binaries in dist/
 #   make deploy-check  the systemd unit and the Kubernetes manifests, checked
+#   make crash     the Raft log store killed and torn CRASH_ROUNDS times (long)
 
 GO        ?= go
 BIN       ?= bin
@@ -138,6 +139,15 @@ NODES    ?= 3
 .PHONY: chaos chaos-ci
 chaos:
 	$(GO) test ./test/cluster/chaos -run '^TestChaos$$' -timeout 3h -count=1 -v -args -chaos.seed=$(SEED) -chaos.duration=$(DURATION) -chaos.nodes=$(NODES)
+
+## crash: the Raft log store's crash test at length (rpc's TestWALCrash; make
+## test runs 12 rounds): a child appending and truncating is SIGKILLed at random
+## points, its unsynced writes torn, and the store reopened and checked,
+## CRASH_ROUNDS times; SEED=0 picks a random seed (printed).
+CRASH_ROUNDS ?= 2000
+.PHONY: crash
+crash:
+	$(GO) test ./rpc/ -run '^TestWALCrash$$' -count=1 -v -timeout 3h -args -logcrash.rounds=$(CRASH_ROUNDS) -logcrash.seed=$(SEED)
 
 ## chaos-ci: a fixed-seed pass of about 2.5 minutes (3 nodes), run by .ci/run.
 chaos-ci:

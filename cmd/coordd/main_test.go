@@ -41,6 +41,14 @@ func TestStartupErrors(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(otherDir, "server-id"), []byte("7\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// A data dir with a raft-boltdb log, and one with a raft-wal log.
+	boltDir, walDir := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(boltDir, "raft.db"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(walDir, "wal"), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -55,6 +63,9 @@ func TestStartupErrors(t *testing.T) {
 		{"busy peer port", []string{"--data-dir", t.TempDir(), "--client-addr", freeAddr(t), "--peer-addr", busy.Addr().String()}, 1, "address already in use"},
 		{"data dir of another id", []string{"--id", "1", "--data-dir", otherDir, "--client-addr", freeAddr(t), "--peer-addr", freeAddr(t)}, 1, `created by server "7"`},
 		{"self not in peers", []string{"--id", "4", "--data-dir", t.TempDir(), "--peers", "1=127.0.0.1:1,2=127.0.0.1:2,3=127.0.0.1:3"}, 1, "not in the peers list"},
+		{"unknown raft log", []string{"--data-dir", t.TempDir(), "--raft-log", "rocks", "--client-addr", freeAddr(t), "--peer-addr", freeAddr(t)}, 1, `unknown raft log store "rocks"`},
+		{"wal asked of a bolt dir", []string{"--data-dir", boltDir, "--raft-log", "wal", "--client-addr", freeAddr(t), "--peer-addr", freeAddr(t)}, 1, "--raft-log wal, but " + boltDir + " holds a bolt log (raft.db)"},
+		{"bolt asked of a wal dir", []string{"--data-dir", walDir, "--raft-log", "bolt", "--client-addr", freeAddr(t), "--peer-addr", freeAddr(t)}, 1, "--raft-log bolt, but " + walDir + " holds a wal log (wal/)"},
 		{"min above max", []string{"--data-dir", t.TempDir(), "--min-session-timeout", "30s", "--max-session-timeout", "10s"}, 1, "exceeds max"},
 	} {
 		var stderr bytes.Buffer
@@ -70,7 +81,7 @@ func TestHelp(t *testing.T) {
 	if code := run([]string{"--help"}, io.Discard, &stderr); code != 0 {
 		t.Fatalf("--help exit %d", code)
 	}
-	for _, flag := range []string{"-id", "-data-dir", "-client-addr", "-peer-addr", "-peers", "-tick", "-ttl-nodes", "-idle-memory-check"} {
+	for _, flag := range []string{"-id", "-data-dir", "-client-addr", "-peer-addr", "-peers", "-tick", "-ttl-nodes", "-idle-memory-check", "-raft-log"} {
 		if !strings.Contains(stderr.String(), flag) {
 			t.Errorf("--help does not document %s", flag)
 		}
