@@ -531,4 +531,3 @@ func TestWALCrash(t *testing.T) {
 	t.Logf("%d rounds; killed inside: %v; %d files torn; %d times the store held the operation under way; the log ends at %d..%d",
 		*crashRounds, kinds, tears, withOpBegun, m.First, m.Last)
 }
-

@@ -33,7 +33,7 @@ const (
 
 // DefaultRaftLog is the log store of a new data dir when Config.RaftLog is
 // empty.
-const DefaultRaftLog = RaftLogBolt
+const DefaultRaftLog = RaftLogWAL
 
 const (
 	boltFile = "raft.db" // RaftLogBolt's file in the data dir

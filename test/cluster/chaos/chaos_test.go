@@ -124,8 +124,8 @@ func TestChaos(t *testing.T) {
 	if cfg.short {
 		mode = "short pass (no -chaos.duration)"
 	}
-	logf("chaos: seed %d, %d nodes, %v of faults, %s; reproduce with: make chaos SEED=%d DURATION=%v NODES=%d",
-		cfg.seed, cfg.nodes, cfg.duration, mode, cfg.seed, cfg.duration, cfg.nodes)
+	logf("chaos: seed %d, %d nodes, %v of faults, %s, %s; reproduce with: make chaos SEED=%d DURATION=%v NODES=%d",
+		cfg.seed, cfg.nodes, cfg.duration, mode, raftLogDesc(), cfg.seed, cfg.duration, cfg.nodes)
 
 	work := t.TempDir()
 	ctx, cancelAll := context.WithCancel(context.Background())

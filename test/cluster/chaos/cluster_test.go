@@ -116,7 +116,7 @@ func (c *procCluster) start(i int) error {
 		n.logFile = f
 	}
 	fmt.Fprintf(n.logFile, "=== chaos: start #%d at %s\n", n.starts+1, time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(c.bin,
+	cmd := exec.Command(c.bin, append(raftLogArgs(n.idx),
 		"--id", n.id, "--data-dir", n.dataDir,
 		"--client-addr", n.clientAddr, "--peer-addr", n.peerAddr, "--peers", c.peersFlag(),
 		"--tick", serverTiming.Tick.String(),
@@ -126,7 +126,7 @@ func (c *procCluster) start(i int) error {
 		"--snapshot-threshold", fmt.Sprint(serverTiming.SnapshotThreshold),
 		"--trailing-logs", fmt.Sprint(serverTiming.TrailingLogs),
 		"--reap-interval", "500ms",
-		"--log-level", "info")
+		"--log-level", "info")...)
 	cmd.Stdout = n.logFile
 	cmd.Stderr = n.logFile
 	// The servers die with the test process even if it is killed.
