@@ -3,7 +3,9 @@
 #   make test      everything CI checks: formatting, vet, dependency
 #                  direction, doc comments, the raft fork (rpc/third_party/raft), then
 #                  the whole suite with -race
-#   make cluster   a local 3-node cluster in the foreground (N=5 for five)
+#   make cluster   a local 3-node cluster in the foreground (N=5 for five;
+#                  TLS=1 for TLS on both ports, certificates from make certs)
+#   make certs     a CA and server, peer and client certificates in .cluster/tls
 #   make release   static, version-stamped archives of both binaries in dist/
 #   make deploy-check  the systemd unit and the Kubernetes manifests, checked
 #   make crash     the Raft log store killed and torn CRASH_ROUNDS times (long)
@@ -24,7 +26,7 @@ LDFLAGS   := -X main.version=$(VERSION)
 DIST      ?= dist
 PLATFORMS ?= linux/amd64 linux/arm64 darwin/arm64
 
-.PHONY: all build test unit lint fmt vet deps docs raftfork proto proto-check cluster bench compare-zookeeper compare-etcd scale fuzz clean release release-check deploy-check
+.PHONY: all build test unit lint fmt vet deps docs raftfork proto proto-check cluster certs bench compare-zookeeper compare-etcd scale fuzz clean release release-check deploy-check
 
 all: build
 
@@ -73,14 +75,26 @@ proto-check: proto
 	@git diff --exit-code -- '*.pb.go' || (echo "generated protobuf code is stale: run make proto and commit"; exit 1)
 
 ## cluster: N local servers on 127.0.0.1 in the foreground; Ctrl-C stops all.
-cluster: build
-	@bash scripts/cluster.sh $(N)
+## TLS=1: TLS on the client and peer ports, client certificates required,
+## with the files of make certs.
+TLS       ?=
+CERTS_DIR ?= .cluster/tls
+cluster: build $(if $(filter 1,$(TLS)),certs)
+	@$(if $(filter 1,$(TLS)),TLS_DIR=$(CERTS_DIR)) bash scripts/cluster.sh $(N)
+
+## certs: a CA and server, peer and client certificates for a local cluster
+## in CERTS_DIR (coordctl certs init; hosts 127.0.0.1, localhost, ::1),
+## unless it holds a CA already.
+certs: build
+	@if [ -f $(CERTS_DIR)/ca.crt ]; then echo "$(CERTS_DIR) already holds a CA (remove it for new ones)"; \
+	else $(BIN)/coordctl certs init $(CERTS_DIR) --hosts 127.0.0.1,localhost,::1; fi
 
 ## bench: Go micro-benchmarks, then coordctl bench's sweep against a local
-## 3-node cluster (scripts/bench.sh; BENCH_DURATION, BENCH_SWEEP).
-bench:
+## 3-node cluster (scripts/bench.sh; BENCH_DURATION, BENCH_SWEEP; TLS=1 runs
+## the cluster with TLS on both ports).
+bench: $(if $(filter 1,$(TLS)),certs)
 	$(GO) test -run='^$$' -bench=. -benchmem ./tree/ ./session/ ./watch/ ./fsm/
-	GO=$(GO) BIN=$(BIN) bash scripts/bench.sh
+	$(if $(filter 1,$(TLS)),TLS_DIR=$(CERTS_DIR)) GO=$(GO) BIN=$(BIN) bash scripts/bench.sh
 
 ## compare-zookeeper, compare-etcd: coordd against a local 3-node ZooKeeper 3.8
 ## or etcd 3.4 cluster (Debian's zookeeper or etcd-server package), workload by
@@ -133,12 +147,13 @@ clean:
 ## chaos: the fault-injection suite against real coordd processes (needs root
 ## and iptables for partitions and slow links; skipped with a log line if not).
 ## SEED=0 picks a random seed (printed); failures land in test/cluster/chaos/chaos-out/<seed>.
+## TLS=1 runs the servers with TLS on both ports (and client certificates).
 SEED     ?= 0
 DURATION ?= 5m
 NODES    ?= 3
 .PHONY: chaos chaos-ci
 chaos:
-	$(GO) test ./test/cluster/chaos -run '^TestChaos$$' -timeout 3h -count=1 -v -args -chaos.seed=$(SEED) -chaos.duration=$(DURATION) -chaos.nodes=$(NODES)
+	$(GO) test ./test/cluster/chaos -run '^TestChaos$$' -timeout 3h -count=1 -v -args -chaos.seed=$(SEED) -chaos.duration=$(DURATION) -chaos.nodes=$(NODES) $(if $(filter 1,$(TLS)),-chaos.tls)
 
 ## crash: the Raft log store's crash test at length (rpc's TestWALCrash; make
 ## test runs 12 rounds): a child appending and truncating is SIGKILLed at random

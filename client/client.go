@@ -51,11 +51,12 @@ type Client struct {
 	pending    []*call // sent or queued, unanswered, in xid order
 	conn       *conn   // current connection, nil while disconnected
 	watches    map[string][]*watcher
-	terminal   error // why the session ended; nil while it lives
-	closing    bool  // Close was called
-	closeAcked bool  // the server answered the CloseRequest
-	flaps      int   // disconnects since the last good reply (for backoff)
-	maxRequest int64 // the server's limit on one request, encoded (0: unknown)
+	terminal   error      // why the session ended; nil while it lives
+	closing    bool       // Close was called
+	closeAcked bool       // the server answered the CloseRequest
+	flaps      int        // disconnects since the last good reply (for backoff)
+	maxRequest int64      // the server's limit on one request, encoded (0: unknown)
+	vc         vouchClock // what the leader confirmed; the suspension (vouch.go)
 	states     chan StateEvent
 	stateSubs  map[chan StateEvent]struct{} // NotifyStates subscriptions
 	statesDone bool                         // states and every subscription are closed
@@ -68,7 +69,7 @@ type call struct {
 	write     bool // its outcome matters if the session ends in flight
 	sent      bool // sent on some stream at least once
 	abandoned bool // the caller stopped waiting
-	internal  bool // ping or close: no caller waiting on done
+	internal  bool // ping, close, a watch's removal: no caller waiting on done
 	watch     *watcher
 	done      chan result
 }
@@ -110,7 +111,10 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Client, er
 			if ctx.Err() != nil {
 				break
 			}
-			req := &apipb.ConnectRequest{TimeoutMs: o.sessionTimeout.Milliseconds()}
+			req := &apipb.ConnectRequest{TimeoutMs: o.sessionTimeout.Milliseconds(), Vouches: true}
+			// A new session is opened through the log, so the leader knew
+			// of it after this moment: its first confirmation.
+			sent := c.since()
 			cn, resp, err := c.dial(ctx, addr, o.dialTimeout, req)
 			if err == nil && resp.SessionId == 0 {
 				cn.close()
@@ -121,6 +125,7 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Client, er
 				c.sessionID = resp.SessionId
 				c.password = resp.Password
 				c.timeout = o.sessionTimeout
+				c.vc.confirmed = sent
 				c.mu.Unlock()
 				c.attach(cn, resp, true)
 				go c.run(cn)
@@ -415,11 +420,13 @@ func (c *Client) takeUnsent(cn *conn) []*apipb.ClientMessage {
 		return nil
 	}
 	low := c.pending[0].xid
+	now := c.since()
 	var out []*apipb.ClientMessage
 	for _, cl := range c.pending {
 		if cl.xid <= cn.sentXid {
 			continue
 		}
+		c.recordSendLocked(cn, cl, now)
 		cl.sent = true
 		cn.sentXid = cl.xid
 		// A fresh Request per send: the stored one is never mutated after
@@ -483,6 +490,9 @@ func (c *Client) handleResponse(r *apipb.Response) error {
 		switch {
 		case cl.abandoned:
 			c.removeWatcherLocked(w)
+			if err == nil {
+				c.dropAbandonedLocked(w)
+			}
 		case err == nil:
 			if w.kind == kindExist && r.GetExists().GetStat() != nil {
 				w.kind = kindData // the node exists: it is a data watch now
@@ -517,13 +527,15 @@ func (c *Client) terminate(cause error, st State) {
 	c.terminal = cause
 	calls := c.pending
 	c.pending = nil
-	var ws []*watcher
 	for _, l := range c.watches {
-		ws = append(ws, l...)
+		for _, w := range l {
+			w.fire(Event{Type: EventNotWatching, Path: w.path, Err: cause})
+		}
 	}
 	c.watches = make(map[string][]*watcher)
 	c.conn = nil
 	c.setStateLocked(st, c.server, cause)
+	c.armSuspendLocked() // stops the suspension timer
 	c.mu.Unlock()
 
 	c.cancel()
@@ -533,9 +545,6 @@ func (c *Client) terminate(cause error, st State) {
 			err = outcomeUnknown(cause)
 		}
 		cl.done <- result{err: err} // buffered; nobody may be waiting
-	}
-	for _, w := range ws {
-		w.fire(Event{Type: EventNotWatching, Path: w.path, Err: cause})
 	}
 	c.log.Info("client: session ended", "session", c.sessionID, "state", st, "cause", cause)
 }
@@ -585,13 +594,12 @@ func (c *Client) attach(cn *conn, resp *apipb.ConnectResponse, first bool) bool 
 	c.maxRequest = resp.MaxRequestBytes
 	c.conn = cn
 	c.server = cn.addr
-	cn.setTimeout(c.timeout)
+	cn.setTimeout(c.timeout, c.opts.suspendMargin(c.timeout))
 	c.lastHeard.Store(int64(c.since()))
-	st := StateReconnected
-	if first {
-		st = StateConnected
+	if !first {
+		c.resyncLocked(resp.Zxid)
 	}
-	c.setStateLocked(st, cn.addr, nil)
+	c.setStateLocked(c.attachStateLocked(cn, first), cn.addr, nil)
 	c.mu.Unlock()
 	c.log.Info("client: connected", "server", cn.addr, "server_id", resp.ServerId, "session", resp.SessionId, "timeout", c.timeout)
 	cn.start()
@@ -616,6 +624,7 @@ func (c *Client) run(cn *conn) {
 			return
 		}
 		c.setStateLocked(StateDisconnected, cn.addr, cn.err)
+		c.disconnectedLocked(cn.err)
 		c.flaps++
 		c.mu.Unlock()
 		c.log.Info("client: disconnected", "server", cn.addr, "err", cn.err)
@@ -706,15 +715,18 @@ func (c *Client) sleep(d time.Duration) bool {
 func (c *Client) resumeRequest() *apipb.ConnectRequest {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	data, exist, child := c.watchPathsLocked()
+	w := c.watchPathsLocked()
 	return &apipb.ConnectRequest{
-		SessionId:    c.sessionID,
-		Password:     c.password,
-		TimeoutMs:    c.timeout.Milliseconds(),
-		LastZxid:     c.lastZxid,
-		DataWatches:  data,
-		ExistWatches: exist,
-		ChildWatches: child,
+		SessionId:                  c.sessionID,
+		Password:                   c.password,
+		TimeoutMs:                  c.timeout.Milliseconds(),
+		LastZxid:                   c.lastZxid,
+		DataWatches:                w.data,
+		ExistWatches:               w.exist,
+		ChildWatches:               w.child,
+		Vouches:                    true,
+		PersistentWatches:          w.persistent,
+		PersistentRecursiveWatches: w.recursive,
 	}
 }
 

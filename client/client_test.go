@@ -625,7 +625,9 @@ func TestSessionExpiredOnResume(t *testing.T) {
 		_, err := c.Create(ctx, "/held", nil, CreateMode{})
 		writeErr <- err
 	}()
-	waitFor(t, "the held write", func() bool { return hasRequest(server, func(r *apipb.Request) bool { return r.GetCreate() != nil }) })
+	waitFor(t, "the held write", func() bool {
+		return hasRequest(server, func(r *apipb.Request) bool { return r.GetCreate().GetPath() == "/held" })
+	})
 	readErr := make(chan error, 1)
 	go func() {
 		_, _, err := c.Get(ctx, "/w")
@@ -1027,7 +1029,9 @@ func TestNotifyStates(t *testing.T) {
 	waitFor(t, "the stream", func() bool { return s.activeStreams() == 1 })
 	s.killStreams()
 	nextState(t, c, StateReconnected) // States itself, read here, as before
-	want := []State{StateDisconnected, StateReconnected}
+	// The fake server does not vouch: the session is suspended at the
+	// disconnect (vouch.go).
+	want := []State{StateDisconnected, StateSuspended, StateReconnected}
 	for i, sub := range []<-chan StateEvent{sub1, sub2} {
 		for _, w := range want {
 			select {
@@ -1097,7 +1101,7 @@ func TestNames(t *testing.T) {
 	if EventType(apipb.EventType_NODE_CHILDREN_CHANGED) != EventNodeChildrenChanged || WatchKind(apipb.WatchKind_WATCH_CHILD) != WatchChild || NodeKind(apipb.NodeKind_TTL) != TTL {
 		t.Error("enum values differ from the wire's")
 	}
-	if StateReconnected.String() != "Reconnected" || Ephemeral.String() != "ephemeral" {
+	if StateReconnected.String() != "Reconnected" || StateSuspended.String() != "Suspended" || Ephemeral.String() != "ephemeral" {
 		t.Error("names")
 	}
 }

@@ -28,9 +28,10 @@ type conn struct {
 
 	sentXid int64 // highest xid sent on this stream; guarded by Client.mu
 
-	pingInterval time.Duration // send a ping after this long without sending
-	readTimeout  time.Duration // give up on the server after this long without a message
-	tick         time.Duration
+	vouchInterval time.Duration // the server's (0: it does not vouch)
+	pingInterval  time.Duration // send a ping after this long without sending
+	readTimeout   time.Duration // give up on the server after this long without a message
+	tick          time.Duration
 
 	lastSend atomic.Int64 // since Client.epoch
 	lastRecv atomic.Int64
@@ -80,7 +81,8 @@ func (c *Client) dial(hctx context.Context, addr string, timeout time.Duration, 
 	switch k := msg.Kind.(type) {
 	case *apipb.ServerMessage_Connected:
 		cn := &conn{c: c, addr: addr, release: release, stream: stream, ctx: ctx, cancel: cancel,
-			kick: make(chan struct{}, 1), done: make(chan struct{})}
+			kick: make(chan struct{}, 1), done: make(chan struct{}),
+			vouchInterval: time.Duration(max(k.Connected.VouchIntervalMs, 0)) * time.Millisecond}
 		return cn, k.Connected, nil
 	case *apipb.ServerMessage_Response:
 		err := codeError(k.Response.Error, k.Response.Message)
@@ -106,10 +108,19 @@ func (c *Client) connTo(addr string) (*grpc.ClientConn, func(), error) {
 	return cc, func() { cc.Close() }, nil
 }
 
-func (cn *conn) setTimeout(d time.Duration) {
+// setTimeout sets the conn's timing for session timeout d. The server is
+// given up after 2/3 of d without a message, and pinged after d/3 without
+// a send. A server that vouches is pinged often enough for a vouch to
+// arrive well before the suspension (vouch.go): after at most
+// (d - V - margin)/2 - V without a send, V being its vouch interval, but
+// never more often than every V.
+func (cn *conn) setTimeout(d, margin time.Duration) {
 	cn.pingInterval = d / 3
+	if v := cn.vouchInterval; v > 0 {
+		cn.pingInterval = min(cn.pingInterval, max(v, (d-v-margin)/2-v))
+	}
 	cn.readTimeout = d * 2 / 3
-	cn.tick = max(d/12, time.Millisecond)
+	cn.tick = max(min(d/12, cn.pingInterval/4), time.Millisecond)
 	now := int64(cn.c.since())
 	cn.lastSend.Store(now)
 	cn.lastRecv.Store(now)
@@ -196,6 +207,8 @@ func (cn *conn) recvLoop() {
 			err = cn.c.handleResponse(k.Response)
 		case *apipb.ServerMessage_Event:
 			cn.c.handleEvent(k.Event)
+		case *apipb.ServerMessage_Vouch:
+			cn.c.handleVouch(cn, k.Vouch.Xid)
 		default:
 			err = fmt.Errorf("%w: unexpected %T from %s", ErrSystemError, msg.Kind, cn.addr)
 		}

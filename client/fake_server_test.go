@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"path"
@@ -94,6 +95,23 @@ type fakeServer struct {
 	accepted  int // streams ever accepted
 
 	tcpConns atomic.Int32 // TCP connections ever accepted
+
+	// Vouches (apipb.Vouch), for clients that ask: every vouchEvery the
+	// server takes the highest xid received on each stream and, confirmDelay
+	// later (the leader's round), vouches for it, unless vouching is off
+	// (a server cut off from its leader).
+	vouchEvery   time.Duration // 0: the server does not vouch (an older server)
+	confirmDelay time.Duration
+	noVouch      atomic.Bool
+	vouched      []vouchRecord
+	received     map[int64]time.Duration // xid -> when first received (since start)
+	start        time.Time
+}
+
+// vouchRecord is one vouch sent.
+type vouchRecord struct {
+	xid int64
+	at  time.Duration // since the server started
 }
 
 // countingListener counts the connections it accepts.
@@ -117,6 +135,7 @@ type fstream struct {
 	kill, mute         chan struct{}
 	killOnce, muteOnce sync.Once
 	data, exist, child map[string]bool
+	persistent         map[string]bool // AddWatch's, either kind: registered, never fired by the fake
 }
 
 func (fs *fstream) doKill() { fs.killOnce.Do(func() { close(fs.kill) }) }
@@ -139,11 +158,20 @@ func (cl *fakeCluster) listen(name string) (*fakeServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &fakeServer{name: name, cl: cl, addr: lis.Addr().String(), gs: grpc.NewServer(),
-		release: make(chan struct{}), active: map[*fstream]struct{}{}}
+	return cl.serve(name, lis, lis.Addr().String()), nil
+}
+
+// serve starts a server of cl on lis, known to clients as addr, configured
+// by opts before it serves.
+func (cl *fakeCluster) serve(name string, lis net.Listener, addr string, opts ...func(*fakeServer)) *fakeServer {
+	s := &fakeServer{name: name, cl: cl, addr: addr, gs: grpc.NewServer(),
+		release: make(chan struct{}), active: map[*fstream]struct{}{}, start: time.Now()}
+	for _, o := range opts {
+		o(s)
+	}
 	apipb.RegisterCoordServer(s.gs, s)
 	go s.gs.Serve(countingListener{lis, &s.tcpConns})
-	return s, nil
+	return s
 }
 
 // FakeServers starts n in-memory servers of one fake cluster, for the
@@ -241,7 +269,7 @@ func (s *fakeServer) Session(stream apipb.Coord_SessionServer) error {
 
 	cl := s.cl
 	fs := &fstream{srv: s, out: make(chan *apipb.ServerMessage, 4096), kill: make(chan struct{}), mute: make(chan struct{}),
-		data: map[string]bool{}, exist: map[string]bool{}, child: map[string]bool{}}
+		data: map[string]bool{}, exist: map[string]bool{}, child: map[string]bool{}, persistent: map[string]bool{}}
 	cl.mu.Lock()
 	if creq.SessionId == 0 {
 		cl.nextSess++
@@ -266,8 +294,13 @@ func (s *fakeServer) Session(stream apipb.Coord_SessionServer) error {
 		}
 		fs.sess = sess
 	}
+	var vouchMs int64
+	if creq.Vouches {
+		vouchMs = s.vouchEvery.Milliseconds()
+	}
 	fs.out <- &apipb.ServerMessage{Kind: &apipb.ServerMessage_Connected{Connected: &apipb.ConnectResponse{
-		SessionId: fs.sess.id, Password: fs.sess.password, TimeoutMs: fs.sess.timeout, ServerId: s.name, Zxid: cl.zxid}}}
+		SessionId: fs.sess.id, Password: fs.sess.password, TimeoutMs: fs.sess.timeout, ServerId: s.name, Zxid: cl.zxid,
+		VouchIntervalMs: vouchMs}}}
 	// Re-register the resumed watches, firing at once those whose node changed.
 	for _, p := range creq.DataWatches {
 		n := cl.nodes[p]
@@ -298,6 +331,9 @@ func (s *fakeServer) Session(stream apipb.Coord_SessionServer) error {
 			fs.child[p] = true
 		}
 	}
+	for _, p := range append(creq.PersistentWatches, creq.PersistentRecursiveWatches...) {
+		fs.persistent[p] = true
+	}
 	cl.streams[fs] = struct{}{}
 	cl.mu.Unlock()
 	s.mu.Lock()
@@ -314,6 +350,10 @@ func (s *fakeServer) Session(stream apipb.Coord_SessionServer) error {
 	}()
 
 	ctx := stream.Context()
+	var highest atomic.Int64 // highest xid received on this stream
+	if vouchMs > 0 {
+		go s.vouchLoop(ctx, fs, &highest)
+	}
 	writerDone := make(chan struct{})
 	go func() { // the only goroutine that sends on the stream
 		defer close(writerDone)
@@ -381,6 +421,13 @@ func (s *fakeServer) Session(stream apipb.Coord_SessionServer) error {
 		}
 		s.mu.Lock()
 		s.requests = append(s.requests, req)
+		if s.received == nil {
+			s.received = map[int64]time.Duration{}
+		}
+		if _, ok := s.received[req.Xid]; !ok {
+			s.received[req.Xid] = time.Since(s.start)
+		}
+		highest.Store(max(highest.Load(), req.Xid))
 		hook := s.onRequest
 		release := s.release
 		s.mu.Unlock()
@@ -428,9 +475,78 @@ func (s *fakeServer) Session(stream apipb.Coord_SessionServer) error {
 	}
 }
 
+// vouchLoop vouches for the requests received on fs, as a server passing
+// its keep-alives to the leader does, until the stream ends.
+func (s *fakeServer) vouchLoop(ctx context.Context, fs *fstream, highest *atomic.Int64) {
+	tk := time.NewTicker(s.vouchEvery)
+	defer tk.Stop()
+	var last int64
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-fs.kill:
+			return
+		case <-tk.C:
+		}
+		xid := highest.Load()
+		if xid <= last || s.noVouch.Load() {
+			continue
+		}
+		if s.confirmDelay > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-fs.kill:
+				return
+			case <-time.After(s.confirmDelay):
+			}
+		}
+		if s.noVouch.Load() {
+			continue // cut off while the leader was asked
+		}
+		last = xid
+		s.mu.Lock()
+		s.vouched = append(s.vouched, vouchRecord{xid, time.Since(s.start)})
+		s.mu.Unlock()
+		select {
+		case fs.out <- &apipb.ServerMessage{Kind: &apipb.ServerMessage_Vouch{Vouch: &apipb.Vouch{Xid: xid}}}:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// lastVouch returns the last vouch sent (zero if none).
+func (s *fakeServer) lastVouch() vouchRecord {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.vouched) == 0 {
+		return vouchRecord{}
+	}
+	return s.vouched[len(s.vouched)-1]
+}
+
+// receivedAt is when the server first received xid (since it started).
+func (s *fakeServer) receivedAt(xid int64) (time.Duration, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at, ok := s.received[xid]
+	return at, ok
+}
+
 // event queues a watch event on fs (cluster lock held).
 func (fs *fstream) event(t apipb.EventType, p string, zxid int64) {
 	fs.out <- &apipb.ServerMessage{Kind: &apipb.ServerMessage_Event{Event: &apipb.WatchEvent{Type: t, Path: p, Zxid: zxid}}}
+}
+
+// inject queues ev on every stream of s, after what is queued there.
+func (s *fakeServer) inject(ev *apipb.WatchEvent) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for fs := range s.active {
+		fs.out <- &apipb.ServerMessage{Kind: &apipb.ServerMessage_Event{Event: ev}}
+	}
 }
 
 // fire fires the watches that an event of type t on p triggers, on every
@@ -558,15 +674,25 @@ func (cl *fakeCluster) handle(fs *fstream, req *apipb.Request) *apipb.Response {
 			cl.delete(p, -1, &evs)
 		}
 		delete(cl.sessions, sess.id)
+	case *apipb.Request_AddWatch:
+		fs.persistent[op.AddWatch.Path] = true
+	case *apipb.Request_CheckWatches:
+		if !fs.persistent[op.CheckWatches.Path] {
+			r.Error = apipb.ErrorCode_NO_WATCHER
+		}
 	case *apipb.Request_RemoveWatches:
 		p, k := op.RemoveWatches.Path, op.RemoveWatches.Kind
 		found := false
-		if k != apipb.WatchKind_WATCH_CHILD && (fs.data[p] || fs.exist[p]) {
+		if (k == apipb.WatchKind_WATCH_PERSISTENT || k == apipb.WatchKind_WATCH_PERSISTENT_RECURSIVE || k == apipb.WatchKind_WATCH_ANY) && fs.persistent[p] {
+			found = true
+			delete(fs.persistent, p)
+		}
+		if (k == apipb.WatchKind_WATCH_ANY || k == apipb.WatchKind_WATCH_DATA) && (fs.data[p] || fs.exist[p]) {
 			found = true
 			delete(fs.data, p)
 			delete(fs.exist, p)
 		}
-		if k != apipb.WatchKind_WATCH_DATA && fs.child[p] {
+		if (k == apipb.WatchKind_WATCH_ANY || k == apipb.WatchKind_WATCH_CHILD) && fs.child[p] {
 			found = true
 			delete(fs.child, p)
 		}

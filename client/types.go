@@ -20,11 +20,13 @@ const (
 	StateConnected
 	// StateDisconnected: the stream to the server broke; the client is trying
 	// the servers and the session may still be alive. Calls wait. Code that
-	// relies on the session (a lock) should consider itself suspended.
+	// relies on the session (a lock) acts on StateSuspended, which follows
+	// if the session may be lost.
 	StateDisconnected
-	// StateReconnected: the same session was resumed on a server after
-	// StateDisconnected; pending requests were re-sent and watches
-	// re-registered.
+	// StateReconnected: the session is fine again: after StateDisconnected,
+	// the same session was resumed on a server (pending requests were
+	// re-sent and watches re-registered); after StateSuspended, the leader
+	// confirmed the session again.
 	StateReconnected
 	// StateExpired: the session is gone (terminal). Every pending and later
 	// call fails with ErrSessionExpired.
@@ -32,9 +34,20 @@ const (
 	// StateClosed: Close was called (terminal, always the last event; the
 	// States channel is closed after it).
 	StateClosed
+	// StateSuspended: the session may be lost. The leader has not confirmed
+	// a request sent in the last T - V - M (session timeout, the server's
+	// vouch interval, WithSuspendMargin), so it may expire the session
+	// V + M from now, and anything the session holds (a lock) may then pass
+	// to another owner: code that relies on the session stops relying on it
+	// now. Against a server that does not vouch (older than vouches), it
+	// follows every StateDisconnected. The client stays connected, or goes
+	// on reconnecting; StateReconnected follows once the leader confirms the
+	// session again (StateExpired if it expired). While suspended, a
+	// reconnection is reported as StateSuspended again, with its server.
+	StateSuspended
 )
 
-var stateNames = [...]string{"Connecting", "Connected", "Disconnected", "Reconnected", "Expired", "Closed"}
+var stateNames = [...]string{"Connecting", "Connected", "Disconnected", "Reconnected", "Expired", "Closed", "Suspended"}
 
 // String returns the state's name, such as "Connected".
 func (s State) String() string {
@@ -108,6 +121,9 @@ type CreateMode struct {
 	// TTL is the time to live of a TTL node (millisecond resolution); it must
 	// be zero for other kinds.
 	TTL time.Duration
+	// ACL is the new node's ACL (nil: OpenACL, everyone may do anything).
+	// Creating needs CREATE on the parent.
+	ACL []ACL
 }
 
 // Stat is a znode's metadata, named as ZooKeeper names it. Its JSON form uses
@@ -200,8 +216,14 @@ const (
 	EventNodeChildrenChanged
 	// EventNotWatching: the watch ended without its node changing: the
 	// session expired or the Client was closed (Event.Err says which), or
-	// RemoveWatches removed it (Err nil).
+	// RemoveWatches or StopWatch removed it (Err nil).
 	EventNotWatching
+	// EventResync, on a persistent watch (AddWatch) only: events may be
+	// missing before this one; re-read what the watch covers. Err says why:
+	// ErrWatchOverflow (the reader fell behind the channel's buffer) or
+	// ErrConnectionLoss (the session moved to another server, which does not
+	// report what changed meanwhile). Zxid is 0. The watch goes on.
+	EventResync
 )
 
 var eventNames = map[EventType]string{
@@ -210,6 +232,7 @@ var eventNames = map[EventType]string{
 	EventNodeDataChanged:     "NodeDataChanged",
 	EventNodeChildrenChanged: "NodeChildrenChanged",
 	EventNotWatching:         "NotWatching",
+	EventResync:              "Resync",
 }
 
 // String returns ZooKeeper's name of the event type, such as "NodeCreated".
@@ -220,32 +243,47 @@ func (t EventType) String() string {
 	return fmt.Sprintf("EventType(%d)", int(t))
 }
 
-// Event is delivered once on a watch channel, which is then closed.
+// Event is what a watch channel receives: once for a one-shot watch (GetW,
+// ExistsW, ChildrenW), whose channel is then closed; every change, until
+// the final EventNotWatching, for a persistent one (AddWatch).
 type Event struct {
 	// Type says what happened.
 	Type EventType
-	// Path is the watched node's path.
+	// Path is the path of the node that changed: the watched node, or for
+	// a recursive watch the node below it. For EventNotWatching and
+	// EventResync, the watched path.
 	Path string
-	// Zxid is the zxid of the change (0 for EventNotWatching).
+	// Zxid is the zxid of the change (0 for EventNotWatching and
+	// EventResync).
 	Zxid int64
-	// Err is set for EventNotWatching when the session ended: an error
-	// matching ErrSessionExpired or ErrClosed.
+	// Err is set for EventNotWatching when the session ended (an error
+	// matching ErrSessionExpired or ErrClosed), and for EventResync.
 	Err error
 }
 
-// WatchKind selects the watches RemoveWatches removes.
+// WatchKind is a kind of watch: it selects the watches RemoveWatches,
+// CheckWatches and StopWatch's server side remove or check, and with
+// WatchPersistent and WatchPersistentRecursive the kind AddWatch sets. The
+// values are the public API's (and ZooKeeper's WatcherType, renumbered).
 type WatchKind int
 
 const (
-	// WatchAny selects every watch on the path.
+	// WatchAny selects every watch on the path, persistent ones included.
 	WatchAny WatchKind = iota
 	// WatchData selects data watches (those left by GetW and ExistsW).
 	WatchData
 	// WatchChild selects child watches (those left by ChildrenW).
 	WatchChild
+	// WatchPersistent selects persistent watches (AddWatch of that kind):
+	// every event type of their path, until removed.
+	WatchPersistent
+	// WatchPersistentRecursive selects persistent recursive watches
+	// (AddWatch of that kind): their path and every path below it, until
+	// removed.
+	WatchPersistentRecursive
 )
 
-// String returns the kind's name, such as "data".
+// String returns the kind's name, such as "data" or "persistentRecursive".
 func (k WatchKind) String() string {
 	switch k {
 	case WatchAny:
@@ -254,6 +292,10 @@ func (k WatchKind) String() string {
 		return "data"
 	case WatchChild:
 		return "child"
+	case WatchPersistent:
+		return "persistent"
+	case WatchPersistentRecursive:
+		return "persistentRecursive"
 	}
 	return fmt.Sprintf("WatchKind(%d)", int(k))
 }
@@ -304,5 +346,6 @@ func createRequest(path string, data []byte, mode CreateMode) *apipb.CreateReque
 		Kind:       apipb.NodeKind(mode.Kind),
 		Sequential: mode.Sequential,
 		TtlMs:      mode.TTL.Milliseconds(),
+		Acl:        aclToPB(mode.ACL),
 	}
 }

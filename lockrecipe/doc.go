@@ -33,8 +33,16 @@
 //   - The Session follows the client's state through a subscription of its
 //     own (client.NotifyStates): the program may read the client's States
 //     channel too.
-//   - Lost closes when the holder can no longer be sure it holds: see Session
-//     for the policy.
+//   - Lost closes when the holder can no longer be sure it holds: when the
+//     client suspends the session (client.StateSuspended), when the session
+//     ends, or when the holder's node is deleted. The client suspends the
+//     session strictly before the leader can expire it, at
+//     sent + T - V - M at the latest, where sent is when it sent the last
+//     request the leader confirmed, T the session timeout, V the server's
+//     vouch interval (half its tick: 500ms by default) and M the margin
+//     (client.WithSuspendMargin; default max(T/50, 50ms)). No other owner can
+//     acquire before sent + T: a holder that stops within V + M of Lost
+//     closing never overlaps the next. See Session.
 //   - The fencing token of an acquisition is the creation zxid of its node:
 //     it grows strictly with every acquisition of one lock, cluster-wide.
 //     GuardedMulti performs writes only while the lock node still exists.

@@ -19,9 +19,15 @@ func server(t *testing.T) *cluster.Cluster {
 
 func connect(t testing.TB, servers ...string) *client.Client {
 	t.Helper()
+	return connectWith(t, servers)
+}
+
+// connectWith connects a client with a 4s session and opts.
+func connectWith(t testing.TB, servers []string, opts ...client.Option) *client.Client {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	c, err := client.Connect(ctx, servers, client.WithSessionTimeout(4*time.Second))
+	c, err := client.Connect(ctx, servers, append([]client.Option{client.WithSessionTimeout(4 * time.Second)}, opts...)...)
 	if err != nil {
 		t.Fatalf("connect %v: %v", servers, err)
 	}

@@ -45,8 +45,9 @@ func (m *Mutex) TryLock(ctx context.Context) (Token, error) { return m.q.acquire
 func (m *Mutex) Unlock(ctx context.Context) error { return m.q.release(ctx) }
 
 // Lost returns a channel closed when the holder can no longer be sure it
-// holds the lock: the session was lost (see Session), its node was deleted,
-// or Unlock ran. Each acquisition has its own channel; before the first
+// holds the lock: the client suspended the session, which it does before
+// the leader can expire it (sent + T - V - M, see Session), the session
+// ended, its node was deleted, or Unlock ran. Each acquisition has its own channel; before the first
 // acquisition a closed channel is returned.
 func (m *Mutex) Lost() <-chan struct{} { return m.q.lostChan() }
 

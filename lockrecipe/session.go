@@ -3,7 +3,6 @@ package lockrecipe
 import (
 	"context"
 	"sync"
-	"time"
 
 	"github.com/coordd/coordd/client"
 )
@@ -18,58 +17,59 @@ import (
 // # When a holder counts as lost
 //
 // A recipe that holds something (a lock, a permit, leadership) closes its
-// Lost channel when the session expires or is closed, when its own node is
-// deleted, or when the session has been disconnected for longer than the
-// suspend grace (WithSuspendGrace). The default grace is zero: a holder
-// counts as lost as soon as the client reports StateDisconnected, like
-// Curator's standard policy. A longer grace is unsafe with this client:
-// it notices a silently dead server only after 2/3 of the session timeout
-// without a message (plus one of its ticks, 1/12 of the timeout), while the
-// servers may expire the session one full timeout after they last heard from
-// it, which can leave as little as a quarter of the timeout between the
-// disconnect event and the moment another client acquires. A grace of zero
-// keeps that whole margin; a negative grace means "only on expiry" (unsafe:
-// another owner may acquire before this one learns it lost).
+// Lost channel when the client suspends the session (client.StateSuspended),
+// when the session expires or is closed, or when its own node is deleted.
 //
-// A holder that was merely suspended still has its node once the session
-// resumes, so others stay blocked until it calls Unlock; it must not go on
-// assuming it holds after Lost closed.
+// The client suspends the session before the leader can expire it. The
+// servers vouch for the session: they tell the client which of its requests
+// the leader has heard of, in a term a majority confirmed afterwards; no
+// leader expires the session before the session timeout T has passed since
+// the client sent the last such request (sent). So Lost closes at
+//
+//	sent + T - V - M
+//
+// at the latest, where V is the server's vouch interval (half its tick:
+// 500ms with coordd's default 1s tick) and M the client's margin
+// (client.WithSuspendMargin; by default max(T/50, 50ms), which covers the
+// drift between the client's clock and the leader's and a late timer). The
+// next owner can acquire only after the leader expired the session, at
+// sent + T at the earliest: a holder that stops within V + M of Lost
+// closing, by its own clock, never overlaps the next one. With T = 10s and
+// the default tick, Lost closes 700ms before the earliest expiry; with
+// T = 4s and a 200ms tick, 180ms before.
+//
+// A disconnect alone does not close Lost: the client moves to another
+// server, and the session stays confirmed if a server vouches for it in
+// time. A leader change alone does not either, when it takes less than
+// about T - 2V - M - T/3 (a new leader gives every session a full timeout).
+// Against a server too old to vouch, the client suspends the session at
+// every disconnect, and Lost closes then.
+//
+// A holder that was suspended still has its node once the session is
+// confirmed again, so others stay blocked until it calls Unlock; it must not
+// go on assuming it holds after Lost closed (another owner may have taken
+// the lock if the session expired meanwhile). Fencing tokens (Token,
+// GuardedMulti) protect what a late holder writes regardless.
 type Session struct {
-	c     *client.Client
-	grace time.Duration
+	c *client.Client
 
 	mu       sync.Mutex
 	gen      chan struct{} // closed at the next loss; replaced on resume
 	renewed  chan struct{} // closed (and replaced) when gen is replaced or the session ends
-	suspend  *time.Timer   // pending grace timer while disconnected
 	terminal bool
 	done     chan struct{}
 }
 
-// SessionOption configures NewSession.
-type SessionOption func(*Session)
-
-// WithSuspendGrace sets how long the session may stay disconnected before
-// the recipes' holders count as lost (default 0: at once; negative: never,
-// only on expiry). See Session for why the default is zero.
-func WithSuspendGrace(d time.Duration) SessionOption {
-	return func(s *Session) { s.grace = d }
-}
-
 // sessions maps each client to its live Session, so that all the recipes of
-// one client share one view of its health (one suspend timer, one
-// generation).
+// one client share one view of its health (one generation).
 var sessions sync.Map // *client.Client -> *Session
 
 // NewSession subscribes to c's state changes and returns the Session that
 // every recipe of c is built on. Its goroutine ends when the client's session
 // expires or the client is closed. Calling NewSession again for the same
-// live client returns the same Session (the new options are ignored).
-func NewSession(c *client.Client, opts ...SessionOption) *Session {
+// live client returns the same Session.
+func NewSession(c *client.Client) *Session {
 	s := &Session{c: c, gen: make(chan struct{}), renewed: make(chan struct{}), done: make(chan struct{})}
-	for _, o := range opts {
-		o(s)
-	}
 	if prev, loaded := sessions.LoadOrStore(c, s); loaded {
 		return prev.(*Session)
 	}
@@ -79,8 +79,11 @@ func NewSession(c *client.Client, opts ...SessionOption) *Session {
 		stop()
 		s.end()
 		return s
-	case client.StateDisconnected:
-		s.disconnected()
+	default:
+		// Suspended, or disconnected while suspended.
+		if state == client.StateSuspended || c.Confirmation().Suspended {
+			s.suspended()
+		}
 	}
 	go s.run(events, stop)
 	return s
@@ -96,8 +99,8 @@ func (s *Session) run(events <-chan client.StateEvent, stop func()) {
 	defer stop()
 	for ev := range events {
 		switch ev.State {
-		case client.StateDisconnected:
-			s.disconnected()
+		case client.StateSuspended:
+			s.suspended()
 		case client.StateConnected, client.StateReconnected:
 			s.resumed()
 		case client.StateExpired, client.StateClosed:
@@ -108,36 +111,21 @@ func (s *Session) run(events <-chan client.StateEvent, stop func()) {
 	s.end()
 }
 
-func (s *Session) disconnected() {
+// suspended makes every holder of the current generation lost.
+func (s *Session) suspended() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.terminal || s.suspend != nil || s.grace < 0 {
-		return
-	}
-	if s.grace == 0 {
+	if !s.terminal {
 		s.loseLocked()
-		return
 	}
-	gen := s.gen
-	s.suspend = time.AfterFunc(s.grace, func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if s.gen == gen && s.suspend != nil {
-			s.suspend = nil
-			s.loseLocked()
-		}
-	})
 }
 
+// resumed starts a new generation after a loss.
 func (s *Session) resumed() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.terminal {
 		return
-	}
-	if s.suspend != nil {
-		s.suspend.Stop()
-		s.suspend = nil
 	}
 	select {
 	case <-s.gen:
@@ -155,10 +143,6 @@ func (s *Session) end() {
 		return
 	}
 	s.terminal = true
-	if s.suspend != nil {
-		s.suspend.Stop()
-		s.suspend = nil
-	}
 	s.loseLocked()
 	close(s.renewed)
 	close(s.done)
@@ -174,8 +158,8 @@ func (s *Session) loseLocked() {
 }
 
 // liveGeneration returns a channel that closes at the session's next loss.
-// While the session is suspended past its grace it first waits (bounded by
-// ctx) for it to resume, so that a recipe decides nothing on answers from a
+// While the session is suspended it first waits (bounded by ctx) for the
+// leader to confirm it again, so that a recipe decides nothing on answers from a
 // suspended session. Once the session has ended it returns the closed
 // channel at once.
 func (s *Session) liveGeneration(ctx context.Context) (<-chan struct{}, error) {

@@ -10,37 +10,46 @@ import (
 	"github.com/coordd/coordd/test/cluster"
 )
 
-// TestSessionSuspendPolicy: with the default grace a holder counts as lost
-// as soon as its connection breaks, though its node survives a quick
-// reconnect (so Unlock still works); with a long grace a quick reconnect
-// keeps it.
-func TestSessionSuspendPolicy(t *testing.T) {
+// TestSessionLostOnSuspension: when its only server stops, a holder counts
+// as lost when the client suspends the session (the leader confirmed
+// nothing it sent in the last T - V - M), not at the disconnect, and before
+// the session can expire. Its node survives the restart (a new leader gives
+// every session a full timeout), so Unlock still works, and the session
+// takes the lock again. (A 2s margin leaves the restart time before the
+// client gives the session up, T after it last sent.)
+func TestSessionLostOnSuspension(t *testing.T) {
 	c := server(t)
 	ctx := ctxT(t)
-	strict := lockrecipe.NewMutex(session(t, c.Servers()...), "/susp/a")
-	lenient := lockrecipe.NewMutex(lockrecipe.NewSession(connect(t, c.Servers()...), lockrecipe.WithSuspendGrace(time.Minute)), "/susp/b")
-	if _, err := strict.Lock(ctx); err != nil {
+	cl := connectWith(t, c.Servers(), client.WithSuspendMargin(2*time.Second))
+	m := lockrecipe.NewMutex(lockrecipe.NewSession(cl), "/susp")
+	if _, err := m.Lock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := lenient.Lock(ctx); err != nil {
-		t.Fatal(err)
+	if conf := cl.Confirmation(); !conf.Vouched || conf.VouchInterval != 100*time.Millisecond {
+		t.Fatalf("confirmation %+v: want vouches every 100ms (tick 200ms)", conf)
 	}
 	c.Stop(0)
-	cluster.Eventually(t, 10*time.Second, "the strict holder to count as lost", func() bool { return closed(strict.Lost()) })
+	select {
+	case <-m.Lost():
+	case <-ctx.Done():
+		t.Fatal("Lost never closed")
+	}
+	lostAt := time.Now()
+	conf := cl.Confirmation()
+	if conf.Margin != 2*time.Second {
+		t.Fatalf("margin %v, want the 2s asked for", conf.Margin)
+	}
+	if !conf.Suspended || lostAt.Before(conf.SuspendAt()) || !lostAt.Before(conf.EarliestExpiry()) {
+		t.Fatalf("Lost closed at %v; suspension due at %v, earliest expiry %v (suspended: %v)",
+			lostAt.Format(time.StampMilli), conf.SuspendAt().Format(time.StampMilli), conf.EarliestExpiry().Format(time.StampMilli), conf.Suspended)
+	}
 	c.Start(0)
 	c.WaitLeader(10 * time.Second)
-	// Both sessions resume; the lenient holder still holds.
-	if closed(lenient.Lost()) {
-		t.Fatal("lenient holder lost its lock over a short disconnect")
+	if err := m.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock after the session was confirmed again: %v", err)
 	}
-	if err := lenient.Unlock(ctx); err != nil {
-		t.Fatalf("lenient Unlock: %v", err)
-	}
-	if err := strict.Unlock(ctx); err != nil {
-		t.Fatalf("strict Unlock after a resumed session: %v", err)
-	}
-	if _, err := strict.Lock(ctx); err != nil || closed(strict.Lost()) {
-		t.Fatalf("Lock after resuming: %v (lost %v)", err, closed(strict.Lost()))
+	if _, err := m.Lock(ctx); err != nil || closed(m.Lost()) {
+		t.Fatalf("Lock after the session was confirmed again: %v (lost %v)", err, closed(m.Lost()))
 	}
 }
 
@@ -88,12 +97,13 @@ func TestSessionOnePerClient(t *testing.T) {
 
 // TestSessionWhileProgramReadsStates: a program that reads the client's
 // States channel itself (to log the connection, say) takes nothing from the
-// Session. The Session sees the connection break and come back, so a holder
-// counts as lost and the next Lock works; the program sees both events too.
+// Session. The Session sees the session suspended and confirmed again, so a
+// holder counts as lost and the next Lock works; the program sees the
+// events too.
 func TestSessionWhileProgramReadsStates(t *testing.T) {
 	c := server(t)
 	ctx := ctxT(t)
-	cl := connect(t, c.Servers()...)
+	cl := connectWith(t, c.Servers(), client.WithSuspendMargin(2*time.Second))
 	m := lockrecipe.NewMutex(lockrecipe.NewSession(cl), "/shared-states")
 	if _, err := m.Lock(ctx); err != nil {
 		t.Fatal(err)
@@ -109,7 +119,7 @@ func TestSessionWhileProgramReadsStates(t *testing.T) {
 	cluster.Eventually(t, 10*time.Second, "the holder to count as lost", func() bool { return closed(m.Lost()) })
 	c.Start(0)
 	c.WaitLeader(10 * time.Second)
-	for _, want := range []client.State{client.StateDisconnected, client.StateReconnected} {
+	for _, want := range []client.State{client.StateDisconnected, client.StateSuspended, client.StateReconnected} {
 	wait:
 		for {
 			select {

@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"bytes"
+	"crypto/tls"
 	"io"
 	"net"
 	"time"
@@ -15,9 +16,12 @@ import (
 // length of its ConnectRequest, a monitoring tool with a four-letter word.
 // gRPC connections go to the gRPC server, the others to the ZooKeeper
 // front-end; the four bytes are given back to whichever reads the
-// connection.
+// connection. With TLS on (Config.ClientTLS) the handshake comes first and
+// the decrypted bytes are told apart the same way; a connection that does
+// not start with a TLS handshake is refused.
 
-// sniffTimeout bounds the wait for a new connection's first bytes.
+// sniffTimeout bounds the wait for a new connection's first bytes (and,
+// with TLS, for its handshake).
 const sniffTimeout = 10 * time.Second
 
 // serveClientPort accepts connections on the client port until it closes.
@@ -34,22 +38,35 @@ func (n *Node) serveClientPort() {
 
 // routeClient reads a connection's first bytes and hands it on.
 func (n *Node) routeClient(c net.Conn) {
+	_ = c.SetDeadline(time.Now().Add(sniffTimeout))
+	conn := c
+	var tc *tls.Conn
+	if n.clientTLS != nil {
+		var ok bool
+		if tc, ok = acceptTLS(c, n.clientTLS, "client port", false, n.refusals); !ok {
+			c.Close()
+			return
+		}
+		conn = tc
+	}
 	var first [4]byte
-	_ = c.SetReadDeadline(time.Now().Add(sniffTimeout))
-	if _, err := io.ReadFull(c, first[:]); err != nil {
-		c.Close()
+	if _, err := io.ReadFull(conn, first[:]); err != nil {
+		conn.Close()
 		return
 	}
-	_ = c.SetReadDeadline(time.Time{})
-	pc := &prefixConn{Conn: c, prefix: bytes.NewReader(first[:])}
+	_ = c.SetDeadline(time.Time{})
+	var pc net.Conn = newPrefixConn(conn, first[:])
+	if tc != nil {
+		pc = &tlsPrefixConn{prefixConn: pc.(*prefixConn), tls: tc}
+	}
 	switch jute.Classify(first) {
 	case jute.PrefaceHTTP2:
 		n.grpcClients.push(pc)
 	case jute.PrefaceJute, jute.PrefaceFourLetterWord:
 		n.zk.ServeConn(pc)
-	default:
-		n.log.Info("client port: refusing a TLS connection: TLS is not configured", "remote", c.RemoteAddr().String())
-		c.Close()
+	default: // a TLS handshake, on a plaintext port (or inside TLS)
+		n.refusals.note("client port", c.RemoteAddr(), tlsOnPlainRefusal(false))
+		conn.Close()
 	}
 }
 
@@ -60,9 +77,25 @@ type prefixConn struct {
 	prefix *bytes.Reader
 }
 
+func newPrefixConn(c net.Conn, prefix []byte) *prefixConn {
+	return &prefixConn{Conn: c, prefix: bytes.NewReader(prefix)}
+}
+
 func (c *prefixConn) Read(p []byte) (int, error) {
 	if c.prefix.Len() > 0 {
 		return c.prefix.Read(p)
 	}
 	return c.Conn.Read(p)
 }
+
+// tlsPrefixConn is a prefixConn over TLS. It reports the handshake, as a
+// *tls.Conn does, so that whoever serves the connection (the ZooKeeper
+// front-end, gRPC through handshaken) can see the client's verified
+// certificate.
+type tlsPrefixConn struct {
+	*prefixConn
+	tls *tls.Conn
+}
+
+// ConnectionState returns the TLS handshake's outcome.
+func (c *tlsPrefixConn) ConnectionState() tls.ConnectionState { return c.tls.ConnectionState() }

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/rpc/tlsutil"
 	"github.com/coordd/coordd/rpc/zk"
 )
 
@@ -59,6 +60,14 @@ type Config struct {
 	// server applies what another admitted.
 	MaxDataSize int
 
+	// SuperDigest, when set, is the digest id
+	// (user:base64(sha1(user:password))) whose addAuth makes a session the
+	// super user, whom no ACL refuses (ZooKeeper's
+	// zookeeper.DigestAuthenticationProvider.superDigest). Servers may
+	// differ: the server a client authenticates on decides, and the
+	// identity it grants is replicated with the session.
+	SuperDigest string
+
 	// DisableTTL refuses TTL nodes (ZooKeeper has them off by default;
 	// coordd has them on).
 	DisableTTL bool
@@ -81,9 +90,25 @@ type Config struct {
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
 
+	// ClientTLS, with a certificate, makes the client port TLS-only (both
+	// protocols and the four-letter words): the server presents
+	// ClientTLS.Cert and, with ClientCertAuth, requires every client to
+	// present a certificate that ClientTLS.CA verifies (without
+	// ClientCertAuth, a client's certificate is verified if it presents
+	// one). The files are re-read when they change.
+	ClientTLS      tlsutil.Files
+	ClientCertAuth bool
+	// PeerTLS, with all three files, makes the peer port (Raft and the peer
+	// service) TLS-only, both ways: each server presents PeerTLS.Cert when
+	// it accepts and when it dials, and accepts only a peer whose
+	// certificate PeerTLS.CA verifies and that names the address it
+	// connects from (its --peer-addr host). The files are re-read when they
+	// change.
+	PeerTLS tlsutil.Files
+
 	// FourLetterWords are the ZooKeeper four-letter words the client port
 	// answers (nil: zk.DefaultFourLetterWords; "*" alone: every word
-	// coordd knows).
+	// coordd knows, zk.FourLetterWords).
 	FourLetterWords []string
 
 	// Version is this server's build version, reported by status (default
@@ -136,6 +161,11 @@ func (c *Config) setDefaults() error {
 	if c.MaxDataSize > fsm.DataSizeCap {
 		return fmt.Errorf("rpc: max data size %d exceeds %d, the most any coordd server holds", c.MaxDataSize, fsm.DataSizeCap)
 	}
+	if c.SuperDigest != "" {
+		if err := fsm.ValidSuperDigest(c.SuperDigest); err != nil {
+			return fmt.Errorf("rpc: super digest: %w", err)
+		}
+	}
 	if c.MinSessionTimeout > c.MaxSessionTimeout {
 		return fmt.Errorf("rpc: min session timeout %v exceeds max %v", c.MinSessionTimeout, c.MaxSessionTimeout)
 	}
@@ -167,16 +197,19 @@ func (c *Config) setDefaults() error {
 		c.Version = "dev"
 	}
 	known := map[string]bool{"*": true}
-	for _, w := range zk.DefaultFourLetterWords {
+	for _, w := range zk.FourLetterWords {
 		known[w] = true
 	}
 	for _, w := range c.FourLetterWords {
 		if !known[w] {
-			return fmt.Errorf("rpc: unknown four-letter word %q (coordd answers %s)", w, strings.Join(zk.DefaultFourLetterWords, ", "))
+			return fmt.Errorf("rpc: unknown four-letter word %q (coordd answers %s)", w, strings.Join(zk.FourLetterWords, ", "))
 		}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if err := c.checkTLS(); err != nil {
+		return err
 	}
 	if c.DataDir == "" {
 		return errors.New("rpc: a data dir is required")
@@ -224,7 +257,7 @@ func (c *Config) fourLetterWords() map[string]bool {
 		words = zk.DefaultFourLetterWords
 	}
 	if len(words) == 1 && words[0] == "*" {
-		words = zk.DefaultFourLetterWords
+		words = zk.FourLetterWords
 	}
 	out := make(map[string]bool, len(words))
 	for _, w := range words {

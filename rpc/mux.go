@@ -2,12 +2,16 @@ package rpc
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"io"
 	"net"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/coordd/coordd/rpc/tlsutil"
 )
 
 // Every connection to a peer port starts with one byte saying who it is for.
@@ -17,17 +21,26 @@ const (
 )
 
 // peerMux accepts connections on the peer port and hands them to Raft or to
-// the peer gRPC server according to their first byte.
+// the peer gRPC server according to their first byte. With peer TLS on
+// (tls set) every connection, both ways, is TLS first, and the tag is the
+// first byte inside it; both sides verify each other (tlsutil's peer
+// configurations), so Raft and forwarding are covered alike.
 type peerMux struct {
-	ln   net.Listener
-	raft *muxListener
-	grpc *muxListener
-	dial func(ctx context.Context, addr string) (net.Conn, error)
-	wg   sync.WaitGroup
+	ln       net.Listener
+	raft     *muxListener
+	grpc     *muxListener
+	dial     func(ctx context.Context, addr string) (net.Conn, error)
+	tls      *tlsutil.Source // nil: plaintext
+	serveTLS *tls.Config
+	refusals *refusals
+	wg       sync.WaitGroup
 }
 
-func newPeerMux(ln net.Listener, dial func(ctx context.Context, addr string) (net.Conn, error)) *peerMux {
-	m := &peerMux{ln: ln, dial: dial}
+func newPeerMux(ln net.Listener, dial func(ctx context.Context, addr string) (net.Conn, error), src *tlsutil.Source, refusals *refusals) *peerMux {
+	m := &peerMux{ln: ln, dial: dial, tls: src, refusals: refusals}
+	if src != nil {
+		m.serveTLS = tlsutil.PeerServerConfig(src)
+	}
 	m.raft = newMuxListener(ln.Addr())
 	m.grpc = newMuxListener(ln.Addr())
 	m.wg.Add(1)
@@ -49,20 +62,32 @@ func (m *peerMux) serve() {
 }
 
 func (m *peerMux) route(c net.Conn) {
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	conn := c
+	if m.tls != nil {
+		tc, ok := acceptTLS(c, m.serveTLS, "peer port", true, m.refusals)
+		if !ok {
+			c.Close()
+			return
+		}
+		conn = tc
+	}
 	var b [1]byte
-	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if _, err := c.Read(b[:]); err != nil {
-		c.Close()
+	if _, err := io.ReadFull(conn, b[:]); err != nil {
+		conn.Close()
 		return
 	}
-	_ = c.SetReadDeadline(time.Time{})
+	_ = c.SetDeadline(time.Time{})
 	switch b[0] {
 	case tagRaft:
-		m.raft.push(c)
+		m.raft.push(conn)
 	case tagPeer:
-		m.grpc.push(c)
+		m.grpc.push(conn)
+	case tlsutil.RecordTypeHandshake:
+		m.refusals.note("peer port", c.RemoteAddr(), tlsOnPlainRefusal(true))
+		conn.Close()
 	default:
-		c.Close()
+		conn.Close()
 	}
 }
 
@@ -76,6 +101,14 @@ func (m *peerMux) dialTagged(ctx context.Context, addr string, tag byte) (net.Co
 	c, err := m.dial(ctx, addr)
 	if err != nil {
 		return nil, err
+	}
+	if m.tls != nil {
+		tc := tls.Client(c, tlsutil.PeerClientConfig(m.tls, addr))
+		if err := tc.HandshakeContext(ctx); err != nil {
+			c.Close()
+			return nil, peerHandshakeError(addr, err)
+		}
+		c = tc
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		_ = c.SetWriteDeadline(dl)

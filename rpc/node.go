@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -25,6 +26,7 @@ import (
 	"github.com/coordd/coordd/rpc/engine"
 	"github.com/coordd/coordd/rpc/grpcapi"
 	"github.com/coordd/coordd/rpc/peerpb"
+	"github.com/coordd/coordd/rpc/tlsutil"
 	"github.com/coordd/coordd/rpc/zk"
 	"github.com/coordd/coordd/watch"
 )
@@ -48,7 +50,10 @@ type Node struct {
 	mux     *peerMux
 
 	clientLn    net.Listener
-	grpcClients *muxListener // the client port's gRPC connections
+	clientTLS   *tls.Config     // nil: the client port is plaintext
+	peerTLS     *tlsutil.Source // nil: the peer port is plaintext
+	refusals    *refusals       // refused connections, logged once a while
+	grpcClients *muxListener    // the client port's gRPC connections
 	zk          *zk.Server
 	clientGRPC  *grpc.Server
 	peerGRPC    *grpc.Server
@@ -134,6 +139,10 @@ func NewNode(cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID)}
+	n.refusals = newRefusals(n.log)
+	if err := n.loadTLS(); err != nil {
+		return nil, err
+	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	var cleanup []func()
 	defer func() {
@@ -170,7 +179,7 @@ func NewNode(cfg Config) (_ *Node, err error) {
 	if dial == nil {
 		dial = defaultDialer(cfg.PeerAddr)
 	}
-	n.mux = newPeerMux(peerLn, dial)
+	n.mux = newPeerMux(peerLn, dial, n.peerTLS, n.refusals)
 	cleanup = append(cleanup, n.mux.close)
 
 	n.peers = newPeerClients(n)
@@ -184,6 +193,7 @@ func NewNode(cfg Config) (_ *Node, err error) {
 		Tick: cfg.Tick, MinSessionTimeout: cfg.MinSessionTimeout, MaxSessionTimeout: cfg.MaxSessionTimeout,
 		MaxRequestSize: cfg.maxMessageSize(), MaxReplySize: cfg.wireLimit(),
 		DisableTTL: cfg.DisableTTL, ConfigData: n.configData, Logger: n.log,
+		SuperDigest: cfg.SuperDigest,
 	})
 	n.fsm.SetObserver(observer{n})
 
@@ -267,6 +277,7 @@ func NewNode(cfg Config) (_ *Node, err error) {
 
 	kp := keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true}
 	n.clientGRPC = grpc.NewServer(
+		grpc.Creds(n.clientCreds()),
 		grpc.MaxRecvMsgSize(cfg.wireLimit()),
 		grpc.MaxSendMsgSize(cfg.wireLimit()),
 		grpc.InitialWindowSize(streamWindow),

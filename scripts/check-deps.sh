@@ -27,11 +27,12 @@ allowed rpc/engine "fsm fsm/cmdpb tree session watch"
 allowed rpc/grpcapi "rpc/engine rpc/apipb tree"
 allowed rpc/zk/jute ""
 allowed rpc/zk "rpc/engine rpc/zk/jute tree"
-allowed rpc "fsm fsm/cmdpb tree session watch rpc/apipb rpc/peerpb rpc/engine rpc/grpcapi rpc/zk rpc/zk/jute"
+allowed rpc/tlsutil ""
+allowed rpc "fsm fsm/cmdpb tree session watch rpc/apipb rpc/peerpb rpc/engine rpc/grpcapi rpc/zk rpc/zk/jute rpc/tlsutil"
 allowed client "rpc/apipb"
 allowed lockrecipe "client"
 allowed cmd/coordd "rpc"
-allowed cmd/coordctl "client lockrecipe rpc/apipb"
+allowed cmd/coordctl "client lockrecipe rpc/apipb rpc/tlsutil"
 
 # The client must not reach the server even transitively.
 if go list -deps ./client/... | grep -E "^$mod/(fsm|tree|session|watch|rpc)(/|$)" | grep -vE 'pb$'; then

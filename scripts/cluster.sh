@@ -8,7 +8,9 @@
 # each server; default cores / N, at least 1), CLUSTER_HOST (default
 # 127.0.0.1), CLIENT_PORT and PEER_PORT (server 1's ports, default 2181 and
 # 2888; server i uses the port + i - 1), CLUSTER_DIR (default .cluster; data
-# in CLUSTER_DIR/<id>).
+# in CLUSTER_DIR/<id>), TLS_DIR (when set, both ports speak TLS with the
+# files coordctl certs init wrote there, client certificates required; make
+# cluster TLS=1 makes them in .cluster/tls).
 set -euo pipefail
 n=${1:-3}
 case $n in 1|3|5|7) ;; *) echo "cluster: N must be 1, 3, 5 or 7" >&2; exit 2 ;; esac
@@ -28,6 +30,10 @@ done
 . "$(dirname "$0")/procs.sh"
 . "$(dirname "$0")/local-cluster.sh"
 procs=$(server_procs "$n")
+tls_flags=()
+if [ -n "${TLS_DIR:-}" ]; then
+  tls_server_flags "$TLS_DIR"
+fi
 pids=()
 stop_on_exit 'echo "stopped ${#pids[@]} servers"'
 for i in $(seq 1 "$n"); do
@@ -37,12 +43,16 @@ for i in $(seq 1 "$n"); do
   # stop only the seds); the sed ends when the server closes its output.
   GOMAXPROCS=$procs "$bin/coordd" --id "$i" --data-dir "$dir/$i" \
     --client-addr "$host:$((client_port + i - 1))" --peer-addr "$host:$((peer_port + i - 1))" \
-    --peers "$peers" --log-level "${LOG_LEVEL:-warn}" > >(sed -u "s/^/[$i] /") 2>&1 &
+    --peers "$peers" --log-level "${LOG_LEVEL:-warn}" ${tls_flags[@]+"${tls_flags[@]}"} > >(sed -u "s/^/[$i] /") 2>&1 &
   pids+=($!)
 done
 echo
 echo "coordd: $n servers running (GOMAXPROCS=$procs each; pids ${pids[*]}). Use:"
 echo "  export COORD_SERVERS=$servers"
+if [ -n "${TLS_DIR:-}" ]; then
+  echo "  export COORD_CACERT=$TLS_DIR/ca.crt COORD_CERT=$TLS_DIR/client.crt COORD_KEY=$TLS_DIR/client.key"
+  echo "  (TLS on both ports, client certificates required; the README shows zkCli.sh and kazoo)"
+fi
 echo "  $bin/coordctl status"
 echo "Ctrl-C stops them all."
 wait

@@ -3,7 +3,11 @@
 # on 2981-2983, data and logs in DIR) from $bin, and waits up to 30s for a
 # leader with every member reachable. It sets servers (the client
 # addresses) and appends the servers' pids to pids; stop_local_cluster
-# kills them. Uses LOG_LEVEL and GOMAXPROCS (scripts/procs.sh).
+# kills them. Uses LOG_LEVEL and GOMAXPROCS (scripts/procs.sh), and TLS_DIR:
+# when set, both ports speak TLS with the files of coordctl certs init there
+# (client certificates required), and COORD_CACERT, COORD_CERT and COORD_KEY
+# are exported for the coordctl calls that follow.
+# tls_server_flags DIR sets tls_flags to coordd's TLS flags for DIR's files.
 # cleanup_on_exit DIR makes the script, when it exits or is interrupted
 # (INT, TERM, HUP), kill every process in pids and remove DIR.
 start_local_cluster() {
@@ -16,11 +20,16 @@ start_local_cluster() {
   # Servers sharing this machine split its cores (scripts/procs.sh).
   . "$(dirname "${BASH_SOURCE[0]}")/procs.sh"
   procs=$(server_procs 3)
+  tls_flags=()
+  if [ -n "${TLS_DIR:-}" ]; then
+    tls_server_flags "$TLS_DIR"
+    export COORD_CACERT=$TLS_DIR/ca.crt COORD_CERT=$TLS_DIR/client.crt COORD_KEY=$TLS_DIR/client.key
+  fi
   for i in 1 2 3; do
     mkdir -p "$dir/$i"
     GOMAXPROCS=$procs "$bin/coordd" --id "$i" --data-dir "$dir/$i" \
       --client-addr "127.0.0.1:$((2280 + i))" --peer-addr "127.0.0.1:$((2980 + i))" \
-      --peers "$peers" --log-level "${LOG_LEVEL:-warn}" >"$dir/$i.log" 2>&1 &
+      --peers "$peers" --log-level "${LOG_LEVEL:-warn}" ${tls_flags[@]+"${tls_flags[@]}"} >"$dir/$i.log" 2>&1 &
     pids+=($!)
     mine+=($!)
   done
@@ -68,4 +77,14 @@ cleanup_on_exit() {
   cleanup_dir=$1
   pids=()
   stop_on_exit 'rm -rf "$cleanup_dir"'
+}
+
+tls_server_flags() {
+  local d=$1
+  if [ ! -f "$d/ca.crt" ]; then
+    echo "no certificates in $d: run make certs (or coordctl certs init $d)" >&2
+    return 1
+  fi
+  tls_flags=(--cert-file "$d/server.crt" --key-file "$d/server.key" --trusted-ca-file "$d/ca.crt" --client-cert-auth
+    --peer-cert-file "$d/peer.crt" --peer-key-file "$d/peer.key" --peer-trusted-ca-file "$d/ca.crt")
 }

@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/coordd/coordd/rpc/apipb"
 )
@@ -128,7 +127,7 @@ func (x *cmd) unary(call func(ctx context.Context, c apipb.CoordClient) error) e
 			continue
 		}
 		err := func() error {
-			cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			cc, err := grpc.NewClient(addr, x.grpcCredentials())
 			if err != nil {
 				return err
 			}
@@ -145,5 +144,6 @@ func (x *cmd) unary(call func(ctx context.Context, c apipb.CoordClient) error) e
 		}
 		later[addr] = err
 	}
-	return &connectError{what: "no server answered", servers: failures(servers, failed, func(addr string) error { return later[addr] })}
+	lastErr := func(addr string) error { return later[addr] }
+	return &connectError{what: "no server answered", servers: x.explainTLS(failures(servers, failed, lastErr), lastErr)}
 }

@@ -177,6 +177,8 @@ func probe(ctx context.Context, servers []string, d time.Duration) map[string]er
 type connectFailures struct {
 	mu   sync.Mutex
 	last map[string]error
+	// changed, if set, is signalled (without blocking) on each failure.
+	changed chan struct{}
 }
 
 func (f *connectFailures) Enabled(context.Context, slog.Level) bool { return true }
@@ -202,6 +204,12 @@ func (f *connectFailures) Handle(_ context.Context, r slog.Record) error {
 		f.mu.Lock()
 		f.last[addr] = err
 		f.mu.Unlock()
+		if f.changed != nil {
+			select {
+			case f.changed <- struct{}{}:
+			default:
+			}
+		}
 	}
 	return nil
 }

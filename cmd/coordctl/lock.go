@@ -91,11 +91,23 @@ its own and the signals go to that whole group (so its children get them
 too); on a terminal CMD stays in the foreground group, where the terminal's
 own Ctrl-C reaches it directly as well.
 
-If the lock is lost while CMD runs (the session expired or was disconnected,
-or the node was deleted), coordctl prints "coordctl: lock lost" (or
+If the lock may be lost while CMD runs (the session is suspended, expired or
+was closed, or the node was deleted), coordctl prints "coordctl: lock lost" (or
 "leadership lost") on stderr, sends CMD (its group) SIGTERM and, if it is
-still running after --grace, SIGKILL. When CMD ends, coordctl releases the
-lock and closes its session.
+still running after --grace, SIGKILL. When CMD ends, coordctl
+releases the lock and closes its session.
+
+The session is suspended before the leader can expire it and hand the lock
+to the next waiter: when the leader has confirmed nothing the session sent
+in the last T - V - M (T: --session-timeout; V: the server's vouch
+interval, half its tick; M: max(T/50, 50ms)), so the lock cannot pass on
+before V + M later. The SIGKILL must land before that: --grace is capped by
+what is left until the session's earliest expiry, less M (about V after a
+suspension: 500ms with coordd's default 1s tick), and coordctl warns at the
+start when an explicit --grace is longer than V. A disconnection alone does
+not lose the lock: the session moves to another server and stays confirmed.
+With a server too old to vouch, the lock counts as lost at every
+disconnection and --grace is not capped.
 
 While waiting for the lock, SIGINT, SIGTERM, SIGHUP and SIGQUIT cancel the
 wait (the waiting node is removed) and coordctl exits with 128 + the
@@ -151,7 +163,7 @@ the lock is held or others wait for it. Flags may also follow PATH, before
 		fs.DurationVar(&o.wait, "wait", 0, "give up after waiting `duration` for the lock (default forever)")
 		try := fs.Bool("try", false, "fail at once if the lock is not free")
 		n := fs.Int("s", 0, "take a permit of a semaphore of `N` holders instead of the mutex")
-		fs.DurationVar(&o.grace, "grace", 5*time.Second, "after SIGTERM on a lost lock, wait `duration` before SIGKILL")
+		fs.DurationVar(&o.grace, "grace", 5*time.Second, "after SIGTERM on a lost lock, wait `duration` before SIGKILL (capped so that the SIGKILL lands before the session can expire)")
 		return func(x *cmd, args []string) error {
 			path, argv, err := x.splitCommand(fs, args)
 			if err != nil {
@@ -163,6 +175,7 @@ the lock is held or others wait for it. Flags may also follow PATH, before
 			if err := o.check(x); err != nil {
 				return err
 			}
+			o.graceSet = flagSet(fs, "grace")
 			if *try && o.wait > 0 {
 				return x.usage("--try and --wait exclude each other")
 			}
@@ -194,7 +207,7 @@ wait for leadership (status 1 when it runs out).
 		var o runOpts
 		fs.DurationVar(&o.wait, "wait", 0, "give up after waiting `duration` for leadership (default forever)")
 		value := fs.String("value", "", "the leader's `value` (default hostname:pid)")
-		fs.DurationVar(&o.grace, "grace", 5*time.Second, "after SIGTERM on lost leadership, wait `duration` before SIGKILL")
+		fs.DurationVar(&o.grace, "grace", 5*time.Second, "after SIGTERM on lost leadership, wait `duration` before SIGKILL (capped so that the SIGKILL lands before the session can expire)")
 		return func(x *cmd, args []string) error {
 			name, argv, err := x.splitCommand(fs, args)
 			if err != nil {
@@ -203,6 +216,7 @@ wait for leadership (status 1 when it runs out).
 			if err := o.check(x); err != nil {
 				return err
 			}
+			o.graceSet = flagSet(fs, "grace")
 			path := electionPath(name)
 			v := *value
 			if v == "" {
@@ -232,8 +246,53 @@ type runOpts struct {
 	wait     time.Duration
 	try      bool
 	grace    time.Duration
+	graceSet bool   // --grace was given
 	tokenVar string // the environment variable of the token
 	what     string // "lock" or "leadership", for messages
+	// killBy says by when CMD must be dead once the lock is lost: before
+	// the session can expire on the leader, less the client's margin
+	// (false: unknown, the server does not vouch).
+	killBy func() (time.Time, bool)
+}
+
+// flagSet reports whether the flag name was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// sessionKillBy returns runOpts.killBy for the session of cl, and warns on
+// w when an explicit --grace cannot be honoured after a suspension.
+func (o *runOpts) sessionKillBy(cl *client.Client, w io.Writer) func() (time.Time, bool) {
+	if conf := cl.Confirmation(); conf.Vouched && o.graceSet && o.grace > conf.VouchInterval {
+		fmt.Fprintf(w, "coordctl: warning: --grace %v exceeds the %v between a suspension of the session and its earliest expiry; if the %s is lost that way, CMD gets SIGKILL after at most that\n",
+			o.grace, conf.VouchInterval, o.what)
+	}
+	return func() (time.Time, bool) {
+		conf := cl.Confirmation()
+		if !conf.Vouched {
+			return time.Time{}, false
+		}
+		return conf.EarliestExpiry().Add(-conf.Margin), true
+	}
+}
+
+// graceLeft is how long CMD may take to exit after SIGTERM on a lost lock:
+// --grace, capped by what is left before the session can expire.
+func (o *runOpts) graceLeft(now time.Time) (grace time.Duration, capped bool) {
+	if o.killBy == nil {
+		return o.grace, false
+	}
+	by, ok := o.killBy()
+	if !ok {
+		return o.grace, false
+	}
+	left := max(by.Sub(now), 0)
+	if left < o.grace {
+		return left, true
+	}
+	return o.grace, false
 }
 
 func (o *runOpts) check(x *cmd) error {
@@ -325,7 +384,7 @@ func (x *cmd) runHeld(o runOpts, newRecipe func(*lockrecipe.Session) heldRecipe)
 
 	// The session: our own, so that the recipes alone read its states.
 	cctx, cancel := x.deadline()
-	cl, err := client.Connect(cctx, x.servers, client.WithSessionTimeout(x.sessionTimeout))
+	cl, err := client.Connect(cctx, x.servers, x.clientOptions()...)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("cannot connect to %s: %w", strings.Join(x.servers, ","), err)
@@ -338,6 +397,7 @@ func (x *cmd) runHeld(o runOpts, newRecipe func(*lockrecipe.Session) heldRecipe)
 		}
 	}()
 	rec := newRecipe(lockrecipe.NewSession(cl))
+	o.killBy = o.sessionKillBy(cl, x.stderr)
 
 	// Acquire, interruptibly.
 	tok, err, interrupted := x.acquire(o, rec, sigs)
@@ -477,8 +537,12 @@ func (x *cmd) runCommand(o runOpts, tok lockrecipe.Token, lost <-chan struct{}, 
 			lost = nil
 			wasLost = true
 			fmt.Fprintf(x.stderr, "coordctl: %s lost\n", o.what)
+			grace, capped := o.graceLeft(time.Now())
+			if capped {
+				fmt.Fprintf(x.stderr, "coordctl: the session may expire soon: SIGKILL in %v unless CMD exits\n", grace.Round(time.Millisecond))
+			}
 			send(syscall.SIGTERM)
-			t := time.NewTimer(o.grace)
+			t := time.NewTimer(grace)
 			defer t.Stop()
 			kill = t.C
 		case <-kill:

@@ -17,6 +17,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -73,9 +74,13 @@ type cli struct {
 	sig            <-chan os.Signal
 
 	servers        []string
+	tlsFlags       tlsSettings
+	tls            *tls.Config // nil: plaintext
+	probe          tlsProbe    // which servers speak TLS, for the errors
 	format         string
 	timeout        time.Duration
 	sessionTimeout time.Duration
+	auth           authList // --auth: identities added to every new session
 
 	inShell     bool       // running the shell: verbs do not block for ephemerals
 	interactive bool       // the shell reads a terminal: it may ask questions
@@ -112,10 +117,14 @@ func (c *cli) main(args []string) int {
 		servers = defaultServers
 	}
 	fs.StringVar(&servers, "servers", servers, "")
+	fs.StringVar(&c.tlsFlags.cacert, "cacert", os.Getenv("COORD_CACERT"), "")
+	fs.StringVar(&c.tlsFlags.cert, "cert", os.Getenv("COORD_CERT"), "")
+	fs.StringVar(&c.tlsFlags.key, "key", os.Getenv("COORD_KEY"), "")
 	fs.StringVar(&c.format, "o", "text", "")
 	fs.StringVar(&c.format, "output", "text", "")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "")
 	fs.DurationVar(&c.sessionTimeout, "session-timeout", 10*time.Second, "")
+	fs.Var(&c.auth, "auth", "")
 	c.errJSON = wantsJSON(args)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -167,6 +176,11 @@ func (c *cli) checkGlobals(servers string) error {
 	if c.sessionTimeout <= 0 {
 		return usagef("", "--session-timeout must be positive")
 	}
+	cfg, err := c.tlsFlags.tlsConfig()
+	if err != nil {
+		return err
+	}
+	c.tls = cfg
 	return nil
 }
 

@@ -52,16 +52,33 @@ func (c *cli) connect(ctx context.Context) (*session, error) {
 	if len(failed) == len(c.servers) {
 		return nil, &connectError{what: "cannot connect: no server accepts connections", servers: failures(c.servers, failed, nil)}
 	}
-	rec := &connectFailures{last: map[string]error{}}
-	cl, err := client.Connect(ctx, c.servers, client.WithSessionTimeout(c.sessionTimeout), client.WithLogger(slog.New(rec)))
+	rec := &connectFailures{last: map[string]error{}, changed: make(chan struct{}, 1)}
+	ctx, stopTrying := context.WithCancel(ctx)
+	defer stopTrying()
+	hopeless := make(chan struct{})
+	go c.giveUpWhenHopeless(ctx, rec, failed, func() { close(hopeless); stopTrying() })
+	cl, err := client.Connect(ctx, c.servers, c.clientOptions(client.WithLogger(slog.New(rec)))...)
+	if err != nil {
+		select {
+		case <-hopeless:
+			return nil, &connectError{what: "cannot connect to any server", servers: c.explainTLS(failures(c.servers, failed, rec.get), rec.get)}
+		default:
+		}
+	}
 	switch {
 	case err == nil:
 	case interrupted():
 		return nil, parent.Err()
 	case errors.Is(err, context.DeadlineExceeded):
-		return nil, &connectError{what: "cannot connect to any server", after: c.timeout, servers: failures(c.servers, failed, rec.get)}
+		return nil, &connectError{what: "cannot connect to any server", after: c.timeout, servers: c.explainTLS(failures(c.servers, failed, rec.get), rec.get)}
 	default:
 		return nil, fmt.Errorf("cannot connect: %w", err)
+	}
+	if err := c.authenticate(ctx, cl); err != nil {
+		cctx, ccancel := context.WithTimeout(context.Background(), c.timeout)
+		defer ccancel()
+		_ = cl.Close(cctx)
+		return nil, err
 	}
 	s := &session{cl: cl, expired: make(chan struct{}), stateDone: make(chan struct{})}
 	go s.reportStates(c.stderr, c.inShell)
@@ -86,6 +103,8 @@ func (s *session) reportStates(w io.Writer, inShell bool) {
 			}
 		case client.StateReconnected:
 			fmt.Fprintf(w, "coordctl: reconnected to %s (session 0x%x)\n", ev.Server, s.cl.SessionID())
+		case client.StateSuspended:
+			fmt.Fprintf(w, "coordctl: session 0x%x suspended: it may expire (the leader has not confirmed it lately)\n", s.cl.SessionID())
 		case client.StateExpired:
 			if ev.Err != nil {
 				fmt.Fprintf(w, "coordctl: session 0x%x expired: %s\n", s.cl.SessionID(), errText(ev.Err))
@@ -118,4 +137,33 @@ func (s *session) close(timeout time.Duration) error {
 		return fmt.Errorf("closing the session: %w", err)
 	}
 	return nil
+}
+
+// giveUpWhenHopeless calls giveUp once every server has failed in a way
+// that waiting does not mend: it refused the TCP connection (failed, from
+// the first probe) or TLS stands in the way (a plaintext coordctl and a
+// TLS server, or a certificate one side refuses). Then coordctl says why
+// at once instead of after --timeout.
+func (c *cli) giveUpWhenHopeless(ctx context.Context, rec *connectFailures, failed map[string]error, giveUp func()) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-rec.changed:
+		}
+		hopeless := true
+		for _, addr := range c.servers {
+			if failed[addr] != nil {
+				continue
+			}
+			if _, ok := c.tlsReason(addr, rec.get(addr)); !ok {
+				hopeless = false
+				break
+			}
+		}
+		if hopeless {
+			giveUp()
+			return
+		}
+	}
 }

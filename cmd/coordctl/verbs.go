@@ -31,8 +31,9 @@ var verbs []*verb
 func init() {
 	verbs = []*verb{
 		createVerb, getVerb, setVerb, deleteVerb, deleteallVerb, lsVerb, statVerb, syncVerb,
+		getaclVerb, setaclVerb, addauthVerb, whoamiVerb, digestVerb,
 		watchVerb, statusVerb, sessionsVerb, benchVerb, lockVerb, electVerb, locksVerb,
-		shellVerb, helpVerb, versionVerb,
+		certsVerb, shellVerb, helpVerb, versionVerb,
 	}
 }
 
@@ -168,6 +169,15 @@ Global flags (before the verb):
                             when no server accepts a connection, a command fails at once
   --session-timeout DURATION
                             session timeout to ask for (default 10s)
+  --auth SCHEME:CREDENTIALS authenticate the session first, as addauth does (default
+                            $COORD_AUTH, comma-separated; e.g. digest:alice:secret);
+                            repeatable
+  --cacert FILE             speak TLS; verify the servers' certificates with the CA
+                            certificates in FILE (PEM; default $COORD_CACERT)
+  --cert FILE, --key FILE   present this client certificate and its key (PEM), for
+                            servers that require one (coordd --client-cert-auth); default
+                            $COORD_CERT, $COORD_KEY (without --cacert, the servers are
+                            verified with the system's CAs)
 
 Exit status: 0 on success, 1 when an operation failed, 2 on a usage error;
 status exits 3 when a member is unreachable or there is no leader; lock and

@@ -65,7 +65,15 @@ func runUntil(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) in
 		ttlNodes    = fs.Bool("ttl-nodes", true, "allow TTL nodes (ZooKeeper's extendedTypesEnabled; on by default in coordd)")
 		reapEvery   = fs.Duration("reap-interval", time.Second, "how often the leader reaps empty containers and expired TTL nodes")
 		idleRelease = fs.Duration("idle-memory-check", 5*time.Second, "how often to check whether the server has gone idle and, if it has, return its free heap memory to the OS (0: never; nor with GOGC=off; without it an idle server keeps up to about twice its live heap)")
+		superDigest = fs.String("superdigest", "", "the super user's digest, user:base64(sha1(user:password)) (coordctl digest makes it): a session that authenticates with that user and password (addAuth digest) passes every ACL, as ZooKeeper's zookeeper.DigestAuthenticationProvider.superDigest; off when empty")
 		fourLetter  = fs.String("4lw-commands", "", "ZooKeeper four-letter words answered on the client port, comma-separated, or * for all (default: "+strings.Join(rpc.DefaultFourLetterWords, ",")+")")
+		certFile    = fs.String("cert-file", "", "client port TLS: this server's certificate (PEM, leaf first); with --key-file the client port is TLS-only, for both protocols; re-read when it changes")
+		keyFile     = fs.String("key-file", "", "client port TLS: the private key of --cert-file (PEM)")
+		trustedCA   = fs.String("trusted-ca-file", "", "client port TLS: the CA bundle (PEM) that verifies client certificates (a client's certificate is verified if it presents one; see --client-cert-auth)")
+		certAuth    = fs.Bool("client-cert-auth", false, "client port TLS: require every client to present a certificate that --trusted-ca-file verifies")
+		peerCert    = fs.String("peer-cert-file", "", "peer port TLS: this server's peer certificate (PEM), presented when it accepts and when it dials; it must name the host of --peer-addr and allow server and client authentication. With the key and CA, the peer port (Raft and forwarding) is TLS-only and peers always verify each other")
+		peerKey     = fs.String("peer-key-file", "", "peer port TLS: the private key of --peer-cert-file (PEM)")
+		peerCA      = fs.String("peer-trusted-ca-file", "", "peer port TLS: the CA bundle (PEM) that verifies the other servers' peer certificates")
 		pprofAddr   = fs.String("pprof-addr", "", "serve Go's net/http/pprof profiles on this address (e.g. 127.0.0.1:6060); off when empty")
 		logLevel    = fs.String("log-level", "warn", "log level: debug, info, warn or error")
 		showVersion = fs.Bool("version", false, "print the version and exit")
@@ -105,7 +113,9 @@ func runUntil(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) in
 		SnapshotThreshold: *snapThresh, TrailingLogs: *trailing, SnapshotInterval: *snapEvery, MaxDataSize: *maxData,
 		HeartbeatTimeout: *heartbeat, ElectionTimeout: *election, Logger: logger,
 		DisableTTL: !*ttlNodes, ReapInterval: *reapEvery, Version: buildVersion(),
-		FourLetterWords: fourLetterWords(*fourLetter),
+		FourLetterWords: fourLetterWords(*fourLetter), SuperDigest: *superDigest,
+		ClientTLS: rpc.TLSFiles{Cert: *certFile, Key: *keyFile, CA: *trustedCA}, ClientCertAuth: *certAuth,
+		PeerTLS: rpc.TLSFiles{Cert: *peerCert, Key: *peerKey, CA: *peerCA},
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "coordd: %v\n", err)
@@ -122,7 +132,7 @@ func runUntil(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) in
 	}
 	stopRelease := startIdleRelease(*idleRelease, os.Getenv("GOGC") == "off")
 	defer stopRelease()
-	fmt.Fprintf(stderr, "coordd %s: server %s serving clients on %s (peers on %s, data in %s)\n", buildVersion(), *id, node.ClientAddr(), *peerAddr, *dataDir)
+	fmt.Fprintf(stderr, "coordd %s: server %s serving clients on %s%s (peers on %s%s, data in %s)\n", buildVersion(), *id, node.ClientAddr(), tlsNote(*certFile, *certAuth), *peerAddr, peerTLSNote(*peerCert), *dataDir)
 	s := <-stop
 	fmt.Fprintf(stderr, "coordd: %v: shutting down\n", s)
 	if err := node.Close(); err != nil {
@@ -157,4 +167,23 @@ func fourLetterWords(s string) []string {
 		}
 	}
 	return out
+}
+
+// tlsNote says how a port is secured, for the start line.
+func tlsNote(cert string, clientCerts bool) string {
+	switch {
+	case cert == "":
+		return ""
+	case clientCerts:
+		return " with TLS, client certificates required"
+	}
+	return " with TLS"
+}
+
+// peerTLSNote says how the peer port is secured, for the start line.
+func peerTLSNote(cert string) string {
+	if cert == "" {
+		return ""
+	}
+	return " with mutual TLS"
 }

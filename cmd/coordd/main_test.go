@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"io"
 	"net"
 	"os"
@@ -14,9 +17,11 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/coordd/coordd/rpc/apipb"
+	"github.com/coordd/coordd/rpc/tlsutil"
 )
 
 func freeAddr(t *testing.T) string {
@@ -66,6 +71,7 @@ func TestStartupErrors(t *testing.T) {
 		{"unknown raft log", []string{"--data-dir", t.TempDir(), "--raft-log", "rocks", "--client-addr", freeAddr(t), "--peer-addr", freeAddr(t)}, 1, `unknown raft log store "rocks"`},
 		{"wal asked of a bolt dir", []string{"--data-dir", boltDir, "--raft-log", "wal", "--client-addr", freeAddr(t), "--peer-addr", freeAddr(t)}, 1, "--raft-log wal, but " + boltDir + " holds a bolt log (raft.db)"},
 		{"bolt asked of a wal dir", []string{"--data-dir", walDir, "--raft-log", "bolt", "--client-addr", freeAddr(t), "--peer-addr", freeAddr(t)}, 1, "--raft-log bolt, but " + walDir + " holds a wal log (wal/)"},
+		{"super digest with a password", []string{"--data-dir", t.TempDir(), "--superdigest", "super:secret"}, 1, "super digest: the part after"},
 		{"min above max", []string{"--data-dir", t.TempDir(), "--min-session-timeout", "30s", "--max-session-timeout", "10s"}, 1, "exceeds max"},
 	} {
 		var stderr bytes.Buffer
@@ -81,7 +87,7 @@ func TestHelp(t *testing.T) {
 	if code := run([]string{"--help"}, io.Discard, &stderr); code != 0 {
 		t.Fatalf("--help exit %d", code)
 	}
-	for _, flag := range []string{"-id", "-data-dir", "-client-addr", "-peer-addr", "-peers", "-tick", "-ttl-nodes", "-idle-memory-check", "-raft-log"} {
+	for _, flag := range []string{"-id", "-data-dir", "-client-addr", "-peer-addr", "-peers", "-tick", "-ttl-nodes", "-idle-memory-check", "-cert-file", "-key-file", "-trusted-ca-file", "-client-cert-auth", "-peer-cert-file", "-peer-key-file", "-peer-trusted-ca-file", "-raft-log"} {
 		if !strings.Contains(stderr.String(), flag) {
 			t.Errorf("--help does not document %s", flag)
 		}
@@ -195,4 +201,76 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestTLSFlags: the TLS flags make both ports TLS-only: a client with the
+// CA and a client certificate gets status, a plaintext one does not; a
+// key that does not match its certificate stops coordd at startup with a
+// message naming both files.
+func TestTLSFlags(t *testing.T) {
+	dir := t.TempDir()
+	if err := tlsutil.WriteLocalCluster(dir, []string{"127.0.0.1"}, "tester", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	in := func(name string) string { return filepath.Join(dir, name) }
+
+	var stderr bytes.Buffer
+	code := run([]string{"--data-dir", t.TempDir(), "--client-addr", freeAddr(t), "--peer-addr", freeAddr(t),
+		"--cert-file", in("server.crt"), "--key-file", in("client.key")}, io.Discard, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), "--key-file "+in("client.key")+" is not the private key of --cert-file "+in("server.crt")) {
+		t.Errorf("mismatched key: exit %d, stderr %q", code, stderr.String())
+	}
+
+	addr := freeAddr(t)
+	stop := make(chan os.Signal, 1)
+	done := make(chan int, 1)
+	var out syncBuffer
+	go func() {
+		done <- runUntil([]string{"--data-dir", t.TempDir(), "--client-addr", addr, "--peer-addr", freeAddr(t),
+			"--heartbeat-timeout", "200ms", "--election-timeout", "200ms",
+			"--cert-file", in("server.crt"), "--key-file", in("server.key"), "--trusted-ca-file", in("ca.crt"), "--client-cert-auth",
+			"--peer-cert-file", in("peer.crt"), "--peer-key-file", in("peer.key"), "--peer-trusted-ca-file", in("ca.crt")}, io.Discard, &out, stop)
+	}()
+	defer func() {
+		stop <- syscall.SIGTERM
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Errorf("coordd did not stop; stderr:\n%s", out.String())
+		}
+	}()
+	pool := x509.NewCertPool()
+	caPEM, err := os.ReadFile(in("ca.crt"))
+	if err != nil || !pool.AppendCertsFromPEM(caPEM) {
+		t.Fatal("ca.crt", err)
+	}
+	pair, err := tls.LoadX509KeyPair(in("client.crt"), in("client.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := func(creds credentials.TransportCredentials) error {
+		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
+		if err != nil {
+			return err
+		}
+		defer cc.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		resp, err := apipb.NewCoordClient(cc).Status(ctx, &apipb.StatusRequest{})
+		if err == nil && len(resp.GetMembers()) != 1 {
+			err = errors.New("no leader yet")
+		}
+		return err
+	}
+	good := credentials.NewTLS(&tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}})
+	if !waitUntil(20*time.Second, func() bool { return status(good) == nil }) {
+		t.Fatalf("no status over TLS: %v; stderr:\n%s", status(good), out.String())
+	}
+	if err := status(insecure.NewCredentials()); err == nil {
+		t.Error("a plaintext client got status")
+	}
+	if !strings.Contains(out.String(), "serving clients on "+addr+" with TLS, client certificates required (peers on") ||
+		!strings.Contains(out.String(), "with mutual TLS") {
+		t.Errorf("start line: %q", out.String())
+	}
 }

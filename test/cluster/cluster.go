@@ -31,6 +31,12 @@ type Options struct {
 	MaxDataSize int
 	// Verbose routes server logs to t.Log.
 	Verbose bool
+	// SuperDigest is rpc.Config's (the super user's digest).
+	SuperDigest string
+	// ElectionTimeout is Raft's heartbeat and election timeout (default
+	// 500ms). A server with no leader for twice that closes its client
+	// streams.
+	ElectionTimeout time.Duration
 }
 
 // Cluster is a set of in-process coordd servers.
@@ -96,6 +102,9 @@ func New(t testing.TB, n int, opts Options) *Cluster {
 	if opts.ReapInterval == 0 {
 		opts.ReapInterval = 100 * time.Millisecond
 	}
+	if opts.ElectionTimeout == 0 {
+		opts.ElectionTimeout = 500 * time.Millisecond
+	}
 	for attempt := 1; ; attempt++ {
 		c := newCluster(t, n, opts)
 		var err error
@@ -133,11 +142,12 @@ func newCluster(t testing.TB, n int, opts Options) *Cluster {
 		}
 		c.Members = append(c.Members, &Member{ID: id, Cfg: rpc.Config{
 			ID: id, DataDir: t.TempDir(), ClientAddr: FreeAddr(t), PeerAddr: peerAddr,
-			Tick: opts.Tick, HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond,
+			Tick: opts.Tick, HeartbeatTimeout: opts.ElectionTimeout, ElectionTimeout: opts.ElectionTimeout,
 			LeaderLeaseTimeout: 250 * time.Millisecond, SnapshotThreshold: opts.SnapshotThreshold,
 			TrailingLogs: opts.TrailingLogs, SnapshotInterval: 200 * time.Millisecond,
 			Logger: logger.With("server", id), DialPeer: c.Net.Dialer(id),
 			ReapInterval: opts.ReapInterval, DisableTTL: opts.DisableTTL, MaxDataSize: opts.MaxDataSize,
+			SuperDigest: opts.SuperDigest,
 		}})
 	}
 	for _, m := range c.Members {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"time"
 )
 
 // ErrLinkCut is returned when dialing across a cut link.
@@ -13,12 +14,14 @@ var ErrLinkCut = errors.New("cluster: link cut")
 // Network is the peer network of an in-process cluster: every server-to-server
 // connection goes through it, so a test can cut and heal links. A cut link
 // refuses new connections in both directions and closes the open ones, as a
-// real partition would.
+// real partition would. A link may also be slowed, one direction at a time
+// (SetDelay).
 type Network struct {
 	mu    sync.Mutex
 	owner map[string]string // peer address -> server id
 	cut   map[[2]string]bool
 	conns map[[2]string]map[net.Conn]struct{}
+	delay map[[2]string]time.Duration // {from, to} -> delay of what from sends to
 }
 
 // NewNetwork returns a network with every link up.
@@ -55,6 +58,9 @@ func (n *Network) Dialer(id string) func(ctx context.Context, addr string) (net.
 		c, err := d.DialContext(ctx, "tcp", addr)
 		if err != nil {
 			return nil, err
+		}
+		if w, r := n.delays(id, to); w > 0 || r > 0 {
+			c = newDelayedConn(c, w, r)
 		}
 		n.mu.Lock()
 		defer n.mu.Unlock()

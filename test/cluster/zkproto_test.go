@@ -230,6 +230,11 @@ func TestZKClient(t *testing.T) {
 		if _, err := e.Create("/eph/child", nil, 0, zkACL); !errors.Is(err, zk.ErrNoChildrenForEphemerals) {
 			t.Fatalf("child of an ephemeral: %v", err)
 		}
+		// a and b are on other servers: each syncs before it reads, so it
+		// is at least as new as the write it looks for.
+		if _, err := a.Sync("/eph"); err != nil {
+			t.Fatal(err)
+		}
 		ok, st, ch, err := a.ExistsW("/eph")
 		if err != nil || !ok || st.EphemeralOwner != e.SessionID() {
 			t.Fatalf("exists: %v %+v %v (owner want %#x)", ok, st, err, e.SessionID())
@@ -237,6 +242,9 @@ func TestZKClient(t *testing.T) {
 		e.Close()
 		if ev := zkEvent(t, ch, "NodeDeleted of the closed session's ephemeral"); ev.Type != zk.EventNodeDeleted || ev.Path != "/eph" {
 			t.Fatalf("event: %+v", ev)
+		}
+		if _, err := b.Sync("/eph"); err != nil {
+			t.Fatal(err)
 		}
 		if ok, _, err := b.Exists("/eph"); ok || err != nil {
 			t.Fatalf("the ephemeral after close, on another server: %v %v", ok, err)
@@ -291,7 +299,10 @@ func TestZKClient(t *testing.T) {
 		if err != nil || p != "/ttl" {
 			t.Fatalf("createTTL: %q %v", p, err)
 		}
-		if _, st, err := b.Exists("/ttl"); err != nil || st.EphemeralOwner != 0 {
+		if _, err := b.Sync("/ttl"); err != nil {
+			t.Fatal(err)
+		}
+		if ok, st, err := b.Exists("/ttl"); err != nil || !ok || st.EphemeralOwner != 0 {
 			t.Fatalf("a TTL node's stat: %+v %v", st, err)
 		}
 		if _, err := a.CreateTTL("/ttl0", nil, zk.FlagTTL, zkACL, 0); err == nil {
@@ -446,6 +457,10 @@ func TestZKClient(t *testing.T) {
 		if entries.Load() != workers*rounds {
 			t.Fatalf("%d entries, want %d", entries.Load(), workers*rounds)
 		}
+		// The last unlock may have been on another server.
+		if _, err := a.Sync("/lock"); err != nil {
+			t.Fatal(err)
+		}
 		if kids, _, err := a.Children("/lock"); err != nil || len(kids) != 0 {
 			t.Fatalf("lock nodes left: %v %v", kids, err)
 		}
@@ -517,6 +532,10 @@ func TestZKSessionMovesOnServerDeath(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := other.Create("/data", []byte("0"), 0, zkACL); err != nil {
+		t.Fatal(err)
+	}
+	// other may be on another server: cl syncs before it reads /data.
+	if _, err := cl.Sync("/data"); err != nil {
 		t.Fatal(err)
 	}
 	_, _, dch, err := cl.GetW("/data")

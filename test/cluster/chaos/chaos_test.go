@@ -29,6 +29,10 @@ var (
 	flagCheckFor = flag.Duration("chaos.check-timeout", 0, "porcupine's time limit (default 30s, 2m for long runs)")
 )
 
+// tlsRotateEvery is how often a TLS run issues new server and peer
+// certificates.
+const tlsRotateEvery = 15 * time.Second
+
 // shortDuration is the fault phase of the short pass (make test): about
 // one step of each fault kind; with the build, start-up, final checks and
 // shutdown it takes about 50s.
@@ -41,10 +45,11 @@ type config struct {
 	short    bool
 	outDir   string
 	checkFor time.Duration
+	tls      bool
 }
 
 func getConfig() config {
-	cfg := config{seed: *flagSeed, duration: *flagDuration, nodes: *flagNodes, outDir: *flagOut, checkFor: *flagCheckFor}
+	cfg := config{seed: *flagSeed, duration: *flagDuration, nodes: *flagNodes, outDir: *flagOut, checkFor: *flagCheckFor, tls: *flagTLS}
 	if cfg.duration <= 0 {
 		cfg.short = true
 		cfg.duration = shortDuration
@@ -81,7 +86,13 @@ func TestChaosHelperClient(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	timeout, _ := time.ParseDuration(os.Getenv("COORDD_SESSION_TIMEOUT"))
-	c, err := client.Connect(ctx, strings.Split(os.Getenv("COORDD_SERVERS"), ","), client.WithSessionTimeout(timeout), client.WithDialTimeout(time.Second))
+	tlsOpts, err := helperClientOptions()
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	c, err := client.Connect(ctx, strings.Split(os.Getenv("COORDD_SERVERS"), ","),
+		append(tlsOpts, client.WithSessionTimeout(timeout), client.WithDialTimeout(time.Second))...)
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(1)
@@ -124,8 +135,12 @@ func TestChaos(t *testing.T) {
 	if cfg.short {
 		mode = "short pass (no -chaos.duration)"
 	}
-	logf("chaos: seed %d, %d nodes, %v of faults, %s, %s; reproduce with: make chaos SEED=%d DURATION=%v NODES=%d",
-		cfg.seed, cfg.nodes, cfg.duration, mode, raftLogDesc(), cfg.seed, cfg.duration, cfg.nodes)
+	tlsNote, tlsArg := "", ""
+	if cfg.tls {
+		tlsNote, tlsArg = ", TLS on both ports (certificates rotated during the run)", " TLS=1"
+	}
+	logf("chaos: seed %d, %d nodes, %v of faults, %s%s, %s; reproduce with: make chaos SEED=%d DURATION=%v NODES=%d%s",
+		cfg.seed, cfg.nodes, cfg.duration, mode, tlsNote, raftLogDesc(), cfg.seed, cfg.duration, cfg.nodes, tlsArg)
 
 	work := t.TempDir()
 	ctx, cancelAll := context.WithCancel(context.Background())
@@ -179,6 +194,12 @@ func TestChaos(t *testing.T) {
 
 	c := newProcCluster(t, bin, work, slot, cfg.nodes, logf)
 	addCleanup(c.stopAll)
+	if cfg.tls {
+		if err := c.enableTLS(filepath.Join(work, "tls")); err != nil {
+			t.Fatal(err)
+		}
+		logf("TLS on the client and peer ports, client certificates required; files in %s", c.tls.dir)
+	}
 
 	nm := &nemesis{steps: plan(cfg.seed, cfg.nodes, cfg.duration), injected: map[faultKind]int{}, skipped: map[faultKind]int{}}
 	noNet := iptablesUsable()
@@ -276,6 +297,10 @@ func TestChaos(t *testing.T) {
 	}
 	nemDone := make(chan struct{})
 	go func() { defer close(nemDone); nm.run(runCtx) }()
+	if c.tls != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); c.rotateTLSEvery(runCtx, tlsRotateEvery, logf) }()
+	}
 	<-runCtx.Done()
 	<-nemDone
 	logf("fault phase over; waiting for the workloads to stop")

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/coordd/coordd/rpc/apipb"
 )
@@ -64,6 +63,12 @@ type procCluster struct {
 
 	statusMu sync.Mutex
 	conns    map[string]*grpc.ClientConn
+
+	tls *clusterTLS // nil: plaintext (-chaos.tls)
+	// filesMu keeps certificate rotation and server starts apart: a server
+	// reads its files as it starts, and must not read half a rotation.
+	filesMu   sync.Mutex
+	lastStart time.Time
 }
 
 // nodeIP is node i's (0-based) address in slot s.
@@ -116,7 +121,7 @@ func (c *procCluster) start(i int) error {
 		n.logFile = f
 	}
 	fmt.Fprintf(n.logFile, "=== chaos: start #%d at %s\n", n.starts+1, time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(c.bin, append(raftLogArgs(n.idx),
+	args := []string{
 		"--id", n.id, "--data-dir", n.dataDir,
 		"--client-addr", n.clientAddr, "--peer-addr", n.peerAddr, "--peers", c.peersFlag(),
 		"--tick", serverTiming.Tick.String(),
@@ -126,12 +131,21 @@ func (c *procCluster) start(i int) error {
 		"--snapshot-threshold", fmt.Sprint(serverTiming.SnapshotThreshold),
 		"--trailing-logs", fmt.Sprint(serverTiming.TrailingLogs),
 		"--reap-interval", "500ms",
-		"--log-level", "info")...)
+		"--log-level", "info"}
+	if c.tls != nil {
+		args = append(args, c.tls.flags(i)...)
+	}
+	args = append(args, raftLogArgs(n.idx)...)
+	cmd := exec.Command(c.bin, args...)
 	cmd.Stdout = n.logFile
 	cmd.Stderr = n.logFile
 	// The servers die with the test process even if it is killed.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	c.filesMu.Lock()
+	err := cmd.Start()
+	c.lastStart = time.Now()
+	c.filesMu.Unlock()
+	if err != nil {
 		return err
 	}
 	n.cmd = cmd
@@ -260,7 +274,7 @@ func (c *procCluster) conn(addr string) (*grpc.ClientConn, error) {
 	if cc, ok := c.conns[addr]; ok {
 		return cc, nil
 	}
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(addr, c.grpcCredentials())
 	if err != nil {
 		return nil, err
 	}

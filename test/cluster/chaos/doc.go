@@ -17,7 +17,9 @@
 //   - seqset: sequential creates; every acknowledged create is present
 //     exactly once and sequence numbers are unique;
 //   - lock: lockrecipe.Mutex holders write a fenced log through
-//     GuardedMulti; tokens in the log never go backwards;
+//     GuardedMulti; tokens in the log never go backwards, and no token is
+//     acquired before the holder of an earlier one stopped or learned
+//     through Lost that it may have lost the lock (no "unfenced overlap");
 //   - sessions: ephemerals of live clients never vanish, those of SIGKILLed
 //     client processes vanish within session timeout + tick once the
 //     cluster is healthy;
@@ -30,6 +32,13 @@
 //
 //	make chaos                     # 3 nodes, 5 minutes, random seed
 //	make chaos SEED=7 DURATION=2m NODES=5
+//	make chaos TLS=1               # TLS on both ports (-chaos.tls)
+//
+// With -chaos.tls every server has TLS on its client port (client
+// certificates required) and its peer port, with a peer certificate of its
+// own naming its address, and the server and peer certificates are
+// reissued every 15 seconds of the fault phase: the servers re-read them
+// under load, and the checkers see any request that failed.
 //
 // Without flags (as in make test) the package runs one short pass with a
 // fixed seed. Partitions and slow links need root and iptables; without them

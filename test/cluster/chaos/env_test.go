@@ -43,10 +43,10 @@ func (e *env) newClient(ctx context.Context, name string) (*client.Client, *zxOb
 	obs := &zxObserver{name: name}
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	cl, err := client.Connect(cctx, e.c.servers(),
+	cl, err := client.Connect(cctx, e.c.servers(), e.c.clientOptions(
 		client.WithSessionTimeout(workloadSessionTimeout),
 		client.WithDialTimeout(time.Second),
-		client.WithDialOptions(grpc.WithStreamInterceptor(obs.intercept)))
+		client.WithDialOptions(grpc.WithStreamInterceptor(obs.intercept)))...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect %s: %w", name, err)
 	}

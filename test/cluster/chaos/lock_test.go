@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/coordd/coordd/client"
@@ -21,7 +22,11 @@ import (
 // proves the critical sections are ordered by token: once an entry with
 // token T is in the log, no entry with a smaller token follows it, i.e. no
 // write of a stale holder was accepted; and every acknowledged write is
-// there exactly once.
+// there exactly once. It also proves that no holder needed fencing: each
+// hold ends when its holder stops (or learns through Lost that it may have
+// lost the lock), and no later token is acquired before an earlier hold
+// ended ("unfenced overlap", which a program that cannot check a token,
+// such as a command run by coordctl lock, would suffer).
 type lockWork struct {
 	e       *env
 	seed    int64
@@ -41,9 +46,19 @@ type lockWork struct {
 type hold struct {
 	token         int64
 	worker        int
-	from, to      time.Duration
+	from, to      time.Duration // Lock returned; the holder stopped
+	learned       time.Duration // Lost closed (0: not before to)
 	lost          bool
 	writes, fails int
+}
+
+// end is when the holder stopped relying on the hold: it stopped, or
+// learned it might have lost the lock.
+func (h hold) end() time.Duration {
+	if h.learned > 0 && h.learned < h.to {
+		return h.learned
+	}
+	return h.to
 }
 
 const lockPath, lockLog = "/lock/m", "/lock/log"
@@ -112,6 +127,15 @@ func (l *lockWork) worker(ctx context.Context, w int) {
 		l.tokens[int64(tok)] = fmt.Sprintf("worker %d round %d", w, round)
 		l.mu.Unlock()
 		lost := m.Lost()
+		learned := make(chan time.Duration, 1)
+		holding := make(chan struct{})
+		go func() {
+			select {
+			case <-lost:
+				learned <- l.e.since()
+			case <-holding:
+			}
+		}()
 		for k := 0; k < 3; k++ {
 			select {
 			case <-lost:
@@ -150,6 +174,11 @@ func (l *lockWork) worker(ctx context.Context, w int) {
 			sleep(ctx, time.Duration(5+rng.IntN(20))*time.Millisecond)
 		}
 		h.to = l.e.since()
+		close(holding)
+		select {
+		case h.learned = <-learned:
+		default:
+		}
 		uctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 		_ = m.Unlock(uctx)
 		cancel()
@@ -231,15 +260,68 @@ func (l *lockWork) check(ctx context.Context, cl *client.Client, v *verdict) {
 			present++
 		}
 	}
-	lost := 0
+	lost, learned := 0, 0
 	for _, h := range l.holds {
 		if h.lost {
 			lost++
 		}
+		if h.learned > 0 {
+			learned++
+		}
 	}
-	v.notef("acquisitions: %s; %d holds (%d lost while holding), %d distinct tokens; log: %d entries, %d acknowledged (%d missing), %d indeterminate of which %d present",
-		&l.acq, len(l.holds), lost, len(l.tokens), len(log), len(l.acked), missing, len(l.unsure), present)
+	overlaps := unfencedOverlaps(l.holds)
+	for _, o := range overlaps {
+		v.failf("%s", o)
+	}
+	v.notef("acquisitions: %s; %d holds (%d lost while holding, %d told by Lost), %d distinct tokens, %d unfenced overlaps; log: %d entries, %d acknowledged (%d missing), %d indeterminate of which %d present",
+		&l.acq, len(l.holds), lost, learned, len(l.tokens), len(overlaps), len(log), len(l.acked), missing, len(l.unsure), present)
 	if len(l.holds) == 0 {
 		v.failf("no acquisition at all")
+	}
+}
+
+// unfencedOverlaps lists the holds acquired (their Lock returned) before an
+// earlier token's holder had stopped or learned through Lost that it may
+// have lost the lock: two holders that both believed they held, which only
+// fencing kept apart. Times come from this process's clock.
+func unfencedOverlaps(holds []hold) []string {
+	hs := append([]hold(nil), holds...)
+	sort.Slice(hs, func(i, j int) bool { return hs[i].token < hs[j].token })
+	var out []string
+	var latest hold // the earlier hold that ended last
+	for i, h := range hs {
+		if i > 0 && h.from < latest.end() {
+			out = append(out, fmt.Sprintf("unfenced overlap: token %d (worker %d) acquired at %v while the holder of token %d (worker %d, from %v) relied on it until %v (%v later; Lost closed: %v)",
+				h.token, h.worker, h.from.Round(time.Millisecond), latest.token, latest.worker, latest.from.Round(time.Millisecond),
+				latest.end().Round(time.Millisecond), (latest.end()-h.from).Round(time.Millisecond), latest.learned > 0))
+		}
+		if i == 0 || h.end() > latest.end() {
+			latest = h
+		}
+	}
+	return out
+}
+
+// TestUnfencedOverlaps pins the lock checker's overlap rule on small
+// histories: a hold ends when its holder stops or Lost closes, whichever
+// comes first, and a later token acquired before then is an overlap.
+func TestUnfencedOverlaps(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	cases := []struct {
+		name  string
+		holds []hold
+		want  int
+	}{
+		{"in turn", []hold{{token: 1, from: ms(0), to: ms(10)}, {token: 2, from: ms(11), to: ms(20)}}, 0},
+		{"told before the next", []hold{{token: 1, from: ms(0), to: ms(50), learned: ms(10)}, {token: 2, from: ms(11), to: ms(20)}}, 0},
+		{"told after the next", []hold{{token: 1, from: ms(0), to: ms(50), learned: ms(30)}, {token: 2, from: ms(11), to: ms(20)}}, 1},
+		{"never told", []hold{{token: 1, from: ms(0), to: ms(50)}, {token: 2, from: ms(11), to: ms(20)}}, 1},
+		{"any earlier holder", []hold{{token: 1, from: ms(0), to: ms(100)}, {token: 2, from: ms(101), to: ms(110)}, {token: 3, from: ms(105), to: ms(120)}}, 1},
+		{"in token order", []hold{{token: 5, from: ms(50), to: ms(60)}, {token: 3, from: ms(0), to: ms(55)}}, 1},
+	}
+	for _, c := range cases {
+		if got := unfencedOverlaps(c.holds); len(got) != c.want {
+			t.Errorf("%s: %d overlaps %v, want %d", c.name, len(got), got, c.want)
+		}
 	}
 }

@@ -153,7 +153,7 @@ func checkLiveAfter(t *testing.T, e *env, l int, cls []*client.Client) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	via, err := client.Connect(ctx, []string{e.c.nodes[l].clientAddr},
-		client.WithSessionTimeout(workloadSessionTimeout), client.WithDialTimeout(time.Second))
+		e.c.clientOptions(client.WithSessionTimeout(workloadSessionTimeout), client.WithDialTimeout(time.Second))...)
 	if err != nil {
 		t.Fatalf("connecting to the deposed leader, node %s: %v", e.c.nodes[l].id, err)
 	}

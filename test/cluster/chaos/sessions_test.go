@@ -195,8 +195,7 @@ func (s *sessionsWork) killLoop(ctx context.Context) {
 func (s *sessionsWork) startAndKill(ctx context.Context, k int, wait time.Duration) (*deadSession, error) {
 	path := fmt.Sprintf("/sess/dead-%d", k)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestChaosHelperClient$", "-test.v=false", "-test.timeout=5m")
-	cmd.Env = append(os.Environ(), "COORDD_CHAOS_HELPER=1",
-		"COORDD_SERVERS="+strings.Join(s.e.c.servers(), ","),
+	cmd.Env = append(append(os.Environ(), s.e.c.helperEnv()...), "COORDD_CHAOS_HELPER=1",
 		"COORDD_SESSION_TIMEOUT="+helperSessionTimeout.String(),
 		"COORDD_EPHEMERAL="+path)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

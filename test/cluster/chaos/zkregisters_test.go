@@ -83,7 +83,7 @@ func (z *zkRegisters) worker(ctx context.Context, w int) {
 	}()
 	for n := 0; n < 200000 && ctx.Err() == nil; n++ {
 		if conn == nil {
-			c, _, err := zk.Connect(r.e.c.servers(), workloadSessionTimeout, zk.WithLogInfo(false), zk.WithLogger(zkQuietLogger{}))
+			c, _, err := zk.Connect(r.e.c.servers(), workloadSessionTimeout, zkOptions(r.e.c, zk.WithLogInfo(false), zk.WithLogger(zkQuietLogger{}))...)
 			if err != nil {
 				sleep(ctx, 500*time.Millisecond)
 				continue
