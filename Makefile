@@ -159,7 +159,7 @@ chaos:
 ## test runs 12 rounds): a child appending and truncating is SIGKILLed at random
 ## points, its unsynced writes torn, and the store reopened and checked,
 ## CRASH_ROUNDS times; SEED=0 picks a random seed (printed).
-CRASH_ROUNDS ?= 2000
+CRASH_ROUNDS ?= 1000
 .PHONY: crash
 crash:
 	$(GO) test ./rpc/ -run '^TestWALCrash$$' -count=1 -v -timeout 3h -args -logcrash.rounds=$(CRASH_ROUNDS) -logcrash.seed=$(SEED)

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -28,15 +29,17 @@ import (
 
 // The crash test of the Raft log store (TestWALCrash): a child process
 // appends to the WAL, truncates its head and tail, and sets its stable
-// store, reporting each operation as it begins and ends and every fsync of
-// a segment file, until the test SIGKILLs it at a random point. The test
-// then plays the power failure the kill was not: the bytes of a segment
-// written after its last fsync are cut off, torn or overwritten, and a
-// segment file never synced may vanish. It reopens the store and checks
-// that it holds exactly the log of every operation that returned, plus
-// perhaps the one under way, all of it or none: nothing acknowledged lost,
-// no gap, no entry it was not given. Then it starts the next child on the
-// same files. make crash runs many more rounds than make test.
+// store, reporting each operation as it begins and ends, until the test
+// SIGKILLs it at a random point. Every time a segment file is fsynced, the
+// child copies it aside (its shadow: what a power failure cannot take
+// away). The test then plays the power failure the kill was not: in each
+// segment, the sectors that differ from the shadow keep their new content,
+// revert to the old, or tear (a prefix written, garbage), and a segment
+// never synced may vanish. It reopens the store and checks that it holds
+// exactly the log of every operation that returned, plus perhaps the one
+// under way, all of it or none: nothing acknowledged lost, no gap, no entry
+// it was not given. Then it starts the next child on the same files. make
+// crash runs many more rounds than make test.
 var (
 	crashRounds = flag.Int("logcrash.rounds", 12, "TestWALCrash: kill-and-reopen rounds")
 	crashSeed   = flag.Uint64("logcrash.seed", 0, "TestWALCrash: seed (0: from the clock; printed)")
@@ -173,6 +176,7 @@ var keyCurrentTerm = []byte("CurrentTerm")
 // crashStart is what a crash child starts from.
 type crashStart struct {
 	Dir    string
+	Shadow string // where segment files are copied when synced
 	Seed   uint64
 	Model  crashModel
 	MaxOps int
@@ -180,8 +184,8 @@ type crashStart struct {
 
 // crashChild runs the child's operations against the store in
 // start.Dir until it is killed or has done start.MaxOps. It reports on
-// stdout, one write per line: "begin N KIND" and "done N" around operation
-// N, and "sync FILE BYTES" once a segment file is durable up to BYTES.
+// stdout, one write per line, "begin N KIND" and "done N" around operation
+// N, and "write FILE" after each write to a segment file (before its fsync).
 func crashChild(env string) int {
 	var st crashStart
 	if err := json.Unmarshal([]byte(env), &st); err != nil {
@@ -189,9 +193,8 @@ func crashChild(env string) int {
 		return 2
 	}
 	out := os.Stdout
-	vfs := &recordingVFS{VFS: walfs.New(), out: out}
 	open := func() raftStore {
-		s, err := openWALStore(st.Dir, hclog.NewNullLogger(), walOptions{segmentSize: crashSegmentSize, vfs: vfs})
+		s, err := openWALStore(st.Dir, hclog.NewNullLogger(), walOptions{segmentSize: crashSegmentSize, vfs: &shadowVFS{VFS: walfs.New(), shadow: st.Shadow, out: out}})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "crash child: open:", err)
 			os.Exit(3)
@@ -231,63 +234,73 @@ func crashChild(env string) int {
 	return 0
 }
 
-// recordingVFS is raft-wal's file system with every segment file's fsync
-// reported: "sync NAME BYTES" once the file is durable up to BYTES.
-type recordingVFS struct {
+// shadowVFS is raft-wal's file system with every segment file copied to
+// the shadow dir each time it is fsynced: the shadow is what the disk is
+// sure to hold.
+type shadowVFS struct {
 	types.VFS
-	out io.Writer
+	shadow string
+	out    io.Writer // if set, told "write NAME" after each write to a segment
 }
 
-func (v *recordingVFS) Create(dir, name string, size uint64) (types.WritableFile, error) {
+func (v *shadowVFS) Create(dir, name string, size uint64) (types.WritableFile, error) {
 	f, err := v.VFS.Create(dir, name, size)
 	if err != nil {
 		return nil, err
 	}
-	return &recordingFile{WritableFile: f, name: name, out: v.out}, nil
+	return &shadowFile{WritableFile: f, path: filepath.Join(dir, name), shadow: filepath.Join(v.shadow, name), out: v.out}, nil
 }
 
-func (v *recordingVFS) OpenWriter(dir, name string) (types.WritableFile, error) {
+func (v *shadowVFS) OpenWriter(dir, name string) (types.WritableFile, error) {
 	f, err := v.VFS.OpenWriter(dir, name)
 	if err != nil {
 		return nil, err
 	}
-	return &recordingFile{WritableFile: f, name: name, out: v.out}, nil
+	return &shadowFile{WritableFile: f, path: filepath.Join(dir, name), shadow: filepath.Join(v.shadow, name), out: v.out}, nil
 }
 
-type recordingFile struct {
+type shadowFile struct {
 	types.WritableFile
-	name string
-	out  io.Writer
-	end  int64 // the end of the furthest write
+	path, shadow string
+	out          io.Writer
 }
 
-func (f *recordingFile) WriteAt(p []byte, off int64) (int, error) {
+func (f *shadowFile) WriteAt(p []byte, off int64) (int, error) {
 	n, err := f.WritableFile.WriteAt(p, off)
-	f.end = max(f.end, off+int64(n))
+	if f.out != nil {
+		fmt.Fprintf(f.out, "write %s\n", filepath.Base(f.path))
+	}
 	return n, err
 }
 
-func (f *recordingFile) Sync() error {
+// Sync fsyncs the file, then replaces its shadow with its content (written
+// aside and renamed, so that a kill leaves the old shadow or the new).
+func (f *shadowFile) Sync() error {
 	if err := f.WritableFile.Sync(); err != nil {
 		return err
 	}
-	fmt.Fprintf(f.out, "sync %s %d\n", f.name, f.end)
-	return nil
+	b, err := os.ReadFile(f.path)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(f.shadow+".tmp", b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(f.shadow+".tmp", f.shadow)
 }
 
 // crashRound is what the test learnt from one child.
 type crashRound struct {
-	done    int              // the last operation reported done
-	begun   int              // the last operation begun
-	durable map[string]int64 // segment file -> bytes made durable
-	kind    map[int]string   // operation -> kind
-	exited  error            // the child's exit
-	stderr  string
+	done   int            // the last operation reported done
+	begun  int            // the last operation begun
+	kind   map[int]string // operation -> kind
+	exited error          // the child's exit
+	stderr string
 }
 
 // runCrashChild starts a child on st and kills it when kill says so,
 // reading its reports.
-func runCrashChild(t *testing.T, st crashStart, kill func(line string, n int) bool, durable map[string]int64) crashRound {
+func runCrashChild(t *testing.T, st crashStart, kill func(line string, n int) bool) crashRound {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
@@ -314,7 +327,7 @@ func runCrashChild(t *testing.T, st crashStart, kill func(line string, n int) bo
 			_ = cmd.Process.Kill()
 		}
 	}()
-	rd := crashRound{durable: durable, kind: map[int]string{}}
+	rd := crashRound{kind: map[int]string{}}
 	sc := bufio.NewScanner(stdout)
 	lines := 0
 	for sc.Scan() {
@@ -327,9 +340,7 @@ func runCrashChild(t *testing.T, st crashStart, kill func(line string, n int) bo
 			rd.begun, rd.kind[n] = n, f[2]
 		case len(f) == 2 && f[0] == "done":
 			rd.done, _ = strconv.Atoi(f[1])
-		case len(f) == 3 && f[0] == "sync":
-			b, _ := strconv.ParseInt(f[2], 10, 64)
-			rd.durable[f[1]] = max(rd.durable[f[1]], b)
+		case len(f) == 2 && f[0] == "write":
 		default:
 			t.Fatalf("crash child said %q", line)
 		}
@@ -344,24 +355,32 @@ func runCrashChild(t *testing.T, st crashStart, kill func(line string, n int) bo
 	return rd
 }
 
-// tear plays a power failure on the WAL's segment files: the bytes written
-// after a file's last fsync may be lost, torn or garbage; a file never
-// synced may vanish. It returns what it did, for the failure message.
-func tear(t *testing.T, dir string, durable map[string]int64, r *rand.Rand) []string {
+// tear plays a power failure on the WAL's segment files: each sector that
+// differs from the file's shadow (its content at its last fsync) keeps its
+// new content or reverts to the old, as a disk may have written some and
+// not others, or is torn (its new bytes part written, part garbage); a file
+// never synced may vanish, or lose any of its sectors. What an fsync made
+// durable is never changed. It returns what it did, for the failure
+// message.
+func tear(t *testing.T, dir, shadow string, r *rand.Rand) []string {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(dir, walDir, "*.wal"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	const sector = 512
 	var did []string
 	for _, path := range files {
 		name := filepath.Base(path)
-		fi, err := os.Stat(path)
+		cur, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		size := fi.Size()
-		d, synced := durable[name]
+		old, err := os.ReadFile(filepath.Join(shadow, name))
+		synced := err == nil
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
 		if !synced && r.IntN(3) == 0 {
 			// Created, but its directory entry was never made durable.
 			if err := os.Remove(path); err != nil {
@@ -370,46 +389,69 @@ func tear(t *testing.T, dir string, durable map[string]int64, r *rand.Rand) []st
 			did = append(did, "removed "+name)
 			continue
 		}
-		if d >= size || r.IntN(4) == 0 {
+		// The sectors written since the last fsync.
+		var changed []int
+		for at := 0; at < len(cur); at += sector {
+			end := min(at+sector, len(cur))
+			var was []byte
+			if at < len(old) {
+				was = old[at:min(end, len(old))]
+			}
+			if !bytes.Equal(cur[at:end], append(was, make([]byte, end-at-len(was))...)) {
+				changed = append(changed, at)
+			}
+		}
+		if len(changed) == 0 {
 			continue
 		}
-		f, err := os.OpenFile(path, os.O_RDWR, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		at := d + r.Int64N(min(size-d, 64<<10))
-		switch r.IntN(4) {
-		case 0: // the file ends early
-			err = f.Truncate(at)
-			did = append(did, fmt.Sprintf("%s truncated at %d (durable %d)", name, at, d))
-		case 1: // sectors after the last fsync did not reach the disk
-			var lost []int64
-			for s := d &^ 511; s < min(size, d+64<<10); s += 512 {
-				if s >= d && r.IntN(3) == 0 {
-					lost = append(lost, s)
-					if _, err = f.WriteAt(make([]byte, 512), s); err != nil {
-						break
-					}
+		revert := func(at int) {
+			for i := at; i < min(at+sector, len(cur)); i++ {
+				cur[i] = 0
+				if i < len(old) {
+					cur[i] = old[i]
 				}
 			}
-			did = append(did, fmt.Sprintf("%s lost sectors %v (durable %d)", name, lost, d))
-		case 2: // a torn last write: the tail of it is garbage
-			junk := make([]byte, 1+r.IntN(4096))
-			for i := range junk {
-				junk[i] = byte(r.Uint32())
+		}
+		mode := r.IntN(5)
+		switch mode {
+		case 0: // the kill only: the page cache reached the disk
+		case 1: // nothing since the last fsync reached the disk
+			for _, at := range changed {
+				revert(at)
 			}
-			_, err = f.WriteAt(junk, at)
-			did = append(did, fmt.Sprintf("%s %d bytes of garbage at %d (durable %d)", name, len(junk), at, d))
-		case 3: // a torn write: a record cut short by zeros
-			_, err = f.WriteAt(make([]byte, 1+r.IntN(4096)), at)
-			did = append(did, fmt.Sprintf("%s zeroed from %d (durable %d)", name, at, d))
+		case 2: // some sectors did, some did not
+			for _, at := range changed {
+				if r.IntN(2) == 0 {
+					revert(at)
+				}
+			}
+		case 3: // written in order, cut off
+			k := r.IntN(len(changed) + 1)
+			for _, at := range changed[k:] {
+				revert(at)
+			}
+		case 4: // cut off inside a sector: of its new bytes, those after
+			// a point are garbage (the bytes it held at the last fsync stay:
+			// a disk does not lose what it made durable, as bbolt and
+			// raft-wal assume)
+			k := r.IntN(len(changed))
+			for _, at := range changed[k+1:] {
+				revert(at)
+			}
+			at := changed[k]
+			for i := at + r.IntN(sector); i < min(at+sector, len(cur)); i++ {
+				if i >= len(old) || cur[i] != old[i] {
+					cur[i] = byte(r.Uint32())
+				}
+			}
 		}
-		if cerr := f.Close(); err == nil {
-			err = cerr
+		if mode == 0 {
+			continue
 		}
-		if err != nil {
+		if err := os.WriteFile(path, cur, 0o600); err != nil {
 			t.Fatal(err)
 		}
+		did = append(did, fmt.Sprintf("%s: mode %d, %d sectors written since its fsync (the first at %d)", name, mode, len(changed), changed[0]))
 	}
 	return did
 }
@@ -461,20 +503,21 @@ func TestWALCrash(t *testing.T) {
 	}
 	t.Logf("seed %d (-args -logcrash.seed=%d repeats it)", seed, seed)
 	r := rand.New(rand.NewPCG(seed, 1))
-	dir := t.TempDir()
+	dir, shadow := t.TempDir(), t.TempDir()
 	m := crashModel{Next: 1, Term: 1}
-	durable := map[string]int64{}
 	kinds := map[string]int{}
 	tears, withOpBegun := 0, 0
 	for round := 1; round <= *crashRounds; round++ {
-		st := crashStart{Dir: dir, Seed: r.Uint64(), Model: m, MaxOps: 2000}
-		// Where to kill: at a random report, or as the j-th truncation
-		// begins.
+		st := crashStart{Dir: dir, Shadow: shadow, Seed: r.Uint64(), Model: m, MaxOps: 2000}
+		// Where to kill: at a random report, as the j-th truncation
+		// begins, or after the j-th write to a segment, while its fsync
+		// is under way.
 		var kill func(line string, n int) bool
-		if r.IntN(2) == 0 {
-			at := 1 + r.IntN(900)
+		switch r.IntN(3) {
+		case 0:
+			at := 1 + r.IntN(1500)
 			kill = func(_ string, n int) bool { return n == at }
-		} else {
+		case 1:
 			j := 1 + r.IntN(6)
 			kill = func(line string, _ int) bool {
 				if strings.HasPrefix(line, "begin ") && strings.Contains(line, " delete-") {
@@ -482,8 +525,16 @@ func TestWALCrash(t *testing.T) {
 				}
 				return j == 0
 			}
+		default:
+			j := 1 + r.IntN(60)
+			kill = func(line string, _ int) bool {
+				if strings.HasPrefix(line, "write ") {
+					j--
+				}
+				return j == 0
+			}
 		}
-		rd := runCrashChild(t, st, kill, durable)
+		rd := runCrashChild(t, st, kill)
 		if rd.stderr != "" || (rd.exited != nil && rd.exited.Error() != "signal: killed") {
 			t.Fatalf("round %d: the child failed (%v): %s", round, rd.exited, rd.stderr)
 		}
@@ -505,9 +556,11 @@ func TestWALCrash(t *testing.T) {
 			}
 		}
 
-		did := tear(t, dir, durable, r)
+		did := tear(t, dir, shadow, r)
 		tears += len(did)
-		s, err := openWALStore(dir, hclog.NewNullLogger(), walOptions{segmentSize: crashSegmentSize})
+		// Reopened as a server would: what it recovers is synced, so
+		// through the shadowing file system.
+		s, err := openWALStore(dir, hclog.NewNullLogger(), walOptions{segmentSize: crashSegmentSize, vfs: &shadowVFS{VFS: walfs.New(), shadow: shadow}})
 		if err != nil {
 			t.Fatalf("round %d: killed in op %d (%s), then %v: reopening: %v", round, rd.begun, rd.kind[rd.begun], did, err)
 		}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -13,6 +14,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	wal "github.com/hashicorp/raft-wal"
 	walfs "github.com/hashicorp/raft-wal/fs"
+	"github.com/hashicorp/raft-wal/metadb"
 	"github.com/hashicorp/raft-wal/segment"
 	"github.com/hashicorp/raft-wal/types"
 	"go.etcd.io/bbolt"
@@ -177,7 +179,54 @@ func openWALStore(dir string, logger hclog.Logger, o walOptions) (*wal.WAL, erro
 	if o.vfs != nil {
 		vfs = o.vfs
 	}
-	return wal.Open(d, wal.WithLogger(logger), wal.WithSegmentSize(size), wal.WithSegmentFiler(segment.NewFiler(d, vfs)))
+	w, err := wal.Open(d, wal.WithLogger(logger), wal.WithSegmentSize(size), wal.WithSegmentFiler(segment.NewFiler(d, vfs)))
+	if err != nil {
+		return nil, err
+	}
+	if err := syncRecovered(d, vfs); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("rpc: raft log: making the recovered log durable: %w", err)
+	}
+	return w, nil
+}
+
+// syncRecovered fsyncs every file of the WAL in dir. A process killed
+// during an append leaves the batch's writes in the page cache, unsynced
+// and unacknowledged, and the WAL's recovery, reading the files, takes them
+// as part of the log. The server would then act on them (tell a leader it
+// holds those entries, which counts them towards a commit), and a power
+// failure afterwards could still lose them. So what recovery read is made
+// durable before the store is used. TestWALCrash fails without it.
+func syncRecovered(dir string, vfs types.VFS) error {
+	names, err := vfs.ListDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		if !strings.HasSuffix(name, ".wal") {
+			continue
+		}
+		f, err := vfs.OpenWriter(dir, name)
+		if err != nil {
+			return err
+		}
+		err = f.Sync()
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	f, err := os.OpenFile(filepath.Join(dir, metadb.FileName), os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // syncDir makes a new entry in dir durable.

@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	wal "github.com/hashicorp/raft-wal"
+	walfs "github.com/hashicorp/raft-wal/fs"
 	"github.com/hashicorp/raft-wal/metadb"
 	"github.com/hashicorp/raft-wal/types"
 	"go.etcd.io/bbolt"
@@ -343,5 +344,115 @@ func TestWALHoldsTheLargestEntry(t *testing.T) {
 	}
 	if err := s.GetLog(2, &l); err != nil || string(l.Data) != "after" {
 		t.Fatalf("the entry after it: %q, %v", l.Data, err)
+	}
+}
+
+// tornVFS is raft-wal's file system with writes that, once armed, write
+// only the first half of what they are given and fail, as a disk that
+// fills up or fails midway does.
+type tornVFS struct {
+	types.VFS
+	armed *atomic.Bool
+}
+
+func (v tornVFS) Create(dir, name string, size uint64) (types.WritableFile, error) {
+	f, err := v.VFS.Create(dir, name, size)
+	return tornFile{f, v.armed}, err
+}
+
+func (v tornVFS) OpenWriter(dir, name string) (types.WritableFile, error) {
+	f, err := v.VFS.OpenWriter(dir, name)
+	return tornFile{f, v.armed}, err
+}
+
+type tornFile struct {
+	types.WritableFile
+	armed *atomic.Bool
+}
+
+func (f tornFile) WriteAt(p []byte, off int64) (int, error) {
+	if f.armed.Load() {
+		n, _ := f.WritableFile.WriteAt(p[:len(p)/2], off)
+		return n, errors.New("test: write failed midway")
+	}
+	return f.WritableFile.WriteAt(p, off)
+}
+
+// TestWALTornSeal: a tail truncation seals the tail segment by writing its
+// index and a commit frame. When that write fails midway, the segment must
+// stay open, in the process (a retried truncation writes a whole index)
+// and after a restart (recovery must not take an index without its commit
+// for a seal). Upstream raft-wal (v0.4.2) kept the failed seal in memory,
+// so that the retry recorded the torn index, and took it on recovery too:
+// entries then read back as corrupt (rpc/third_party/raft-wal/FORK.md).
+func TestWALTornSeal(t *testing.T) {
+	entry := func(i uint64) *raft.Log {
+		return &raft.Log{Index: i, Term: 1, Type: raft.LogCommand, Data: bytes.Repeat([]byte{byte(i)}, 100)}
+	}
+	check := func(s raftStore, last uint64) {
+		t.Helper()
+		if got, err := s.LastIndex(); err != nil || got != last {
+			t.Fatalf("last index %d, %v; want %d", got, err, last)
+		}
+		for i := uint64(1); i <= last; i++ {
+			var l raft.Log
+			if err := s.GetLog(i, &l); err != nil || !bytes.Equal(l.Data, entry(i).Data) {
+				t.Fatalf("entry %d: %v", i, err)
+			}
+		}
+	}
+	for _, retry := range []bool{true, false} {
+		t.Run(fmt.Sprintf("retried=%v", retry), func(t *testing.T) {
+			dir := t.TempDir()
+			armed := new(atomic.Bool)
+			s, err := openWALStore(dir, hclog.NewNullLogger(), walOptions{vfs: tornVFS{walfs.New(), armed}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var logs []*raft.Log
+			for i := uint64(1); i <= 300; i++ {
+				logs = append(logs, entry(i))
+			}
+			if err := s.StoreLogs(logs); err != nil {
+				t.Fatal(err)
+			}
+			armed.Store(true)
+			if err := s.DeleteRange(251, 300); err == nil {
+				t.Fatal("the truncation succeeded with its write failing")
+			}
+			armed.Store(false)
+			if retry {
+				// As a follower does when the leader sends the entries again.
+				if err := s.DeleteRange(251, 300); err != nil {
+					t.Fatal(err)
+				}
+				if err := s.StoreLog(entry(251)); err != nil {
+					t.Fatal(err)
+				}
+				check(s, 251)
+			}
+			s.Close()
+			s, err = openWALStore(dir, hclog.NewNullLogger(), walOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { s.Close() }()
+			last := uint64(300)
+			if retry {
+				last = 251
+			}
+			check(s, last)
+			if err := s.StoreLog(entry(last + 1)); err != nil {
+				t.Fatalf("append after reopening: %v", err)
+			}
+			check(s, last+1)
+			// Once more, so that sealed segments are read from disk.
+			s.Close()
+			s, err = openWALStore(dir, hclog.NewNullLogger(), walOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			check(s, last+1)
+		})
 	}
 }

@@ -127,6 +127,17 @@ func (w *Writer) recoverTail() error {
 	}
 	var prevCommit, finalCommit *commitInfo
 
+	// coordd: an index frame seals the segment only if a commit that
+	// recovery accepts follows it. Otherwise it belongs to a seal that never
+	// completed (its commit frame, or part of the index, never reached the
+	// disk), and the segment is not sealed: the next append overwrites it.
+	indexAt := int64(-1)
+	sealedBy := func(c *commitInfo) {
+		if c == nil || indexAt > c.offset {
+			w.writer.indexStart = 0
+		}
+	}
+
 	offsets := make([]uint32, 0, 32*1024)
 
 	readInfo, err := readThroughSegment(w.wf, func(_ types.SegmentInfo, fh frameHeader, offset int64) (bool, error) {
@@ -140,6 +151,7 @@ func (w *Writer) recoverTail() error {
 			// indexStart in case it turns out the Seal actually committed completely.
 			// We store the start of the actual array not the frame header.
 			w.writer.indexStart = uint64(offset) + frameHeaderLen
+			indexAt = offset
 
 		case FrameCommit:
 			// The payload is not the length field in this case!
@@ -164,6 +176,7 @@ func (w *Writer) recoverTail() error {
 		// There were no commit frames found at all. This segment file is
 		// effectively empty. Init it that way ready for appending. This overwrites
 		// the file header so it doesn't matter if it was valid or not.
+		sealedBy(nil)
 		return w.initEmpty()
 	}
 
@@ -193,6 +206,7 @@ func (w *Writer) recoverTail() error {
 		// after the last commit.
 		offsets = offsets[:finalCommit.offsetsLen]
 		w.offsets.Store(offsets)
+		sealedBy(finalCommit)
 
 		// Since at least one commit was found, the header better be valid!
 		return validateFileHeader(*readInfo, w.info)
@@ -216,6 +230,7 @@ func (w *Writer) recoverTail() error {
 		// All is good. We already setup the state we need for writer other than
 		// offsets.
 		w.offsets.Store(offsets)
+		sealedBy(finalCommit)
 
 		// Since at least one commit was found, the header better be valid!
 		return validateFileHeader(*readInfo, w.info)
@@ -225,12 +240,14 @@ func (w *Writer) recoverTail() error {
 	if prevCommit == nil {
 		// Init wil re-write the file header so it doesn't matter if it was corrupt
 		// or not!
+		sealedBy(nil)
 		return w.initEmpty()
 	}
 
 	w.writer.writeOffset = uint32(prevCommit.offset + frameHeaderLen)
 	offsets = offsets[:prevCommit.offsetsLen]
 	w.offsets.Store(offsets)
+	sealedBy(prevCommit)
 
 	// Since at least one commit was found, the header better be valid!
 	return validateFileHeader(*readInfo, w.info)
@@ -502,13 +519,28 @@ func (w *Writer) ForceSeal() (uint64, error) {
 		return w.writer.indexStart, nil
 	}
 
+	// coordd: roll back on failure, as Append does, so that a failed seal
+	// leaves the segment open for appends and a retried truncation writes a
+	// whole index instead of taking the failed one's as done.
+	beforeBuf := w.writer.commitBuf
+	beforeCRC := w.writer.crc
+	beforeWriteOffset := w.writer.writeOffset
+	rollback := func() {
+		w.writer.commitBuf = beforeBuf
+		w.writer.crc = beforeCRC
+		w.writer.writeOffset = beforeWriteOffset
+		w.writer.indexStart = 0
+	}
+
 	// Seal the segment! We seal it by writing an index frame before we commit.
 	if err := w.appendIndex(); err != nil {
+		rollback()
 		return 0, err
 	}
 
 	// Write the commit frame
 	if err := w.appendCommit(); err != nil {
+		rollback()
 		return 0, err
 	}
 
