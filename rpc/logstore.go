@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -159,11 +160,76 @@ type walOptions struct {
 	vfs         types.VFS // nil: raft-wal's own (its package fs)
 }
 
+// walStore is the raft-wal store, with the time its segment writes and
+// fsyncs took.
+type walStore struct {
+	*wal.WAL
+	clock *syncClock
+}
+
+// storeWriteTime returns a function that reports the cumulative time s has
+// spent writing appends to disk and syncing them (for the log's fsync
+// metric), or nil if it does not say.
+func storeWriteTime(s raftStore) func() time.Duration {
+	switch s := s.(type) {
+	case *raftboltdb.BoltStore:
+		return boltWriteTime(s.Stats)
+	case *walStore:
+		return s.clock.total
+	}
+	return nil
+}
+
+// syncClock is a raft-wal file system that adds up the time its segment
+// files spend in WriteAt and Sync: raft-wal writes a batch with one of
+// each.
+type syncClock struct {
+	types.VFS
+	ns atomic.Int64
+}
+
+func (c *syncClock) total() time.Duration { return time.Duration(c.ns.Load()) }
+
+func (c *syncClock) Create(dir, name string, size uint64) (types.WritableFile, error) {
+	f, err := c.VFS.Create(dir, name, size)
+	if err != nil {
+		return nil, err
+	}
+	return clockedFile{f, c}, nil
+}
+
+func (c *syncClock) OpenWriter(dir, name string) (types.WritableFile, error) {
+	f, err := c.VFS.OpenWriter(dir, name)
+	if err != nil {
+		return nil, err
+	}
+	return clockedFile{f, c}, nil
+}
+
+type clockedFile struct {
+	types.WritableFile
+	c *syncClock
+}
+
+func (f clockedFile) WriteAt(p []byte, off int64) (int, error) {
+	start := time.Now()
+	n, err := f.WritableFile.WriteAt(p, off)
+	f.c.ns.Add(int64(time.Since(start)))
+	return n, err
+}
+
+func (f clockedFile) Sync() error {
+	start := time.Now()
+	err := f.WritableFile.Sync()
+	f.c.ns.Add(int64(time.Since(start)))
+	return err
+}
+
 // openWALStore opens (or creates) the raft-wal log in dir/wal. Its stable
 // store is raft-wal's own (wal-meta.db, bbolt), which also records the
 // segments: the term and vote change only at elections, so they may cost a
 // bbolt commit, and one file commits the log's shape and the vote together.
-func openWALStore(dir string, logger hclog.Logger, o walOptions) (*wal.WAL, error) {
+func openWALStore(dir string, logger hclog.Logger, o walOptions) (*walStore, error) {
 	d := filepath.Join(dir, walDir)
 	if err := os.MkdirAll(d, 0o750); err != nil {
 		return nil, fmt.Errorf("rpc: raft log: %w", err)
@@ -175,10 +241,12 @@ func openWALStore(dir string, logger hclog.Logger, o walOptions) (*wal.WAL, erro
 	if o.segmentSize > 0 {
 		size = o.segmentSize
 	}
-	var vfs types.VFS = walfs.New()
+	var inner types.VFS = walfs.New()
 	if o.vfs != nil {
-		vfs = o.vfs
+		inner = o.vfs
 	}
+	clock := &syncClock{VFS: inner}
+	var vfs types.VFS = clock
 	w, err := wal.Open(d, wal.WithLogger(logger), wal.WithSegmentSize(size), wal.WithSegmentFiler(segment.NewFiler(d, vfs)))
 	if err != nil {
 		return nil, err
@@ -187,7 +255,7 @@ func openWALStore(dir string, logger hclog.Logger, o walOptions) (*wal.WAL, erro
 		w.Close()
 		return nil, fmt.Errorf("rpc: raft log: making the recovered log durable: %w", err)
 	}
-	return w, nil
+	return &walStore{WAL: w, clock: clock}, nil
 }
 
 // syncRecovered fsyncs every file of the WAL in dir. A process killed

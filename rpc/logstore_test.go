@@ -456,3 +456,26 @@ func TestWALTornSeal(t *testing.T) {
 		})
 	}
 }
+
+// TestStoreWriteTime: both stores say how long their appends spent writing
+// and syncing, which the log's fsync metric records.
+func TestStoreWriteTime(t *testing.T) {
+	for _, kind := range []string{RaftLogWAL, RaftLogBolt} {
+		s, err := openRaftStore(t.TempDir(), kind, hclog.NewNullLogger())
+		if err != nil {
+			t.Fatal(err)
+		}
+		wt := storeWriteTime(s)
+		if wt == nil {
+			t.Fatalf("%s: no write time", kind)
+		}
+		before := wt()
+		if err := s.StoreLogs(testLogs(1, 10)); err != nil {
+			t.Fatal(err)
+		}
+		if after := wt(); after <= before {
+			t.Errorf("%s: write time %v after an append, %v before", kind, after, before)
+		}
+		s.Close()
+	}
+}

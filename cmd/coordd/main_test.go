@@ -54,6 +54,12 @@ func TestStartupErrors(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(walDir, "wal"), 0o700); err != nil {
 		t.Fatal(err)
 	}
+	bootstrapped := t.TempDir() // as a server that bootstrapped leaves it
+	for _, f := range []string{"server-id", "raft.db"} {
+		if err := os.WriteFile(filepath.Join(bootstrapped, f), []byte("1\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -71,6 +77,8 @@ func TestStartupErrors(t *testing.T) {
 		{"unknown raft log", []string{"--data-dir", t.TempDir(), "--raft-log", "rocks", "--client-addr", freeAddr(t), "--peer-addr", freeAddr(t)}, 1, `unknown raft log store "rocks"`},
 		{"wal asked of a bolt dir", []string{"--data-dir", boltDir, "--raft-log", "wal", "--client-addr", freeAddr(t), "--peer-addr", freeAddr(t)}, 1, "--raft-log wal, but " + boltDir + " holds a bolt log (raft.db)"},
 		{"bolt asked of a wal dir", []string{"--data-dir", walDir, "--raft-log", "bolt", "--client-addr", freeAddr(t), "--peer-addr", freeAddr(t)}, 1, "--raft-log bolt, but " + walDir + " holds a wal log (wal/)"},
+		{"join with a bootstrapped data dir", []string{"--id", "1", "--join", "--data-dir", bootstrapped, "--client-addr", freeAddr(t), "--peer-addr", freeAddr(t)}, 1, "--join needs an empty data dir"},
+		{"join with a wal data dir", []string{"--id", "1", "--join", "--data-dir", walDir, "--client-addr", freeAddr(t), "--peer-addr", freeAddr(t)}, 1, "--join needs an empty data dir"},
 		{"super digest with a password", []string{"--data-dir", t.TempDir(), "--superdigest", "super:secret"}, 1, "super digest: the part after"},
 		{"min above max", []string{"--data-dir", t.TempDir(), "--min-session-timeout", "30s", "--max-session-timeout", "10s"}, 1, "exceeds max"},
 	} {
@@ -87,7 +95,7 @@ func TestHelp(t *testing.T) {
 	if code := run([]string{"--help"}, io.Discard, &stderr); code != 0 {
 		t.Fatalf("--help exit %d", code)
 	}
-	for _, flag := range []string{"-id", "-data-dir", "-client-addr", "-peer-addr", "-peers", "-tick", "-ttl-nodes", "-idle-memory-check", "-cert-file", "-key-file", "-trusted-ca-file", "-client-cert-auth", "-peer-cert-file", "-peer-key-file", "-peer-trusted-ca-file", "-raft-log"} {
+	for _, flag := range []string{"-id", "-data-dir", "-client-addr", "-peer-addr", "-peers", "-join", "-tick", "-ttl-nodes", "-idle-memory-check", "-cert-file", "-key-file", "-trusted-ca-file", "-client-cert-auth", "-peer-cert-file", "-peer-key-file", "-peer-trusted-ca-file", "-raft-log"} {
 		if !strings.Contains(stderr.String(), flag) {
 			t.Errorf("--help does not document %s", flag)
 		}
