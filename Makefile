@@ -9,6 +9,7 @@
 #   make release   static, version-stamped archives of both binaries in dist/
 #   make deploy-check  the systemd unit and the Kubernetes manifests, checked
 #   make console-test  the web console in headless Chromium, with screenshots
+#   make crash     the Raft log store killed and torn CRASH_ROUNDS times (long)
 
 GO        ?= go
 BIN       ?= bin
@@ -182,6 +183,15 @@ NODES    ?= 3
 .PHONY: chaos chaos-ci chaos-ci-secure
 chaos:
 	$(GO) test ./test/cluster/chaos -run '^TestChaos$$' -timeout 3h -count=1 -v -args -chaos.seed=$(SEED) -chaos.duration=$(DURATION) -chaos.nodes=$(NODES) $(if $(filter 1,$(TLS) $(SECURE)),-chaos.tls) $(if $(filter 1,$(ACL) $(SECURE)),-chaos.acl)
+
+## crash: the Raft log store's crash test at length (rpc's TestWALCrash; make
+## test runs 12 rounds): a child appending and truncating is SIGKILLed at random
+## points, its unsynced writes torn, and the store reopened and checked,
+## CRASH_ROUNDS times; SEED=0 picks a random seed (printed).
+CRASH_ROUNDS ?= 1000
+.PHONY: crash
+crash:
+	$(GO) test ./rpc/ -run '^TestWALCrash$$' -count=1 -v -timeout 3h -args -logcrash.rounds=$(CRASH_ROUNDS) -logcrash.seed=$(SEED)
 
 ## chaos-ci: a fixed-seed pass of about 2.5 minutes (3 nodes), run by .ci/run.
 ## chaos-ci-secure: a shorter one (50s of faults, about 70s) with TLS and

@@ -29,6 +29,10 @@ type Config struct {
 	ID string
 	// DataDir holds the Raft log, stable store and snapshots.
 	DataDir string
+	// RaftLog is the Raft log store of a new data dir: RaftLogWAL or
+	// RaftLogBolt (default DefaultRaftLog). A data dir that holds a log
+	// keeps its store; naming the other one is refused (ErrRaftLogMismatch).
+	RaftLog string
 	// ClientAddr is where the public API listens (default 127.0.0.1:2181).
 	ClientAddr string
 	// PeerAddr is where Raft and the peer service listen; it is also the
@@ -221,6 +225,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.DataDir == "" {
 		return errors.New("rpc: a data dir is required")
+	}
+	if err := checkRaftLog(c.RaftLog); err != nil {
+		return err
 	}
 	if len(c.Peers) > 0 {
 		self := false

@@ -1,5 +1,6 @@
 // Package rpc is the coordd server: it wires Raft (hashicorp/raft over TCP,
-// raft-boltdb/v2 log and stable store, file snapshots) to the FSM, serves
+// a raft-wal or raft-boltdb log and stable store (logstore.go), file
+// snapshots) to the FSM, serves
 // the client port with the session engine (rpc/engine) behind its
 // front-ends (rpc/grpcapi for the public gRPC API), serves the internal peer
 // service (write forwarding, read index, session touches, member info), and

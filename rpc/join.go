@@ -74,9 +74,10 @@ func checkJoinDir(cfg *Config) error {
 	return nil
 }
 
-// hasRaftState reports whether dir holds a Raft log store or a snapshot.
+// hasRaftState reports whether dir holds a Raft log store (either kind,
+// or both) or a snapshot.
 func hasRaftState(dir string) bool {
-	if _, err := os.Stat(filepath.Join(dir, "raft.db")); err == nil {
+	if kind, err := existingRaftLog(dir); kind != "" || err != nil {
 		return true
 	}
 	snaps, _ := os.ReadDir(filepath.Join(dir, "snapshots"))

@@ -11,28 +11,33 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 )
 
 // BenchmarkLogAppend times one log append of a 150-byte entry, made durable,
-// in the Raft log store (raft-boltdb on bbolt, opened as the server opens
-// it) and, for comparison, as a write-ahead log appends: a pwrite after the
-// last record of a preallocated file, then fdatasync. "x3" runs three
+// in each Raft log store, opened as the server opens it (raftboltdb: bbolt;
+// raftwal: hashicorp/raft-wal) and, for comparison, as a bare write-ahead
+// log appends: a pwrite after the last record of a file preallocated with
+// zeros, then fdatasync. "x3" runs three
 // appenders at once, each on its own file, as three servers on one machine
 // share its disk. The metric is the latency of one append (µs/append; ns/op
 // is the wall time over all appenders' appends); rpc/DESIGN.md ("Where a
 // write's time goes") has the figures of issue #8.
 func BenchmarkLogAppend(b *testing.B) {
-	for _, store := range []string{"raftboltdb", "wal-append"} {
+	for _, store := range []string{"raftboltdb", "raftwal", "wal-append"} {
 		for _, k := range []int{1, 3} {
 			b.Run(fmt.Sprintf("%s/x%d", store, k), func(b *testing.B) {
 				appenders := make([]func(i int) error, k)
 				for j := range appenders {
 					dir := b.TempDir()
 					var err error
-					if store == "raftboltdb" {
-						appenders[j], err = boltAppender(b, dir)
-					} else {
+					switch store {
+					case "raftboltdb":
+						appenders[j], err = storeAppender(b, dir, RaftLogBolt)
+					case "raftwal":
+						appenders[j], err = storeAppender(b, dir, RaftLogWAL)
+					default:
 						appenders[j], err = walAppender(b, dir)
 					}
 					if err != nil {
@@ -69,8 +74,8 @@ func BenchmarkLogAppend(b *testing.B) {
 	}
 }
 
-func boltAppender(b *testing.B, dir string) (func(i int) error, error) {
-	s, err := openRaftStore(dir)
+func storeAppender(b *testing.B, dir, kind string) (func(i int) error, error) {
+	s, err := openRaftStore(dir, kind, hclog.NewNullLogger())
 	if err != nil {
 		return nil, err
 	}

@@ -3,15 +3,28 @@ package rpc
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	wal "github.com/hashicorp/raft-wal"
+	walfs "github.com/hashicorp/raft-wal/fs"
+	"github.com/hashicorp/raft-wal/metadb"
+	"github.com/hashicorp/raft-wal/types"
 	"go.etcd.io/bbolt"
+
+	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/rpc/apipb"
 )
 
 // upstreamEncode encodes a log entry as upstream raft-boltdb does (a new
@@ -116,5 +129,353 @@ func TestLogStorePagesAreFull(t *testing.T) {
 	}
 	if fill := float64(st.LeafInuse) / float64(st.LeafAlloc); fill < 0.8 {
 		t.Fatalf("log leaf pages %.0f%% full (%d of %d bytes), want at least 80%%", 100*fill, st.LeafInuse, st.LeafAlloc)
+	}
+}
+
+// TestChooseRaftLog: a data dir keeps the log store it holds, a new one
+// takes the store asked for or the default, and asking for the other store
+// than the one a dir holds is refused.
+func TestChooseRaftLog(t *testing.T) {
+	mk := func(files ...string) string {
+		dir := t.TempDir()
+		for _, f := range files {
+			var err error
+			if strings.HasSuffix(f, "/") {
+				err = os.Mkdir(filepath.Join(dir, f), 0o700)
+			} else {
+				err = os.WriteFile(filepath.Join(dir, f), nil, 0o600)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		return dir
+	}
+	for _, tc := range []struct {
+		name  string
+		dir   string
+		want  string
+		got   string
+		error string
+	}{
+		{"new dir, default", mk(), "", DefaultRaftLog, ""},
+		{"new dir with a server id", mk("server-id"), "", DefaultRaftLog, ""},
+		{"missing dir", filepath.Join(t.TempDir(), "new"), RaftLogBolt, RaftLogBolt, ""},
+		{"new dir, bolt", mk(), RaftLogBolt, RaftLogBolt, ""},
+		{"new dir, wal", mk(), RaftLogWAL, RaftLogWAL, ""},
+		{"bolt dir", mk("server-id", "raft.db"), "", RaftLogBolt, ""},
+		{"bolt dir, bolt", mk("raft.db"), RaftLogBolt, RaftLogBolt, ""},
+		{"bolt dir, wal", mk("raft.db"), RaftLogWAL, "", "--raft-log wal, but"},
+		{"wal dir", mk("wal/"), "", RaftLogWAL, ""},
+		{"wal dir, bolt", mk("wal/"), RaftLogBolt, "", "--raft-log bolt, but"},
+		{"both", mk("raft.db", "wal/"), "", "", "holds both raft.db"},
+		{"unknown", mk(), "rocksdb", "", `unknown raft log store "rocksdb"`},
+	} {
+		got, err := chooseRaftLog(tc.dir, tc.want)
+		switch {
+		case tc.error == "" && (err != nil || got != tc.got):
+			t.Errorf("%s: %q, %v; want %q", tc.name, got, err, tc.got)
+		case tc.error != "" && (err == nil || !strings.Contains(err.Error(), tc.error)):
+			t.Errorf("%s: %q, %v; want an error with %q", tc.name, got, err, tc.error)
+		case strings.Contains(tc.error, "but") && !errors.Is(err, ErrRaftLogMismatch):
+			t.Errorf("%s: %v is not ErrRaftLogMismatch", tc.name, err)
+		}
+	}
+}
+
+// TestRaftLogKeptOnRestart: a server restarted without --raft-log keeps the
+// store its data dir holds, with its data; started with the other store it
+// refuses, and changes nothing in the dir.
+func TestRaftLogKeptOnRestart(t *testing.T) {
+	for _, kind := range []string{RaftLogBolt, RaftLogWAL} {
+		t.Run(kind, func(t *testing.T) {
+			cfg := testConfig(t, "1")
+			cfg.RaftLog = kind
+			start := func(c Config) *Node {
+				var n *Node
+				startOver(t, func() (err error) {
+					c.ClientAddr, c.PeerAddr = freeAddr(t), freeAddr(t)
+					n, err = NewNode(c)
+					return err
+				})
+				return n
+			}
+			n := start(cfg)
+			waitLeader(t, n)
+			s, _ := dialRaw(t, n.ClientAddr(), &apipb.ConnectRequest{TimeoutMs: 10000})
+			if r := s.do(&apipb.Request{Op: &apipb.Request_Create{Create: &apipb.CreateRequest{Path: "/kept", Data: []byte(kind)}}}); r.Error != apipb.ErrorCode_OK {
+				t.Fatalf("create: %v", r)
+			}
+			n.Close()
+
+			other := RaftLogWAL
+			if kind == RaftLogWAL {
+				other = RaftLogBolt
+			}
+			list := func() []string {
+				var names []string
+				err := filepath.WalkDir(cfg.DataDir, func(p string, d os.DirEntry, err error) error {
+					names = append(names, p)
+					return err
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return names
+			}
+			files := list()
+			refused := cfg
+			refused.RaftLog, refused.ClientAddr, refused.PeerAddr = other, freeAddr(t), freeAddr(t)
+			if _, err := NewNode(refused); !errors.Is(err, ErrRaftLogMismatch) {
+				t.Fatalf("started with --raft-log %s on a %s dir: %v, want ErrRaftLogMismatch", other, kind, err)
+			}
+			if after := list(); !slices.Equal(files, after) {
+				t.Fatalf("the refused start changed the data dir: %v, then %v", files, after)
+			}
+
+			again := cfg
+			again.RaftLog = ""
+			n = start(again)
+			defer n.Close()
+			if got, _ := existingRaftLog(cfg.DataDir); got != kind {
+				t.Fatalf("the data dir holds %q, want %q", got, kind)
+			}
+			waitFor(t, func() bool {
+				var data []byte
+				n.fsm.Read(func(v fsm.View) { data, _, _ = v.Tree.Get("/kept") })
+				return string(data) == kind
+			})
+		})
+	}
+}
+
+// failingMeta is raft-wal's metadata store with commits that fail once
+// failing is set, as if the process stopped before each.
+type failingMeta struct {
+	types.MetaStore
+	failing atomic.Bool
+}
+
+func (m *failingMeta) CommitState(s types.PersistentState) error {
+	if m.failing.Load() {
+		return errors.New("test: stopped before the commit")
+	}
+	return m.MetaStore.CommitState(s)
+}
+
+// TestWALFinishesRotationOnOpen: an append that fills a segment seals it,
+// and raft-wal adds the next segment afterwards, in the background. If the
+// process stops in between, the WAL must finish that on open: upstream
+// raft-wal (v0.4.2) then failed every append with "segment is sealed"
+// (rpc/third_party/raft-wal/FORK.md).
+func TestWALFinishesRotationOnOpen(t *testing.T) {
+	dir := t.TempDir()
+	const size = 8 << 10
+	meta := &failingMeta{MetaStore: &metadb.BoltMetaDB{}}
+	if err := os.Mkdir(filepath.Join(dir, walDir), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	w, err := wal.Open(filepath.Join(dir, walDir), wal.WithMetaStore(meta), wal.WithSegmentSize(size), wal.WithLogger(hclog.NewNullLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta.failing.Store(true)
+	entry := func(i uint64) *raft.Log {
+		return &raft.Log{Index: i, Term: 1, Type: raft.LogCommand, Data: bytes.Repeat([]byte{byte(i)}, 1000)}
+	}
+	// Append until an append fails: the one after the sealing append,
+	// which waits for the rotation, and its commit failed.
+	var next uint64 = 1
+	for ; next < 100; next++ {
+		if err := w.StoreLog(entry(next)); err != nil {
+			break
+		}
+	}
+	if next == 1 || next == 100 {
+		t.Fatalf("appending stopped at %d", next)
+	}
+	w.Close()
+
+	s, err := openWALStore(dir, hclog.NewNullLogger(), walOptions{segmentSize: size})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.StoreLog(entry(next)); err != nil {
+		t.Fatalf("append %d after reopening: %v", next, err)
+	}
+	s.Close()
+	s, err = openWALStore(dir, hclog.NewNullLogger(), walOptions{segmentSize: size})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := uint64(1); i <= next; i++ {
+		var l raft.Log
+		if err := s.GetLog(i, &l); err != nil || !bytes.Equal(l.Data, entry(i).Data) {
+			t.Fatalf("entry %d: %v", i, err)
+		}
+	}
+}
+
+// TestWALHoldsTheLargestEntry: the WAL stores and reads back, after a
+// restart too, the largest entry a server may write: a forwarded write of
+// fsm.DataSizeCap bytes of data (peerMessageLimit). Upstream raft-wal wrote
+// entries over 64 MiB but refused to read them back as corrupt
+// (rpc/third_party/raft-wal/FORK.md).
+func TestWALHoldsTheLargestEntry(t *testing.T) {
+	dir := t.TempDir()
+	s, err := openWALStore(dir, hclog.NewNullLogger(), walOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := &raft.Log{Index: 1, Term: 1, Type: raft.LogCommand, Data: bytes.Repeat([]byte("coordd"), peerMessageLimit/6+1)}
+	if err := s.StoreLogs([]*raft.Log{big, {Index: 2, Term: 1, Type: raft.LogCommand, Data: []byte("after")}}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s, err = openWALStore(dir, hclog.NewNullLogger(), walOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var l raft.Log
+	if err := s.GetLog(1, &l); err != nil || !bytes.Equal(l.Data, big.Data) {
+		t.Fatalf("the %d-byte entry read back: %v", len(big.Data), err)
+	}
+	if err := s.GetLog(2, &l); err != nil || string(l.Data) != "after" {
+		t.Fatalf("the entry after it: %q, %v", l.Data, err)
+	}
+}
+
+// tornVFS is raft-wal's file system with writes that, once armed, write
+// only the first half of what they are given and fail, as a disk that
+// fills up or fails midway does.
+type tornVFS struct {
+	types.VFS
+	armed *atomic.Bool
+}
+
+func (v tornVFS) Create(dir, name string, size uint64) (types.WritableFile, error) {
+	f, err := v.VFS.Create(dir, name, size)
+	return tornFile{f, v.armed}, err
+}
+
+func (v tornVFS) OpenWriter(dir, name string) (types.WritableFile, error) {
+	f, err := v.VFS.OpenWriter(dir, name)
+	return tornFile{f, v.armed}, err
+}
+
+type tornFile struct {
+	types.WritableFile
+	armed *atomic.Bool
+}
+
+func (f tornFile) WriteAt(p []byte, off int64) (int, error) {
+	if f.armed.Load() {
+		n, _ := f.WritableFile.WriteAt(p[:len(p)/2], off)
+		return n, errors.New("test: write failed midway")
+	}
+	return f.WritableFile.WriteAt(p, off)
+}
+
+// TestWALTornSeal: a tail truncation seals the tail segment by writing its
+// index and a commit frame. When that write fails midway, the segment must
+// stay open, in the process (a retried truncation writes a whole index)
+// and after a restart (recovery must not take an index without its commit
+// for a seal). Upstream raft-wal (v0.4.2) kept the failed seal in memory,
+// so that the retry recorded the torn index, and took it on recovery too:
+// entries then read back as corrupt (rpc/third_party/raft-wal/FORK.md).
+func TestWALTornSeal(t *testing.T) {
+	entry := func(i uint64) *raft.Log {
+		return &raft.Log{Index: i, Term: 1, Type: raft.LogCommand, Data: bytes.Repeat([]byte{byte(i)}, 100)}
+	}
+	check := func(s raftStore, last uint64) {
+		t.Helper()
+		if got, err := s.LastIndex(); err != nil || got != last {
+			t.Fatalf("last index %d, %v; want %d", got, err, last)
+		}
+		for i := uint64(1); i <= last; i++ {
+			var l raft.Log
+			if err := s.GetLog(i, &l); err != nil || !bytes.Equal(l.Data, entry(i).Data) {
+				t.Fatalf("entry %d: %v", i, err)
+			}
+		}
+	}
+	for _, retry := range []bool{true, false} {
+		t.Run(fmt.Sprintf("retried=%v", retry), func(t *testing.T) {
+			dir := t.TempDir()
+			armed := new(atomic.Bool)
+			s, err := openWALStore(dir, hclog.NewNullLogger(), walOptions{vfs: tornVFS{walfs.New(), armed}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var logs []*raft.Log
+			for i := uint64(1); i <= 300; i++ {
+				logs = append(logs, entry(i))
+			}
+			if err := s.StoreLogs(logs); err != nil {
+				t.Fatal(err)
+			}
+			armed.Store(true)
+			if err := s.DeleteRange(251, 300); err == nil {
+				t.Fatal("the truncation succeeded with its write failing")
+			}
+			armed.Store(false)
+			if retry {
+				// As a follower does when the leader sends the entries again.
+				if err := s.DeleteRange(251, 300); err != nil {
+					t.Fatal(err)
+				}
+				if err := s.StoreLog(entry(251)); err != nil {
+					t.Fatal(err)
+				}
+				check(s, 251)
+			}
+			s.Close()
+			s, err = openWALStore(dir, hclog.NewNullLogger(), walOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { s.Close() }()
+			last := uint64(300)
+			if retry {
+				last = 251
+			}
+			check(s, last)
+			if err := s.StoreLog(entry(last + 1)); err != nil {
+				t.Fatalf("append after reopening: %v", err)
+			}
+			check(s, last+1)
+			// Once more, so that sealed segments are read from disk.
+			s.Close()
+			s, err = openWALStore(dir, hclog.NewNullLogger(), walOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			check(s, last+1)
+		})
+	}
+}
+
+// TestStoreWriteTime: both stores say how long their appends spent writing
+// and syncing, which the log's fsync metric records.
+func TestStoreWriteTime(t *testing.T) {
+	for _, kind := range []string{RaftLogWAL, RaftLogBolt} {
+		s, err := openRaftStore(t.TempDir(), kind, hclog.NewNullLogger())
+		if err != nil {
+			t.Fatal(err)
+		}
+		wt := storeWriteTime(s)
+		if wt == nil {
+			t.Fatalf("%s: no write time", kind)
+		}
+		before := wt()
+		if err := s.StoreLogs(testLogs(1, 10)); err != nil {
+			t.Fatal(err)
+		}
+		if after := wt(); after <= before {
+			t.Errorf("%s: write time %v after an append, %v before", kind, after, before)
+		}
+		s.Close()
 	}
 }

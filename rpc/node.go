@@ -18,8 +18,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"go.etcd.io/bbolt"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
@@ -53,7 +51,7 @@ type Node struct {
 	// this before they read raft.
 	raftSet atomic.Bool
 	trans   *raft.NetworkTransport
-	store   *raftboltdb.BoltStore
+	store   raftStore
 	mux     *peerMux
 
 	clientLn    net.Listener
@@ -189,6 +187,10 @@ func NewNode(cfg Config) (_ *Node, err error) {
 		cleanup = append(cleanup, func() { n.adminLn.Close() })
 	}
 
+	kind, err := chooseRaftLog(cfg.DataDir, cfg.RaftLog)
+	if err != nil {
+		return nil, err
+	}
 	if err := checkJoinDir(&cfg); err != nil {
 		return nil, err
 	}
@@ -225,16 +227,17 @@ func NewNode(cfg Config) (_ *Node, err error) {
 	})
 	n.fsm.SetObserver(observer{n})
 
-	n.store, err = openRaftStore(cfg.DataDir)
+	hl := newHCLogger(n.log, n.peerLogs)
+	n.store, err = openRaftStore(cfg.DataDir, kind, hl.Named("wal"))
 	if err != nil {
-		return nil, fmt.Errorf("rpc: opening raft store in %s: %w", cfg.DataDir, err)
+		return nil, fmt.Errorf("rpc: opening raft store (%s) in %s: %w", kind, cfg.DataDir, err)
 	}
 	cleanup = append(cleanup, func() { n.store.Close() })
 	var store raft.LogStore = n.store
 	if cfg.wrapLogStore != nil {
 		store = cfg.wrapLogStore(store)
 	}
-	store = timedLogStore{LogStore: store, m: n.metrics, writeTime: boltWriteTime(n.store.Stats)}
+	store = timedLogStore{LogStore: store, m: n.metrics, writeTime: storeWriteTime(n.store)}
 	// The cache also holds a leader's new entries while it writes them, so
 	// that they are replicated meanwhile (rpc/third_party/raft/FORK.md); it
 	// must hold a whole batch, MaxAppendEntries, to do that.
@@ -242,7 +245,6 @@ func NewNode(cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	hl := newHCLogger(n.log, n.peerLogs)
 	fileSnaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, hl.Named("snapshot"))
 	if err != nil {
 		return nil, fmt.Errorf("rpc: snapshot store: %w", err)
@@ -504,14 +506,4 @@ func (n *Node) peerDialOptions() []grpc.DialOption {
 		grpc.WithInitialWindowSize(streamWindow),
 		grpc.WithInitialConnWindowSize(connWindow),
 	}
-}
-
-// openRaftStore opens the Raft log and stable store, raft.db in dir.
-// Without the freelist on disk a commit writes one page fewer; bbolt
-// rebuilds the freelist when it opens the file.
-func openRaftStore(dir string) (*raftboltdb.BoltStore, error) {
-	return raftboltdb.New(raftboltdb.Options{
-		Path:        filepath.Join(dir, "raft.db"),
-		BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true},
-	})
 }

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# coordd carries two forks, each an upstream module at the version go.mod
+# coordd carries three forks, each an upstream module at the version go.mod
 # requires plus one patch, coordd.patch, kept beside it (see FORK.md in each):
 #   rpc/third_party/raft         github.com/hashicorp/raft
 #   rpc/third_party/raft-boltdb  github.com/hashicorp/raft-boltdb/v2
+#   rpc/third_party/raft-wal     github.com/hashicorp/raft-wal (the packages
+#                                the WAL is built of; not its tools)
 # This check rebuilds each from the upstream module and its patch, and fails
 # if the committed copy differs in any way.
 set -euo pipefail
@@ -63,3 +65,8 @@ check() {
 
 check github.com/hashicorp/raft rpc/third_party/raft bench/bench.go
 check github.com/hashicorp/raft-boltdb/v2 rpc/third_party/raft-boltdb
+check github.com/hashicorp/raft-wal rpc/third_party/raft-wal \
+  fs/file.go fs/fs.go metadb/metadb.go \
+  metrics/atomic_collector.go metrics/gometrics_collector.go metrics/metrics.go \
+  segment/crc.go segment/filer.go segment/format.go segment/reader.go segment/writer.go \
+  types/buffer.go types/meta.go types/segment.go types/types.go types/vfs.go

@@ -54,6 +54,7 @@ func runUntil(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) in
 	var (
 		id          = fs.String("id", "1", "this server's id, unique in the cluster")
 		dataDir     = fs.String("data-dir", "coordd-data", "directory for the Raft log, stable store and snapshots")
+		raftLog     = fs.String("raft-log", "", "Raft log store of a new data dir: wal (hashicorp/raft-wal, in DATA-DIR/wal) or bolt (raft-boltdb, DATA-DIR/raft.db); default "+rpc.DefaultRaftLog+". A data dir that holds a log keeps its store, and naming the other one is refused")
 		clientAddr  = fs.String("client-addr", "127.0.0.1:2181", "address the client API listens on")
 		peerAddr    = fs.String("peer-addr", "127.0.0.1:2888", "address for Raft and peer traffic; other servers dial it and this server dials from its host")
 		peers       = fs.String("peers", "", "all initial voters as id=host:port,... (their peer addresses, this server included); omit for a single-node server")
@@ -131,7 +132,7 @@ func runUntil(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) in
 		conCfg = &cfg
 	}
 	node, err := rpc.NewNode(rpc.Config{
-		ID: *id, DataDir: *dataDir, ClientAddr: *clientAddr, PeerAddr: *peerAddr, Peers: peerList, Join: *join,
+		ID: *id, DataDir: *dataDir, RaftLog: *raftLog, ClientAddr: *clientAddr, PeerAddr: *peerAddr, Peers: peerList, Join: *join,
 		Tick: *tick, MinSessionTimeout: *minSession, MaxSessionTimeout: *maxSession,
 		SnapshotThreshold: *snapThresh, TrailingLogs: *trailing, SnapshotInterval: *snapEvery, MaxDataSize: *maxData,
 		HeartbeatTimeout: *heartbeat, ElectionTimeout: *election, Logger: logger,

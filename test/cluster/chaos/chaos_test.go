@@ -148,8 +148,8 @@ func TestChaos(t *testing.T) {
 	if cfg.acl {
 		tlsNote, tlsArg = tlsNote+", ACLs on every workload node (clients authenticated, an unauthenticated observer)", tlsArg+" ACL=1"
 	}
-	logf("chaos: seed %d, %d nodes, %v of faults, %s%s; reproduce with: make chaos SEED=%d DURATION=%v NODES=%d%s",
-		cfg.seed, cfg.nodes, cfg.duration, mode, tlsNote, cfg.seed, cfg.duration, cfg.nodes, tlsArg)
+	logf("chaos: seed %d, %d nodes, %v of faults, %s%s, %s; reproduce with: make chaos SEED=%d DURATION=%v NODES=%d%s",
+		cfg.seed, cfg.nodes, cfg.duration, mode, tlsNote, raftLogDesc(), cfg.seed, cfg.duration, cfg.nodes, tlsArg)
 
 	work := t.TempDir()
 	ctx, cancelAll := context.WithCancel(context.Background())

@@ -142,6 +142,7 @@ func (c *procCluster) start(i int) error {
 	if n.join {
 		args = append(args, "--join")
 	}
+	args = append(args, raftLogArgs(n.idx)...)
 	cmd := exec.Command(c.bin, args...)
 	cmd.Stdout = n.logFile
 	cmd.Stderr = n.logFile
