@@ -98,6 +98,8 @@ type conn struct {
 	mu      sync.Mutex
 	pending []pending
 
+	arrived arrivals // the xids received (recvLoop only)
+
 	recved, sent atomic.Int64
 	timeoutMs    atomic.Int64 // negotiated, once connected
 	lastOp       atomic.Value // string
@@ -233,6 +235,7 @@ func (c *conn) recvLoop() {
 			c.srv.log.Debug("zk: bad request header", "remote", c.remote, "err", err)
 			return
 		}
+		notYet := c.arrived.add(int64(h.Xid)) // the lowest xid not received yet
 		body := frame[jute.RequestHeaderSize:]
 		p := pending{xid: h.Xid, op: h.Type, badOp: -1, received: time.Now()}
 		rec, err := jute.DecodeRequest(h.Type, body)
@@ -245,6 +248,13 @@ func (c *conn) recvLoop() {
 			b = bad(engine.MarshallingError, "%v", err)
 		default:
 			req, b = requestOf(h, rec)
+			if isWrite(req.Op) {
+				// A ZooKeeper client never re-sends a request (it fails
+				// what was in flight with ConnectionLoss and goes on with
+				// new xids), so every xid that arrived counts as answered;
+				// one still to arrive (sent out of order) does not.
+				req.LowestPendingXid = min(notYet, req.Xid)
+			}
 			if m, ok := rec.(*jute.MultiRequest); ok {
 				p.ops = make([]jute.OpCode, len(m.Ops))
 				for i, o := range m.Ops {
