@@ -89,8 +89,9 @@ certs: build
 	else $(BIN)/coordctl certs init $(CERTS_DIR) --hosts 127.0.0.1,localhost,::1; fi
 
 ## bench: Go micro-benchmarks, then coordctl bench's sweep against a local
-## 3-node cluster (scripts/bench.sh; BENCH_DURATION, BENCH_SWEEP; TLS=1 runs
-## the cluster with TLS on both ports).
+## 3-node cluster (scripts/bench.sh; BENCH_DURATION, BENCH_SWEEP,
+## BENCH_PROTOCOL=zk for ZooKeeper's protocol through go-zookeeper; TLS=1
+## runs the cluster with TLS on both ports).
 bench: $(if $(filter 1,$(TLS)),certs)
 	$(GO) test -run='^$$' -bench=. -benchmem ./tree/ ./session/ ./watch/ ./fsm/
 	$(if $(filter 1,$(TLS)),TLS_DIR=$(CERTS_DIR)) GO=$(GO) BIN=$(BIN) bash scripts/bench.sh

@@ -7,13 +7,16 @@
 #
 # Environment: BIN (default bin), BENCH_DURATION (default 5s),
 # BENCH_FORMAT (text or json, default text), BENCH_SWEEP (the workload
-# arguments of coordctl bench, replacing the default sweep), LOG_LEVEL,
-# GOMAXPROCS (of each server; default cores / 3, at least 1).
+# arguments of coordctl bench, replacing the default sweep), BENCH_PROTOCOL
+# (grpc, the default: coordd's Go client; zk: ZooKeeper's protocol through
+# go-zookeeper, a connection per session), LOG_LEVEL, GOMAXPROCS (of each
+# server; default cores / 3, at least 1).
 set -euo pipefail
 bin=${BIN:-bin}
 duration=${BENCH_DURATION:-5s}
 format=${BENCH_FORMAT:-text}
 sweep=${BENCH_SWEEP:-"idle write:1,64 read:16,64 read-sync:64 create-eph:64 session:64 lock:16,64 watch:1000"}
+protocol=${BENCH_PROTOCOL:-grpc}
 go=${GO:-go}
 
 "$go" build -o "$bin/coordd" ./cmd/coordd
@@ -33,6 +36,6 @@ echo
 # In the background, so that a TERM sent to this script runs its cleanup
 # at once (bash runs traps only between commands), which stops it too.
 # shellcheck disable=SC2086 # the sweep is a list of arguments
-ctl -o "$format" bench $sweep --duration "$duration" &
+ctl -o "$format" bench $sweep --duration "$duration" --protocol "$protocol" &
 pids+=($!)
 wait $!
