@@ -145,14 +145,14 @@ func followTimeline(n *rpc.Node, start time.Time, target int64) func() string {
 	go func() {
 		ms := func(d time.Duration) string { return d.Round(time.Millisecond).String() }
 		applied0 := n.FSM().AppliedIndex()
-		snap0 := snapshotIndex(n)
+		snap0, last0 := snapshotIndex(n), lastLogIndex(n)
 		var first, installed time.Duration
 		var installedAt int64
 		deadline := time.Now().Add(5 * time.Minute)
 		for time.Now().Before(deadline) {
 			a := n.FSM().AppliedIndex()
 			now := time.Since(start)
-			if first == 0 && (a != applied0 || lastLogIndex(n) > uint64(applied0)) {
+			if first == 0 && (lastLogIndex(n) > last0 || snapshotIndex(n) > snap0) {
 				first = now
 			}
 			if installed == 0 {
@@ -161,7 +161,7 @@ func followTimeline(n *rpc.Node, start time.Time, target int64) func() string {
 				}
 			}
 			if a >= target {
-				msg := fmt.Sprintf("started (own snapshot restored, index %d) after %s; the leader's first entries or snapshot after %s; ",
+				msg := fmt.Sprintf("started (own snapshot restored, index %d) after %s; the leader's first entries or snapshot in its log after %s; ",
 					applied0, ms(started), ms(first))
 				if installed > 0 {
 					msg += fmt.Sprintf("its snapshot (index %d) installed after %s; the %d entries after it applied after %s",
