@@ -69,7 +69,7 @@ type call struct {
 	write     bool // its outcome matters if the session ends in flight
 	sent      bool // sent on some stream at least once
 	abandoned bool // the caller stopped waiting
-	internal  bool // ping or close: no caller waiting on done
+	internal  bool // ping, close, a watch's removal: no caller waiting on done
 	watch     *watcher
 	done      chan result
 }
@@ -490,6 +490,9 @@ func (c *Client) handleResponse(r *apipb.Response) error {
 		switch {
 		case cl.abandoned:
 			c.removeWatcherLocked(w)
+			if err == nil {
+				c.dropAbandonedLocked(w)
+			}
 		case err == nil:
 			if w.kind == kindExist && r.GetExists().GetStat() != nil {
 				w.kind = kindData // the node exists: it is a data watch now
@@ -524,9 +527,10 @@ func (c *Client) terminate(cause error, st State) {
 	c.terminal = cause
 	calls := c.pending
 	c.pending = nil
-	var ws []*watcher
 	for _, l := range c.watches {
-		ws = append(ws, l...)
+		for _, w := range l {
+			w.fire(Event{Type: EventNotWatching, Path: w.path, Err: cause})
+		}
 	}
 	c.watches = make(map[string][]*watcher)
 	c.conn = nil
@@ -541,9 +545,6 @@ func (c *Client) terminate(cause error, st State) {
 			err = outcomeUnknown(cause)
 		}
 		cl.done <- result{err: err} // buffered; nobody may be waiting
-	}
-	for _, w := range ws {
-		w.fire(Event{Type: EventNotWatching, Path: w.path, Err: cause})
 	}
 	c.log.Info("client: session ended", "session", c.sessionID, "state", st, "cause", cause)
 }
@@ -595,6 +596,9 @@ func (c *Client) attach(cn *conn, resp *apipb.ConnectResponse, first bool) bool 
 	c.server = cn.addr
 	cn.setTimeout(c.timeout, c.opts.suspendMargin(c.timeout))
 	c.lastHeard.Store(int64(c.since()))
+	if !first {
+		c.resyncLocked(resp.Zxid)
+	}
 	c.setStateLocked(c.attachStateLocked(cn, first), cn.addr, nil)
 	c.mu.Unlock()
 	c.log.Info("client: connected", "server", cn.addr, "server_id", resp.ServerId, "session", resp.SessionId, "timeout", c.timeout)
@@ -711,16 +715,18 @@ func (c *Client) sleep(d time.Duration) bool {
 func (c *Client) resumeRequest() *apipb.ConnectRequest {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	data, exist, child := c.watchPathsLocked()
+	w := c.watchPathsLocked()
 	return &apipb.ConnectRequest{
-		SessionId:    c.sessionID,
-		Password:     c.password,
-		TimeoutMs:    c.timeout.Milliseconds(),
-		LastZxid:     c.lastZxid,
-		Vouches:      true,
-		DataWatches:  data,
-		ExistWatches: exist,
-		ChildWatches: child,
+		SessionId:                  c.sessionID,
+		Password:                   c.password,
+		TimeoutMs:                  c.timeout.Milliseconds(),
+		LastZxid:                   c.lastZxid,
+		DataWatches:                w.data,
+		ExistWatches:               w.exist,
+		ChildWatches:               w.child,
+		Vouches:                    true,
+		PersistentWatches:          w.persistent,
+		PersistentRecursiveWatches: w.recursive,
 	}
 }
 

@@ -625,7 +625,9 @@ func TestSessionExpiredOnResume(t *testing.T) {
 		_, err := c.Create(ctx, "/held", nil, CreateMode{})
 		writeErr <- err
 	}()
-	waitFor(t, "the held write", func() bool { return hasRequest(server, func(r *apipb.Request) bool { return r.GetCreate() != nil }) })
+	waitFor(t, "the held write", func() bool {
+		return hasRequest(server, func(r *apipb.Request) bool { return r.GetCreate().GetPath() == "/held" })
+	})
 	readErr := make(chan error, 1)
 	go func() {
 		_, _, err := c.Get(ctx, "/w")

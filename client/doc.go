@@ -2,8 +2,9 @@
 // Client: connecting to a server, failing over to another when the stream
 // breaks, re-sending unanswered requests with their original xids (so a write
 // applies exactly once within the session), pinging, tracking the last zxid
-// seen, the client side of one-shot watches (dispatch and re-registration on
-// reconnect), and mapping the wire error codes to sentinel errors.
+// seen, the client side of watches, one-shot and persistent (dispatch and
+// re-registration on reconnect), and mapping the wire error codes to
+// sentinel errors.
 //
 // It speaks only the public API (rpc/apipb) and never imports the server
 // packages (fsm, tree, session, watch, rpc).
@@ -56,7 +57,20 @@
 // # Watches
 //
 // GetW, ExistsW and ChildrenW return a one-shot channel (capacity 1) that
-// receives exactly one Event and is then closed. When the session ends, every
-// pending watch channel receives an EventNotWatching event whose Err is
-// ErrSessionExpired or ErrClosed.
+// receives exactly one Event and is then closed. AddWatch returns the
+// channel of a persistent watch, recursive or not (ZooKeeper's addWatch),
+// which receives every change it covers until RemoveWatches or StopWatch
+// removes it or the session ends. Its buffer is bounded and it never blocks
+// the client: a reader that falls behind gets an EventResync and re-reads
+// (see AddWatch). When the session ends, every watch channel receives an
+// EventNotWatching event whose Err is ErrSessionExpired or ErrClosed, and
+// is closed.
+//
+// Each event reaches every watch of the client that it matches, once: the
+// server says which kinds of the session's watches it matched, and the
+// client dispatches it to its one-shot watches of those kinds on the path,
+// its persistent ones on the path and its recursive ones on the path and
+// above, as ZooKeeper's Java client does. On failover the client re-sends
+// its watches, persistent ones included, with the last zxid it saw; the new
+// server fires at once the one-shot ones whose node changed meanwhile.
 package client

@@ -42,7 +42,9 @@ var (
 	// ErrMarshalling means the server could not decode or encode a message.
 	ErrMarshalling = errors.New("client: marshalling error")
 	// ErrConnectionLoss is reported when a server says so; the client itself
-	// never returns it for a broken stream, it fails over and re-sends.
+	// never returns it for a broken stream, it fails over and re-sends. It
+	// is also the Err of the EventResync a persistent watch receives after
+	// the session moved to another server.
 	ErrConnectionLoss = errors.New("client: connection lost")
 	// ErrOperationTimeout means the server gave up on the operation.
 	ErrOperationTimeout = errors.New("client: operation timed out")
@@ -82,6 +84,9 @@ var (
 	ErrSessionMoved            = errors.New("client: session moved")
 	ErrNotReadOnly             = errors.New("client: not a read-only server")
 	ErrEphemeralOnLocalSession = errors.New("client: ephemeral on a local session")
+	// ErrWatchOverflow is the Err of the EventResync a persistent watch
+	// receives when its reader fell behind its buffer (see AddWatch).
+	ErrWatchOverflow = errors.New("client: watch channel overflowed, events were dropped")
 	// ErrClosed means the Client was closed.
 	ErrClosed = errors.New("client: client closed")
 	// ErrOutcomeUnknown means a write was sent but the session ended before

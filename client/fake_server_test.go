@@ -135,6 +135,7 @@ type fstream struct {
 	kill, mute         chan struct{}
 	killOnce, muteOnce sync.Once
 	data, exist, child map[string]bool
+	persistent         map[string]bool // AddWatch's, either kind: registered, never fired by the fake
 }
 
 func (fs *fstream) doKill() { fs.killOnce.Do(func() { close(fs.kill) }) }
@@ -268,7 +269,7 @@ func (s *fakeServer) Session(stream apipb.Coord_SessionServer) error {
 
 	cl := s.cl
 	fs := &fstream{srv: s, out: make(chan *apipb.ServerMessage, 4096), kill: make(chan struct{}), mute: make(chan struct{}),
-		data: map[string]bool{}, exist: map[string]bool{}, child: map[string]bool{}}
+		data: map[string]bool{}, exist: map[string]bool{}, child: map[string]bool{}, persistent: map[string]bool{}}
 	cl.mu.Lock()
 	if creq.SessionId == 0 {
 		cl.nextSess++
@@ -329,6 +330,9 @@ func (s *fakeServer) Session(stream apipb.Coord_SessionServer) error {
 		default:
 			fs.child[p] = true
 		}
+	}
+	for _, p := range append(creq.PersistentWatches, creq.PersistentRecursiveWatches...) {
+		fs.persistent[p] = true
 	}
 	cl.streams[fs] = struct{}{}
 	cl.mu.Unlock()
@@ -536,6 +540,15 @@ func (fs *fstream) event(t apipb.EventType, p string, zxid int64) {
 	fs.out <- &apipb.ServerMessage{Kind: &apipb.ServerMessage_Event{Event: &apipb.WatchEvent{Type: t, Path: p, Zxid: zxid}}}
 }
 
+// inject queues ev on every stream of s, after what is queued there.
+func (s *fakeServer) inject(ev *apipb.WatchEvent) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for fs := range s.active {
+		fs.out <- &apipb.ServerMessage{Kind: &apipb.ServerMessage_Event{Event: ev}}
+	}
+}
+
 // fire fires the watches that an event of type t on p triggers, on every
 // stream, once per stream (cluster lock held).
 func (cl *fakeCluster) fire(t apipb.EventType, p string) {
@@ -661,15 +674,25 @@ func (cl *fakeCluster) handle(fs *fstream, req *apipb.Request) *apipb.Response {
 			cl.delete(p, -1, &evs)
 		}
 		delete(cl.sessions, sess.id)
+	case *apipb.Request_AddWatch:
+		fs.persistent[op.AddWatch.Path] = true
+	case *apipb.Request_CheckWatches:
+		if !fs.persistent[op.CheckWatches.Path] {
+			r.Error = apipb.ErrorCode_NO_WATCHER
+		}
 	case *apipb.Request_RemoveWatches:
 		p, k := op.RemoveWatches.Path, op.RemoveWatches.Kind
 		found := false
-		if k != apipb.WatchKind_WATCH_CHILD && (fs.data[p] || fs.exist[p]) {
+		if (k == apipb.WatchKind_WATCH_PERSISTENT || k == apipb.WatchKind_WATCH_PERSISTENT_RECURSIVE || k == apipb.WatchKind_WATCH_ANY) && fs.persistent[p] {
+			found = true
+			delete(fs.persistent, p)
+		}
+		if (k == apipb.WatchKind_WATCH_ANY || k == apipb.WatchKind_WATCH_DATA) && (fs.data[p] || fs.exist[p]) {
 			found = true
 			delete(fs.data, p)
 			delete(fs.exist, p)
 		}
-		if k != apipb.WatchKind_WATCH_DATA && fs.child[p] {
+		if (k == apipb.WatchKind_WATCH_ANY || k == apipb.WatchKind_WATCH_CHILD) && fs.child[p] {
 			found = true
 			delete(fs.child, p)
 		}

@@ -21,6 +21,7 @@ type options struct {
 	dialOptions    []grpc.DialOption
 	pool           *Pool         // shared connections, or nil for one of its own
 	margin         time.Duration // suspension margin; 0: the default
+	watchBuffer    int           // events a persistent watch's channel holds
 }
 
 // Flow-control windows of the client's gRPC connections: a stream's holds
@@ -34,6 +35,7 @@ func defaultOptions() options {
 	return options{
 		sessionTimeout: 10 * time.Second,
 		dialTimeout:    2 * time.Second,
+		watchBuffer:    DefaultWatchBuffer,
 		logger:         slog.New(slog.DiscardHandler),
 		dialOptions: []grpc.DialOption{
 			grpc.WithTransportCredentials(insecure.NewCredentials()),

@@ -121,6 +121,9 @@ type CreateMode struct {
 	// TTL is the time to live of a TTL node (millisecond resolution); it must
 	// be zero for other kinds.
 	TTL time.Duration
+	// ACL is the new node's ACL (nil: OpenACL, everyone may do anything).
+	// Creating needs CREATE on the parent.
+	ACL []ACL
 }
 
 // Stat is a znode's metadata, named as ZooKeeper names it. Its JSON form uses
@@ -213,8 +216,14 @@ const (
 	EventNodeChildrenChanged
 	// EventNotWatching: the watch ended without its node changing: the
 	// session expired or the Client was closed (Event.Err says which), or
-	// RemoveWatches removed it (Err nil).
+	// RemoveWatches or StopWatch removed it (Err nil).
 	EventNotWatching
+	// EventResync, on a persistent watch (AddWatch) only: events may be
+	// missing before this one; re-read what the watch covers. Err says why:
+	// ErrWatchOverflow (the reader fell behind the channel's buffer) or
+	// ErrConnectionLoss (the session moved to another server, which does not
+	// report what changed meanwhile). Zxid is 0. The watch goes on.
+	EventResync
 )
 
 var eventNames = map[EventType]string{
@@ -223,6 +232,7 @@ var eventNames = map[EventType]string{
 	EventNodeDataChanged:     "NodeDataChanged",
 	EventNodeChildrenChanged: "NodeChildrenChanged",
 	EventNotWatching:         "NotWatching",
+	EventResync:              "Resync",
 }
 
 // String returns ZooKeeper's name of the event type, such as "NodeCreated".
@@ -233,32 +243,47 @@ func (t EventType) String() string {
 	return fmt.Sprintf("EventType(%d)", int(t))
 }
 
-// Event is delivered once on a watch channel, which is then closed.
+// Event is what a watch channel receives: once for a one-shot watch (GetW,
+// ExistsW, ChildrenW), whose channel is then closed; every change, until
+// the final EventNotWatching, for a persistent one (AddWatch).
 type Event struct {
 	// Type says what happened.
 	Type EventType
-	// Path is the watched node's path.
+	// Path is the path of the node that changed: the watched node, or for
+	// a recursive watch the node below it. For EventNotWatching and
+	// EventResync, the watched path.
 	Path string
-	// Zxid is the zxid of the change (0 for EventNotWatching).
+	// Zxid is the zxid of the change (0 for EventNotWatching and
+	// EventResync).
 	Zxid int64
-	// Err is set for EventNotWatching when the session ended: an error
-	// matching ErrSessionExpired or ErrClosed.
+	// Err is set for EventNotWatching when the session ended (an error
+	// matching ErrSessionExpired or ErrClosed), and for EventResync.
 	Err error
 }
 
-// WatchKind selects the watches RemoveWatches removes.
+// WatchKind is a kind of watch: it selects the watches RemoveWatches,
+// CheckWatches and StopWatch's server side remove or check, and with
+// WatchPersistent and WatchPersistentRecursive the kind AddWatch sets. The
+// values are the public API's (and ZooKeeper's WatcherType, renumbered).
 type WatchKind int
 
 const (
-	// WatchAny selects every watch on the path.
+	// WatchAny selects every watch on the path, persistent ones included.
 	WatchAny WatchKind = iota
 	// WatchData selects data watches (those left by GetW and ExistsW).
 	WatchData
 	// WatchChild selects child watches (those left by ChildrenW).
 	WatchChild
+	// WatchPersistent selects persistent watches (AddWatch of that kind):
+	// every event type of their path, until removed.
+	WatchPersistent
+	// WatchPersistentRecursive selects persistent recursive watches
+	// (AddWatch of that kind): their path and every path below it, until
+	// removed.
+	WatchPersistentRecursive
 )
 
-// String returns the kind's name, such as "data".
+// String returns the kind's name, such as "data" or "persistentRecursive".
 func (k WatchKind) String() string {
 	switch k {
 	case WatchAny:
@@ -267,6 +292,10 @@ func (k WatchKind) String() string {
 		return "data"
 	case WatchChild:
 		return "child"
+	case WatchPersistent:
+		return "persistent"
+	case WatchPersistentRecursive:
+		return "persistentRecursive"
 	}
 	return fmt.Sprintf("WatchKind(%d)", int(k))
 }
@@ -317,5 +346,6 @@ func createRequest(path string, data []byte, mode CreateMode) *apipb.CreateReque
 		Kind:       apipb.NodeKind(mode.Kind),
 		Sequential: mode.Sequential,
 		TtlMs:      mode.TTL.Milliseconds(),
+		Acl:        aclToPB(mode.ACL),
 	}
 }

@@ -288,6 +288,9 @@ func (f *FSM) applyCommand(index int64, term uint64, data []byte) *cmdpb.Result 
 		for _, p := range c.Reap.Paths {
 			f.reap(p, tx)
 		}
+	case *cmdpb.Command_AddAuth:
+		a.Session, a.Xid = c.AddAuth.SessionId, c.AddAuth.Xid
+		a.Result = f.addAuth(tx, c.AddAuth)
 	case *cmdpb.Command_Noop:
 	}
 	a.Tree, a.Sessions = f.tree, f.sessions
@@ -322,6 +325,26 @@ func (f *FSM) closeSession(a *Applied, tx *tree.Tx, id int64) *cmdpb.Result {
 	}
 	f.sessions.Close(id)
 	a.Closed = append(a.Closed, id)
+	return &cmdpb.Result{Zxid: tx.Zxid}
+}
+
+// addAuth adds identities to a session. It is not cached for retries: adding
+// identities the session holds already changes nothing.
+func (f *FSM) addAuth(tx *tree.Tx, c *cmdpb.AddAuth) *cmdpb.Result {
+	ids := make([]session.Identity, 0, len(c.Ids))
+	for _, id := range c.Ids {
+		ids = append(ids, session.Identity{Scheme: id.Scheme, ID: id.Id})
+	}
+	if r := f.moved(tx, c.SessionId, c.Server); r != nil {
+		return r
+	}
+	ok, err := f.sessions.AddIdentities(c.SessionId, ids)
+	switch {
+	case !ok:
+		return &cmdpb.Result{Zxid: tx.Zxid, Code: cmdpb.Code_SESSION_EXPIRED, Message: "session expired or unknown"}
+	case err != nil:
+		return &cmdpb.Result{Zxid: tx.Zxid, Code: cmdpb.Code_BAD_ARGUMENTS, Message: err.Error()}
+	}
 	return &cmdpb.Result{Zxid: tx.Zxid}
 }
 
@@ -364,13 +387,18 @@ func (f *FSM) applyWrite(a *Applied, tx *tree.Tx, w *cmdpb.Write) {
 		return
 	}
 	f.sessions.Ack(w.SessionId, w.LowestPendingXid)
+	// The write's ACL checks, as its sender: the identities of the
+	// connection it came on (stamped by the server that admitted it) and
+	// those its session authenticated as, in the replicated registry.
+	tx.Auth = &Requester{Conn: ConnFromPB(w.Conn), IDs: f.sessions.Identities(w.SessionId)}
 	a.Result = ExecWrite(f.tree, tx, w)
 	if enc, err := proto.Marshal(a.Result); err == nil {
 		f.sessions.Record(w.SessionId, w.Xid, enc)
 	}
 }
 
-// ExecWrite runs one client write on t and reports its result.
+// ExecWrite runs one client write on t and reports its result; tx.Auth
+// checks its permissions (nil: none).
 func ExecWrite(t *tree.Tree, tx *tree.Tx, w *cmdpb.Write) *cmdpb.Result {
 	r := &cmdpb.Result{Zxid: tx.Zxid}
 	var err error
@@ -386,6 +414,12 @@ func ExecWrite(t *tree.Tree, tx *tree.Tx, w *cmdpb.Write) *cmdpb.Result {
 	case *cmdpb.Write_SetData:
 		var st tree.Stat
 		st, err = t.SetData(op.SetData.Path, op.SetData.Data, op.SetData.Version, tx)
+		if err == nil {
+			r.Stat = StatToPB(st)
+		}
+	case *cmdpb.Write_SetAcl:
+		var st tree.Stat
+		st, err = t.SetACL(op.SetAcl.Path, ACLFromPB(op.SetAcl.Acl), op.SetAcl.Version, tx)
 		if err == nil {
 			r.Stat = StatToPB(st)
 		}
@@ -421,7 +455,8 @@ func ExecWrite(t *tree.Tree, tx *tree.Tx, w *cmdpb.Write) *cmdpb.Result {
 func Detail(err error) string {
 	msg := err.Error()
 	for _, s := range []error{tree.ErrNoNode, tree.ErrNodeExists, tree.ErrBadVersion, tree.ErrNotEmpty,
-		tree.ErrNoChildrenForEphemerals, tree.ErrBadArguments, tree.ErrRuntimeInconsistency, tree.ErrRolledBack} {
+		tree.ErrNoChildrenForEphemerals, tree.ErrBadArguments, tree.ErrRuntimeInconsistency, tree.ErrRolledBack,
+		tree.ErrNoAuth, tree.ErrInvalidACL} {
 		if errors.Is(err, s) {
 			if rest, ok := strings.CutPrefix(msg, s.Error()+": "); ok {
 				return rest
@@ -435,7 +470,7 @@ func Detail(err error) string {
 }
 
 func createOf(c *cmdpb.Create, sess int64) tree.Create {
-	tc := tree.Create{Path: c.Path, Data: c.Data, Kind: tree.Kind(c.Kind), Sequential: c.Sequential, TTL: c.TtlMs}
+	tc := tree.Create{Path: c.Path, Data: c.Data, Kind: tree.Kind(c.Kind), Sequential: c.Sequential, TTL: c.TtlMs, ACL: ACLFromPB(c.Acl)}
 	if tc.Kind == tree.Ephemeral {
 		tc.Owner = sess
 	}
@@ -446,7 +481,7 @@ func opOf(o *cmdpb.Op, sess int64) tree.Op {
 	switch op := o.Op.(type) {
 	case *cmdpb.Op_Create:
 		c := createOf(op.Create, sess)
-		return tree.Op{Type: tree.OpCreate, Path: c.Path, Data: c.Data, Kind: c.Kind, Sequential: c.Sequential, Owner: c.Owner, TTL: c.TTL}
+		return tree.Op{Type: tree.OpCreate, Path: c.Path, Data: c.Data, Kind: c.Kind, Sequential: c.Sequential, Owner: c.Owner, TTL: c.TTL, ACL: c.ACL}
 	case *cmdpb.Op_Delete:
 		return tree.Op{Type: tree.OpDelete, Path: op.Delete.Path, Version: op.Delete.Version}
 	case *cmdpb.Op_SetData:
@@ -477,6 +512,10 @@ func CodeOf(err error) cmdpb.Code {
 		return cmdpb.Code_BAD_ARGUMENTS
 	case errors.Is(err, tree.ErrRuntimeInconsistency):
 		return cmdpb.Code_RUNTIME_INCONSISTENCY
+	case errors.Is(err, tree.ErrNoAuth):
+		return cmdpb.Code_NO_AUTH
+	case errors.Is(err, tree.ErrInvalidACL):
+		return cmdpb.Code_INVALID_ACL
 	}
 	return cmdpb.Code_SYSTEM_ERROR
 }

@@ -67,7 +67,7 @@ func randomLog(seed int64, n int) []*cmdpb.Command {
 		ms := int64(1000 + i*7)
 		p := fmt.Sprintf("/n%d", r.Intn(8))
 		var w *cmdpb.Write
-		switch r.Intn(7) {
+		switch r.Intn(9) {
 		case 0:
 			w = create(p, "d", cmdpb.Kind_PERSISTENT, false)
 		case 1:
@@ -83,6 +83,17 @@ func randomLog(seed int64, n int) []*cmdpb.Command {
 				{Op: &cmdpb.Op_Create{Create: &cmdpb.Create{Path: p + "m", Kind: cmdpb.Kind_CONTAINER}}},
 				{Op: &cmdpb.Op_Check{Check: &cmdpb.Check{Path: p, Version: int32(r.Intn(2))}}},
 			}}}}
+		case 7:
+			// Some ACLs: digest-only nodes, refused to the sessions
+			// without the identity, and creates under them.
+			acl := []*cmdpb.ACL{{Perms: 31, Scheme: "digest", Id: "u:h"}}
+			if r.Intn(2) == 0 {
+				acl = append(acl, &cmdpb.ACL{Perms: int32(r.Intn(32)), Scheme: "world", Id: "anyone"})
+			}
+			w = &cmdpb.Write{Op: &cmdpb.Write_SetAcl{SetAcl: &cmdpb.SetACL{Path: p, Acl: acl, Version: -1}}}
+		case 8:
+			cmds = append(cmds, &cmdpb.Command{TimeMs: ms, Cmd: &cmdpb.Command_AddAuth{AddAuth: &cmdpb.AddAuth{SessionId: s, Xid: xid[s], Ids: []*cmdpb.Identity{{Scheme: "digest", Id: "u:h"}}}}})
+			continue
 		case 6:
 			cmds = append(cmds, &cmdpb.Command{TimeMs: ms, Cmd: &cmdpb.Command_CloseSession{CloseSession: &cmdpb.CloseSession{SessionId: s, Expired: true}}})
 			cmds = append(cmds, open(ms, fmt.Sprint("p", i)))

@@ -14,11 +14,14 @@ import (
 type Barrier struct {
 	s    *Session
 	path string
+	o    options
 }
 
 // NewBarrier returns a Barrier on path (a persistent node; its missing
-// ancestors are created as containers).
-func NewBarrier(s *Session, path string) *Barrier { return &Barrier{s: s, path: path} }
+// ancestors are created as containers). WithACL applies to them.
+func NewBarrier(s *Session, path string, opts ...Option) *Barrier {
+	return &Barrier{s: s, path: path, o: buildOptions(opts)}
+}
 
 // Set raises the barrier (creates its node). Setting a raised barrier is
 // not an error.
@@ -27,12 +30,12 @@ func (b *Barrier) Set(ctx context.Context) error {
 		return err
 	}
 	for {
-		_, err := b.s.c.Create(ctx, b.path, nil, client.CreateMode{})
+		_, err := b.s.c.Create(ctx, b.path, nil, client.CreateMode{ACL: b.o.acl})
 		switch {
 		case err == nil, errors.Is(err, client.ErrNodeExists):
 			return nil
 		case errors.Is(err, client.ErrNoNode):
-			if err := b.s.ensureParents(ctx, parent(b.path)); err != nil {
+			if err := b.s.ensureParents(ctx, parent(b.path), b.o.acl); err != nil {
 				return err
 			}
 		default:
@@ -154,7 +157,7 @@ func (d *DoubleBarrier) Enter(ctx context.Context) error {
 			return fail(d.s.lostError("node " + node + " vanished"))
 		}
 		if len(kids) >= d.n {
-			if _, err := c.Create(ctx, ready, nil, client.CreateMode{}); err != nil && !errors.Is(err, client.ErrNodeExists) {
+			if _, err := c.Create(ctx, ready, nil, client.CreateMode{ACL: d.o.acl}); err != nil && !errors.Is(err, client.ErrNodeExists) {
 				return fail(err)
 			}
 			break

@@ -146,8 +146,9 @@ func pause(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// ensureParents creates dir and its missing ancestors as containers.
-func (s *Session) ensureParents(ctx context.Context, dir string) error {
+// ensureParents creates dir and its missing ancestors as containers with
+// acl (nil: open).
+func (s *Session) ensureParents(ctx context.Context, dir string, acl []client.ACL) error {
 	if dir == "/" {
 		return nil
 	}
@@ -157,7 +158,7 @@ func (s *Session) ensureParents(ctx context.Context, dir string) error {
 			if i < len(dir) && dir[i] != '/' {
 				continue
 			}
-			_, err := s.c.Create(ctx, dir[:i], nil, client.CreateMode{Kind: client.Container})
+			_, err := s.c.Create(ctx, dir[:i], nil, client.CreateMode{Kind: client.Container, ACL: acl})
 			switch {
 			case err == nil, errors.Is(err, client.ErrNodeExists):
 			case errors.Is(err, client.ErrNoNode) && attempt < 20:
@@ -183,6 +184,7 @@ func (s *Session) ensureParents(ctx context.Context, dir string) error {
 // session itself ended, which removes ephemerals anyway).
 func (s *Session) createProtected(ctx context.Context, o *options, dir, guid, prefix string, data []byte, mode client.CreateMode) (string, client.Stat, error) {
 	path := join(dir, protectedPrefix+guid+"-"+prefix)
+	mode.ACL = o.acl
 	for {
 		var (
 			name string
@@ -203,7 +205,7 @@ func (s *Session) createProtected(ctx context.Context, o *options, dir, guid, pr
 			o.emit(LockEvent{Kind: LockCreated, Node: name})
 			return name, st, nil
 		case errors.Is(err, client.ErrNoNode):
-			if err := s.ensureParents(ctx, dir); err != nil {
+			if err := s.ensureParents(ctx, dir, o.acl); err != nil {
 				return "", client.Stat{}, err
 			}
 			continue

@@ -1,12 +1,17 @@
 package lockrecipe
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/coordd/coordd/client"
+)
 
 // Option configures a recipe (NewMutex, NewRWMutex, NewElection, ...).
 type Option func(*options)
 
 type options struct {
 	observer func(LockEvent)
+	acl      []client.ACL
 	hooks    hooks
 }
 
@@ -33,6 +38,16 @@ func buildOptions(opts []Option) options {
 // recipe). Tests use it to count wakeups.
 func WithObserver(f func(LockEvent)) Option {
 	return func(o *options) { o.observer = f }
+}
+
+// WithACL gives acl to every node the recipe creates: its contenders' (or
+// items', or the barrier's) nodes and the container parents it makes. The
+// sessions using the recipe need READ, CREATE and DELETE on the parents
+// and everything on their own nodes: client.CreatorAll gives that to the
+// identities the creating session authenticated as (AddAuth first), and
+// keeps everyone else out. Without it nodes get client.OpenACL.
+func WithACL(acl []client.ACL) Option {
+	return func(o *options) { o.acl = acl }
 }
 
 // LockEventKind says what a LockEvent reports.

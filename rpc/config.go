@@ -56,6 +56,14 @@ type Config struct {
 	// server applies what another admitted.
 	MaxDataSize int
 
+	// SuperDigest, when set, is the digest id
+	// (user:base64(sha1(user:password))) whose addAuth makes a session the
+	// super user, whom no ACL refuses (ZooKeeper's
+	// zookeeper.DigestAuthenticationProvider.superDigest). Servers may
+	// differ: the server a client authenticates on decides, and the
+	// identity it grants is replicated with the session.
+	SuperDigest string
+
 	// DisableTTL refuses TTL nodes (ZooKeeper has them off by default;
 	// coordd has them on).
 	DisableTTL bool
@@ -96,7 +104,7 @@ type Config struct {
 
 	// FourLetterWords are the ZooKeeper four-letter words the client port
 	// answers (nil: zk.DefaultFourLetterWords; "*" alone: every word
-	// coordd knows).
+	// coordd knows, zk.FourLetterWords).
 	FourLetterWords []string
 
 	// Version is this server's build version, reported by status (default
@@ -149,6 +157,11 @@ func (c *Config) setDefaults() error {
 	if c.MaxDataSize > fsm.DataSizeCap {
 		return fmt.Errorf("rpc: max data size %d exceeds %d, the most any coordd server holds", c.MaxDataSize, fsm.DataSizeCap)
 	}
+	if c.SuperDigest != "" {
+		if err := fsm.ValidSuperDigest(c.SuperDigest); err != nil {
+			return fmt.Errorf("rpc: super digest: %w", err)
+		}
+	}
 	if c.MinSessionTimeout > c.MaxSessionTimeout {
 		return fmt.Errorf("rpc: min session timeout %v exceeds max %v", c.MinSessionTimeout, c.MaxSessionTimeout)
 	}
@@ -180,12 +193,12 @@ func (c *Config) setDefaults() error {
 		c.Version = "dev"
 	}
 	known := map[string]bool{"*": true}
-	for _, w := range zk.DefaultFourLetterWords {
+	for _, w := range zk.FourLetterWords {
 		known[w] = true
 	}
 	for _, w := range c.FourLetterWords {
 		if !known[w] {
-			return fmt.Errorf("rpc: unknown four-letter word %q (coordd answers %s)", w, strings.Join(zk.DefaultFourLetterWords, ", "))
+			return fmt.Errorf("rpc: unknown four-letter word %q (coordd answers %s)", w, strings.Join(zk.FourLetterWords, ", "))
 		}
 	}
 	if c.Logger == nil {
@@ -237,7 +250,7 @@ func (c *Config) fourLetterWords() map[string]bool {
 		words = zk.DefaultFourLetterWords
 	}
 	if len(words) == 1 && words[0] == "*" {
-		words = zk.DefaultFourLetterWords
+		words = zk.FourLetterWords
 	}
 	out := make(map[string]bool, len(words))
 	for _, w := range words {

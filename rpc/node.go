@@ -197,6 +197,7 @@ func NewNode(cfg Config) (_ *Node, err error) {
 		Tick: cfg.Tick, MinSessionTimeout: cfg.MinSessionTimeout, MaxSessionTimeout: cfg.MaxSessionTimeout,
 		MaxRequestSize: cfg.maxMessageSize(), MaxReplySize: cfg.wireLimit(),
 		DisableTTL: cfg.DisableTTL, ConfigData: n.configData, Logger: n.log,
+		SuperDigest: cfg.SuperDigest,
 	})
 	n.fsm.SetObserver(observer{n})
 

@@ -133,12 +133,14 @@ func (s *peerService) Forward(stream peerpb.Peer_ForwardServer) error {
 const maxAckBatch = 64
 
 // forwardable reports whether a follower may ask for this command: client
-// writes and session open, resume and close only; the leader makes the rest
-// itself.
+// writes, addAuth and session open, resume and close only; the leader makes
+// the rest itself.
 func forwardable(cmd *cmdpb.Command) bool {
 	switch c := cmd.Cmd.(type) {
 	case *cmdpb.Command_Write:
 		return c.Write.SessionId != 0 && c.Write.Op != nil
+	case *cmdpb.Command_AddAuth:
+		return c.AddAuth.SessionId != 0
 	case *cmdpb.Command_OpenSession, *cmdpb.Command_CloseSession, *cmdpb.Command_ResumeSession:
 		return true
 	}

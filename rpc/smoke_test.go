@@ -331,3 +331,25 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// TestServesOnceItHasALeader: a server whose first election took longer
+// than the leaderless limit serves clients as soon as it knows its leader,
+// not only once watchQuorum's next tick has noticed (a client that
+// connected in between was refused with "has no leader").
+func TestServesOnceItHasALeader(t *testing.T) {
+	n := newTestNode(t, "1")
+	waitLeader(t, n)
+	n.leaderSeen.Lock()
+	n.leaderlessSince = time.Now().Add(-time.Hour) // as after a slow first election
+	n.leaderSeen.Unlock()
+	if !n.serving() {
+		t.Fatal("a server with a leader refuses clients")
+	}
+	s, first := dialRaw(t, n.ClientAddr(), &apipb.ConnectRequest{TimeoutMs: 2000})
+	if first.GetConnected() == nil {
+		t.Fatalf("connect: %v", first)
+	}
+	if r := s.do(&apipb.Request{Op: &apipb.Request_Ping{Ping: &apipb.PingRequest{}}}); r.Error != apipb.ErrorCode_OK {
+		t.Fatal(r)
+	}
+}

@@ -144,6 +144,14 @@ func (n *Node) sessionList(ctx context.Context) (*apipb.SessionsResponse, error)
 // serving reports whether this server can serve clients: it knows a leader
 // (or lost it only moments ago).
 func (n *Node) serving() bool {
+	// A leader known now counts at once: watchQuorum notices it only at
+	// its next tick, and a server whose first election was slow would
+	// otherwise refuse clients for that long after it has a leader.
+	if n.raftSet.Load() {
+		if _, id := n.raft.LeaderWithID(); id != "" {
+			return true
+		}
+	}
 	n.leaderSeen.Lock()
 	defer n.leaderSeen.Unlock()
 	return n.leaderlessSince.IsZero() || time.Since(n.leaderlessSince) < n.leaderlessLimit()

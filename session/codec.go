@@ -16,7 +16,8 @@ var ErrCorrupt = errors.New("session: corrupt registry encoding")
 
 // The encoding, written by WriteTo and read by ReadRegistry:
 //
-//	magic    "CDSR" 0x02 (format version 2)
+//	magic    "CDSR" then the format version: 0x03, or 0x02 when no session holds an
+//	         identity
 //	count    uvarint, number of sessions
 //	count times, in strictly increasing ID order:
 //	  id        varint
@@ -28,14 +29,25 @@ var ErrCorrupt = errors.New("session: corrupt registry encoding")
 //	  nReplies times, in strictly increasing xid order, every xid >= floor:
 //	    xid     varint
 //	    len     uvarint (<= MaxReplyLen), then len bytes
+//	  version 3 only:
+//	  nIds      uvarint (<= MaxIdentities)
+//	  nIds times, distinct, in the order added:
+//	    scheme  uvarint len, then len bytes
+//	    id      uvarint len, then len bytes (scheme and id <= MaxIdentityLen)
 //	crc      4 bytes big-endian CRC-32C of everything before it
 //
 // Varints are encoding/binary's, and must be minimal (canonical), so that a registry
 // state has exactly one encoding.
 //
 // Version 1, written before sessions had owners, is the same without ownerLen and its
-// bytes; ReadRegistry still reads it (every owner is then "").
-var magic = [5]byte{'C', 'D', 'S', 'R', 2}
+// bytes; ReadRegistry still reads it (every owner is then ""). Version 2, written
+// before sessions had identities, is version 3 without them; a registry in which no
+// session holds an identity is still written in version 2, byte for byte as servers
+// from before identities write and read it.
+var magic = [5]byte{'C', 'D', 'S', 'R', 3}
+
+// magicV2 starts the encoding of format version 2.
+var magicV2 = [5]byte{'C', 'D', 'S', 'R', 2}
 
 // magicV1 starts the encoding of format version 1.
 var magicV1 = [5]byte{'C', 'D', 'S', 'R', 1}
@@ -94,13 +106,24 @@ func (e *encoder) bytes(b []byte) {
 // they were built. It returns the number of bytes written.
 func (r *Registry) WriteTo(w io.Writer) (int64, error) { return r.writeTo(w, true) }
 
-// writeTo writes format version 2, or version 1 (without owners) for the
-// tests of the reading of old snapshots.
+// writeTo writes format version 3 (version 2 when no session holds an
+// identity), or version 1 (without owners or identities) for the tests of the
+// reading of old snapshots.
 func (r *Registry) writeTo(w io.Writer, owners bool) (int64, error) {
 	e := &encoder{w: w, buf: make([]byte, 0, flushAt+64)}
+	ids := false
 	if owners {
+		r.tree.Ascend(func(it item) bool {
+			ids = len(it.e.ids) > 0
+			return !ids
+		})
+	}
+	switch {
+	case ids:
 		e.buf = append(e.buf, magic[:]...)
-	} else {
+	case owners:
+		e.buf = append(e.buf, magicV2[:]...)
+	default:
 		e.buf = append(e.buf, magicV1[:]...)
 	}
 	e.buf = binary.AppendUvarint(e.buf, uint64(r.tree.Len()))
@@ -117,6 +140,13 @@ func (r *Registry) writeTo(w io.Writer, owners bool) (int64, error) {
 		for _, rp := range s.replies {
 			e.buf = binary.AppendVarint(e.buf, rp.xid)
 			e.bytes(rp.data)
+		}
+		if ids {
+			e.buf = binary.AppendUvarint(e.buf, uint64(len(s.ids)))
+			for _, x := range s.ids {
+				e.bytes([]byte(x.Scheme))
+				e.bytes([]byte(x.ID))
+			}
 		}
 		e.maybeFlush()
 		return e.err == nil
@@ -138,10 +168,11 @@ type decoder struct {
 	r   io.Reader
 	br  io.ByteReader // r, if it is one
 	crc uint32
-	// owners: the format has each session's owner (version 2).
-	owners bool
-	one    [1]byte
-	vb     [binary.MaxVarintLen64]byte
+	// owners: the format has each session's owner (version 2 and 3);
+	// ids: its identities (version 3).
+	owners, ids bool
+	one         [1]byte
+	vb          [binary.MaxVarintLen64]byte
 }
 
 // fail converts a read error: running out of input is corruption (truncation).
@@ -271,10 +302,11 @@ func readRegistry(rd io.Reader, verify bool) (*Registry, error) {
 	if err := d.full(m[:]); err != nil {
 		return nil, err
 	}
-	if m != magic && m != magicV1 {
+	if m != magic && m != magicV2 && m != magicV1 {
 		return nil, corrupt("bad magic or version %q", m[:])
 	}
-	d.owners = m == magic
+	d.owners, d.ids = m != magicV1, m == magic
+	anyIDs := false
 	count, err := d.uvarint()
 	if err != nil {
 		return nil, err
@@ -286,12 +318,16 @@ func readRegistry(rd io.Reader, verify bool) (*Registry, error) {
 		if err != nil {
 			return nil, err
 		}
+		anyIDs = anyIDs || len(s.ids) > 0
 		if i > 0 && s.info.ID <= prev {
 			return nil, corrupt("session %d after %d: not in increasing order", s.info.ID, prev)
 		}
 		prev = s.info.ID
 		s.owner = r.tok
 		r.put(s)
+	}
+	if d.ids && !anyIDs {
+		return nil, corrupt("version 3 with no identities (version 2 is written then)")
 	}
 	want := d.crc
 	var sum [4]byte
@@ -349,5 +385,34 @@ func (d *decoder) session() (*entry, error) {
 		}
 		s.replies = append(s.replies, rp)
 	}
+	if d.ids {
+		if s.ids, err = d.identities(s.info.ID); err != nil {
+			return nil, err
+		}
+	}
 	return &s, nil
+}
+
+func (d *decoder) identities(sid int64) ([]Identity, error) {
+	n, err := d.length("identity count", MaxIdentities)
+	if err != nil || n == 0 {
+		return nil, err
+	}
+	ids := make([]Identity, 0, n)
+	for i := 0; i < n; i++ {
+		scheme, err := d.bytes("scheme length", MaxIdentityLen)
+		if err != nil {
+			return nil, err
+		}
+		id, err := d.bytes("identity length", MaxIdentityLen-len(scheme))
+		if err != nil {
+			return nil, err
+		}
+		x := Identity{Scheme: string(scheme), ID: string(id)}
+		if slices.Contains(ids, x) {
+			return nil, corrupt("session %d: identity %d repeats an earlier one", sid, i)
+		}
+		ids = append(ids, x)
+	}
+	return ids, nil
 }

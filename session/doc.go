@@ -3,7 +3,8 @@
 // The replicated session registry ([Registry]) is part of the FSM's state: the set of
 // open sessions (id, negotiated timeout, password) and, per session, the exactly-once
 // reply cache of the Raft dissertation's client sessions (§6.3; DESIGN.md invariants 7
-// and 8). It is mutated only from Raft apply, so it is deterministic: it never reads a
+// and 8) and the identities the session authenticated as (ZooKeeper's addAuth), which
+// the FSM's ACL checks use. It is mutated only from Raft apply, so it is deterministic: it never reads a
 // clock or a random source, never lets map iteration order reach its output, starts no
 // goroutines and takes no locks (the FSM serialises access). [Registry.Clone] is a
 // copy-on-write O(1) capture, so a snapshot can be encoded in another goroutine while

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/crc32"
+	"slices"
 	"testing"
 )
 
@@ -21,6 +23,10 @@ func FuzzReadRegistry(f *testing.F) {
 	r.Record(-1, 1, []byte("a"))
 	r.Record(-1, 9, nil)
 	r.Ack(-1, 1)
+	f.Add(encode(f, r))
+	if _, err := r.AddIdentities(-1, []Identity{{"digest", "u:h"}, {"super", ""}}); err != nil {
+		f.Fatal(err)
+	}
 	f.Add(encode(f, r))
 	f.Add([]byte("CDSR\x01"))
 	r.SetOwner(-1, "server-1")
@@ -88,6 +94,71 @@ func TestEncodingGolden(t *testing.T) {
 	}
 	if _, err := ReadRegistry(bytes.NewReader(got[:len(got)-1])); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("short checksum: %v", err)
+	}
+
+	// With an identity, version 3: each session ends with its identities.
+	if _, err := r.AddIdentities(1, []Identity{{"d", "u"}}); err != nil {
+		t.Fatal(err)
+	}
+	got = encode(t, r)
+	want = withCRC([]byte{'C', 'D', 'S', 'R', 3, 1, 2, 4, 1, 0xab, 1, 's', 6, 1, 6, 1, 'x', 1, 1, 'd', 1, 'u'})
+	if !bytes.Equal(got, want) {
+		t.Fatalf("encoding = %x, want %x", got, want)
+	}
+	back, err := ReadRegistry(bytes.NewReader(got))
+	if err != nil || !slices.Equal(back.Identities(1), []Identity{{"d", "u"}}) {
+		t.Fatalf("%v %v", back.Identities(1), err)
+	}
+	// Version 3 without any identity is not canonical.
+	noIDs := withCRC([]byte{'C', 'D', 'S', 'R', 3, 1, 2, 4, 1, 0xab, 1, 's', 6, 1, 6, 1, 'x', 0})
+	if _, err := ReadRegistry(bytes.NewReader(noIDs)); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("version 3 without identities: %v", err)
+	}
+}
+
+// TestIdentities: a session's identities are kept in the order added,
+// without repeats, bounded, copied on write across a Clone, and dropped with
+// the session.
+func TestIdentities(t *testing.T) {
+	r := buildRegistry(t, []int64{1, 2})
+	if ok, err := r.AddIdentities(9, []Identity{{"d", "x"}}); ok || err != nil {
+		t.Fatalf("unknown session: %v %v", ok, err)
+	}
+	a, b := Identity{"digest", "alice:h"}, Identity{"super", ""}
+	if _, err := r.AddIdentities(1, []Identity{a, b, a}); err != nil {
+		t.Fatal(err)
+	}
+	c := r.Clone()
+	if _, err := r.AddIdentities(1, []Identity{{"digest", "bob:h"}, a}); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Identities(1); !slices.Equal(got, []Identity{a, b, {"digest", "bob:h"}}) {
+		t.Fatalf("identities %v", got)
+	}
+	if got := c.Identities(1); !slices.Equal(got, []Identity{a, b}) {
+		t.Fatalf("the clone sees %v", got)
+	}
+	if r.Identities(2) != nil {
+		t.Fatal("session 2 has identities")
+	}
+	long := Identity{"x", string(make([]byte, MaxIdentityLen))}
+	if _, err := r.AddIdentities(2, []Identity{a, long}); err == nil || r.Identities(2) != nil {
+		t.Fatalf("an identity over the bound: %v, %v", err, r.Identities(2))
+	}
+	var many []Identity
+	for i := 0; i <= MaxIdentities; i++ {
+		many = append(many, Identity{"d", fmt.Sprint(i)})
+	}
+	if _, err := r.AddIdentities(2, many); err == nil || r.Identities(2) != nil {
+		t.Fatalf("more than MaxIdentities: %v", err)
+	}
+	back, err := ReadRegistry(bytes.NewReader(encode(t, r)))
+	if err != nil || !slices.Equal(back.Identities(1), r.Identities(1)) {
+		t.Fatalf("round trip: %v %v", back.Identities(1), err)
+	}
+	r.Close(1)
+	if r.Identities(1) != nil {
+		t.Fatal("a closed session keeps its identities")
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/google/btree"
@@ -31,6 +32,22 @@ const MaxPasswordLen = 64
 // MaxReplyLen is the largest encoded reply the cache keeps (see [Registry.Record]); it
 // is also the bound [ReadRegistry] enforces on a reply's length.
 const MaxReplyLen = 64 << 20
+
+// MaxIdentities bounds the identities a session may hold (see
+// [Registry.AddIdentities]); MaxIdentityLen bounds one identity's scheme
+// and id together, in bytes.
+const (
+	MaxIdentities  = 64
+	MaxIdentityLen = 4096
+)
+
+// Identity is an identity a session authenticated as (ZooKeeper's
+// addAuth): an ACL scheme and an id within it, such as digest:user:hash.
+// The registry only keeps them; what they mean is the FSM's business.
+type Identity struct {
+	Scheme string
+	ID     string
+}
 
 // MaxOwnerLen is the longest owner [Registry.Open] and [Registry.SetOwner] accept.
 const MaxOwnerLen = 255
@@ -64,6 +81,9 @@ type entry struct {
 	info    Info    // Password is never modified after Open
 	floor   int64   // lowest unacknowledged xid; replies below it are gone
 	replies []reply // sorted by xid, strictly increasing, all >= floor
+	// ids are the identities the session authenticated as, in the order
+	// added, without repeats. The slice is replaced, never modified.
+	ids []Identity
 }
 
 // item is the registry tree's element: a session id and its value. Keying on a value
@@ -76,11 +96,13 @@ type item struct {
 func itemLess(a, b item) bool { return a.id < b.id }
 
 // Registry is the replicated session table: open sessions and, per session, the cached
-// replies of the writes the client has not yet acknowledged.
+// replies of the writes the client has not yet acknowledged and the identities it
+// authenticated as.
 //
 // A Registry is not safe for concurrent use with its mutating methods (Open, Close,
-// Record, Ack, Clone); the FSM serialises access. The read-only methods (Get, List, Len,
-// CheckPassword, Reply, Acked, WriteTo) may run concurrently with one another. A clone
+// Record, Ack, AddIdentities, Clone); the FSM serialises access. The read-only methods
+// (Get, List, Len, CheckPassword, Reply, Acked, Identities, WriteTo) may run
+// concurrently with one another. A clone
 // returned by [Registry.Clone] is independent and may be used (typically encoded) in
 // another goroutine while the original keeps changing. Every method is deterministic.
 type Registry struct {
@@ -191,6 +213,45 @@ func (r *Registry) CheckPassword(id int64, pw []byte) error {
 		return fmt.Errorf("%w: session %d", ErrBadPassword, id)
 	}
 	return nil
+}
+
+// AddIdentities adds identities to session id, in order, skipping those it
+// holds already. It reports false for an unknown session, and returns an
+// error (adding nothing) if an identity is longer than [MaxIdentityLen] or
+// the session would hold more than [MaxIdentities].
+func (r *Registry) AddIdentities(id int64, ids []Identity) (bool, error) {
+	e, ok := r.get(id)
+	if !ok {
+		return false, nil
+	}
+	next := e.ids
+	for _, x := range ids {
+		if len(x.Scheme)+len(x.ID) > MaxIdentityLen {
+			return true, fmt.Errorf("session: identity of %d bytes exceeds %d", len(x.Scheme)+len(x.ID), MaxIdentityLen)
+		}
+		if slices.Contains(next, x) {
+			continue
+		}
+		if len(next) >= MaxIdentities {
+			return true, fmt.Errorf("session: %d identities already, the most a session holds", MaxIdentities)
+		}
+		next = append(slices.Clip(next), x)
+	}
+	if len(next) != len(e.ids) {
+		r.mutable(e).ids = next
+	}
+	return true, nil
+}
+
+// Identities returns the identities session id authenticated as, in the
+// order they were added (nil for none, or an unknown session). The slice is
+// shared with the registry and must not be modified.
+func (r *Registry) Identities(id int64) []Identity {
+	e, ok := r.get(id)
+	if !ok {
+		return nil
+	}
+	return e.ids
 }
 
 // search returns the index of the first cached reply with xid >= x.

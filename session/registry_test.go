@@ -472,7 +472,7 @@ func TestReadRegistryRejects(t *testing.T) {
 	// Structural violations, with a valid checksum so the structure check is what fires.
 	// Version 1's layout (no owners), which ReadRegistry still reads.
 	hdr := func(rest ...byte) []byte { return withCRC(append(magicV1[:len(magicV1):len(magicV1)], rest...)) }
-	hdr2 := func(rest ...byte) []byte { return withCRC(append(magic[:len(magic):len(magic)], rest...)) }
+	hdr2 := func(rest ...byte) []byte { return withCRC(append(magicV2[:len(magicV2):len(magicV2)], rest...)) }
 	tests := []struct {
 		name string
 		b    []byte
@@ -492,7 +492,7 @@ func TestReadRegistryRejects(t *testing.T) {
 		{"duplicate session", hdr(2, 2, 2, 0, 0, 0, 2, 2, 0, 0, 0)},
 		{"reply below floor", hdr(1, 2, 2, 0, 4, 1, 2, 0)},
 		{"replies out of order", hdr(1, 2, 2, 0, 0, 2, 4, 0, 2, 0)},
-		{"missing checksum", append(magic[:len(magic):len(magic)], 0)},
+		{"missing checksum", append(magicV1[:len(magicV1):len(magicV1)], 0)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

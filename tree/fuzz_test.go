@@ -89,6 +89,13 @@ func fuzzSnapshotSeeds(f *testing.F) [][]byte {
 	mustCreate(f, tr, Create{Path: "/a", Kind: Container}, tx)
 	mustCreate(f, tr, Create{Path: "/a/b", Kind: Ephemeral, Owner: 1}, tx)
 	mustCreate(f, tr, Create{Path: "/t", Kind: TTL, TTL: 3, Data: []byte("d")}, tx)
+	seeds = append(seeds, snapshotBytes(f, tr))
+	// With ACLs: a version 2 snapshot.
+	mustCreate(f, tr, Create{Path: "/r", ACL: []ACL{{Perms: PermRead, Scheme: "world", ID: "anyone"}}}, tx)
+	mustCreate(f, tr, Create{Path: "/r/d", ACL: []ACL{{Perms: PermAll, Scheme: "digest", ID: "u:h"}, {Perms: PermRead, Scheme: "ip", ID: "10.0.0.0/8"}}}, tx)
+	if _, err := tr.SetACL("/a", OpenACL(), -1, tx); err != nil {
+		f.Fatal(err)
+	}
 	return append(seeds, snapshotBytes(f, tr))
 }
 
@@ -105,7 +112,9 @@ func FuzzRead(f *testing.F) {
 			// the fuzzer reaches the record decoder.
 			data = append([]byte{}, data...)
 			copy(data, snapMagic)
-			data[len(snapMagic)] = snapVersion
+			if data[len(snapMagic)] != snapVersion {
+				data[len(snapMagic)] = snapVersionV1
+			}
 			data = reseal(data)
 		}
 		r := bytes.NewReader(data)

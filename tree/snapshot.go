@@ -11,29 +11,43 @@ import (
 	"math"
 )
 
-// Snapshot format, version 1. All integers are little-endian or
+// Snapshot format, versions 1 and 2. All integers are little-endian or
 // encoding/binary varints (signed ones zig-zag); varints must be minimal.
 //
 //	header:  magic "coordtr\x00" (8 bytes), format version (1 byte),
 //	         body length in bytes (uint64, 8 bytes)
-//	body:    one record per znode, sorted by (parent path, name) bytewise,
-//	         with the root first: all children of a node are contiguous
-//	         and sorted by name, and every node comes after its parent
+//	body:    version 2 only: the ACL table, uvarint count, then count
+//	         entries; then one record per znode, sorted by (parent path,
+//	         name) bytewise, with the root first: all children of a node
+//	         are contiguous and sorted by name, and every node comes after
+//	         its parent
 //	trailer: CRC-32C (Castagnoli) of header and body (uint32, 4 bytes)
 //
 //	record:  uvarint len, path bytes; kind (1 byte);
 //	         varint czxid, mzxid, pzxid, ctime, mtime, version, cversion;
 //	         uvarint numChildren; varint seq; varint aux (ephemeral owner
-//	         or TTL, else 0); uvarint len, data bytes
+//	         or TTL, else 0); version 2 only: uvarint acl (0: the open ACL
+//	         with aversion 0, k: the table's k-th entry); uvarint len, data
+//	         bytes
+//	ACL table entry: varint aversion; uvarint n, then n times varint
+//	         perms, uvarint len, scheme bytes, uvarint len, id bytes
+//
+// The table holds every (ACL, aversion) pair some node has other than the
+// open ACL with aversion 0, each once, in the order the records first use
+// them. A tree whose nodes all have the open ACL and aversion 0 is written
+// in version 1, byte for byte what servers from before ACLs write and read.
 const (
-	snapMagic   = "coordtr\x00"
-	snapVersion = 1
-	headerLen   = len(snapMagic) + 1 + 8
+	snapMagic     = "coordtr\x00"
+	snapVersion   = 2
+	snapVersionV1 = 1
+	headerLen     = len(snapMagic) + 1 + 8
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-func appendRecordHead(b []byte, it item) []byte {
+// appendRecordHead appends a record up to its data; acl is its ACL
+// reference in the snapshot's table, or -1 in version 1.
+func appendRecordHead(b []byte, it item, acl int64) []byte {
 	n := it.n
 	b = binary.AppendUvarint(b, uint64(len(it.key)))
 	b = appendPath(b, it.key)
@@ -48,7 +62,23 @@ func appendRecordHead(b []byte, it item) []byte {
 	b = binary.AppendUvarint(b, uint64(n.numChildren))
 	b = binary.AppendVarint(b, int64(n.seq))
 	b = binary.AppendVarint(b, n.aux)
+	if acl >= 0 {
+		b = binary.AppendUvarint(b, uint64(acl))
+	}
 	b = binary.AppendUvarint(b, uint64(n.dataLen))
+	return b
+}
+
+func appendACLEntry(b []byte, e *aclEntry) []byte {
+	b = binary.AppendVarint(b, int64(e.aversion))
+	b = binary.AppendUvarint(b, uint64(len(e.acl)))
+	for _, a := range e.acl {
+		b = binary.AppendVarint(b, int64(a.Perms))
+		b = binary.AppendUvarint(b, uint64(len(a.Scheme)))
+		b = append(b, a.Scheme...)
+		b = binary.AppendUvarint(b, uint64(len(a.ID)))
+		b = append(b, a.ID...)
+	}
 	return b
 }
 
@@ -70,8 +100,37 @@ func (c *countWriter) Write(p []byte) (int, error) {
 func (t *Tree) WriteTo(w io.Writer) (int64, error) {
 	var scratch []byte
 	var body uint64
+	// The snapshot's ACL table: the tree's references renumbered in the
+	// order the records first use them, so that the bytes depend on the
+	// contents only, not on the order references were handed out.
+	version := byte(snapVersionV1)
+	var table []byte
+	var index map[uint32]int64
+	if t.Restricted() {
+		version = snapVersion
+		index = make(map[uint32]int64, t.acls.byRef.Len())
+		var entries []byte
+		t.nodes.Ascend(func(it item) bool {
+			if ref := it.n.aclRef(); ref != openRef {
+				if _, ok := index[ref]; !ok {
+					index[ref] = int64(len(index) + 1)
+					e, _ := t.acls.byRef.Get(aclItem{ref: ref})
+					entries = appendACLEntry(entries, e.e)
+				}
+			}
+			return true
+		})
+		table = append(binary.AppendUvarint(nil, uint64(len(index))), entries...)
+		body = uint64(len(table))
+	}
+	aclIndex := func(n *node) int64 {
+		if index == nil {
+			return -1
+		}
+		return index[n.aclRef()] // 0 for openRef
+	}
 	t.nodes.Ascend(func(it item) bool {
-		scratch = appendRecordHead(scratch[:0], it)
+		scratch = appendRecordHead(scratch[:0], it, aclIndex(it.n))
 		body += uint64(len(scratch)) + uint64(it.n.dataLen)
 		return true
 	})
@@ -83,14 +142,17 @@ func (t *Tree) WriteTo(w io.Writer) (int64, error) {
 
 	var hdr [headerLen]byte
 	copy(hdr[:], snapMagic)
-	hdr[len(snapMagic)] = snapVersion
+	hdr[len(snapMagic)] = version
 	binary.LittleEndian.PutUint64(hdr[len(snapMagic)+1:], body)
 	if _, err := out.Write(hdr[:]); err != nil {
 		return cw.n, err
 	}
+	if _, err := out.Write(table); err != nil {
+		return cw.n, err
+	}
 	var err error
 	t.nodes.Ascend(func(it item) bool {
-		scratch = appendRecordHead(scratch[:0], it)
+		scratch = appendRecordHead(scratch[:0], it, aclIndex(it.n))
 		if _, err = out.Write(scratch); err != nil {
 			return false
 		}
@@ -239,7 +301,8 @@ func Read(r io.Reader, opts Options) (*Tree, error) {
 	if string(hdr[:len(snapMagic)]) != snapMagic {
 		return nil, fmt.Errorf("%w: bad magic", ErrBadSnapshot)
 	}
-	if v := hdr[len(snapMagic)]; v != snapVersion {
+	v := hdr[len(snapMagic)]
+	if v != snapVersion && v != snapVersionV1 {
 		return nil, fmt.Errorf("%w: unsupported format version %d", ErrBadSnapshot, v)
 	}
 	bodyLen := binary.LittleEndian.Uint64(hdr[len(snapMagic)+1:])
@@ -251,7 +314,7 @@ func Read(r io.Reader, opts Options) (*Tree, error) {
 	limit := &io.LimitedReader{R: r, N: int64(bodyLen)}
 	d := &decoder{r: bufio.NewReaderSize(io.TeeReader(limit, crc), 64<<10), limit: limit}
 
-	t, err := readBody(d, opts)
+	t, err := readBody(d, opts, v)
 	if err != nil {
 		return nil, err
 	}
@@ -272,8 +335,91 @@ func readTrailer(r io.Reader, crc hash.Hash32) error {
 	return nil
 }
 
-func readBody(d *decoder, opts Options) (*Tree, error) {
+// readACLTable reads a version 2 snapshot's ACL table into t's, and
+// returns the tree's reference of each entry (index k-1 for entry k).
+func readACLTable(d *decoder, t *Tree) []uint32 {
+	count := d.uvarint()
+	if d.err != nil {
+		return nil
+	}
+	// An entry takes at least 2 bytes: no more entries than bytes left.
+	if int64(count) < 0 || int64(count) > d.remaining()/2 || count > maxACLRef {
+		d.fail("ACL table of %d entries", count)
+		return nil
+	}
+	refs := make([]uint32, 0, count)
+	for i := uint64(0); i < count && d.err == nil; i++ {
+		aversion := d.int32("aversion")
+		n := d.uvarint()
+		if d.err != nil {
+			break
+		}
+		if int64(n) < 0 || int64(n) > d.remaining()/3 {
+			d.fail("ACL of %d entries", n)
+			break
+		}
+		acl := make([]ACL, 0, n)
+		for j := uint64(0); j < n && d.err == nil; j++ {
+			perms := d.int32("perms")
+			scheme := d.bytes("scheme", MaxPathLength)
+			id := d.bytes("id", MaxPathLength)
+			acl = append(acl, ACL{Perms: Perms(perms), Scheme: string(scheme), ID: string(id)})
+		}
+		if d.err != nil {
+			break
+		}
+		if aversion == 0 && IsOpen(acl) {
+			d.fail("ACL table entry %d is the open ACL", i+1)
+			break
+		}
+		key := aclKey(acl, aversion)
+		if t.acls.byKey.Has(aclKeyItem{key: key}) {
+			d.fail("ACL table entry %d repeats an earlier one", i+1)
+			break
+		}
+		// Entries start with no use; the records add theirs.
+		ref := uint32(i + 1)
+		t.acls.byRef.ReplaceOrInsert(aclItem{ref: ref, e: &aclEntry{acl: acl, aversion: aversion, key: key}})
+		t.acls.byKey.ReplaceOrInsert(aclKeyItem{key: key, ref: ref})
+		refs = append(refs, ref)
+	}
+	t.acls.next = uint32(len(refs) + 1)
+	return refs
+}
+
+// useACL gives node n the table's k-th entry (0: the open ACL), counting
+// the use; the entries must be used in order of first use.
+func useACL(d *decoder, t *Tree, refs []uint32, n *node, k uint64, firstUnused *uint64) {
+	if k == 0 {
+		return
+	}
+	if k > uint64(len(refs)) {
+		d.fail("ACL reference %d beyond the table's %d entries", k, len(refs))
+		return
+	}
+	if k > *firstUnused {
+		d.fail("ACL table entry %d used before entry %d", k, *firstUnused)
+		return
+	}
+	if k == *firstUnused {
+		*firstUnused++
+	}
+	it, _ := t.acls.byRef.Get(aclItem{ref: refs[k-1]})
+	it.refs++
+	t.acls.byRef.ReplaceOrInsert(it)
+	n.setACLRef(refs[k-1])
+}
+
+func readBody(d *decoder, opts Options, version byte) (*Tree, error) {
 	t := newEmpty(opts)
+	var refs []uint32
+	firstUnused := uint64(1) // the next table entry a record may use first
+	if version == snapVersion {
+		refs = readACLTable(d, t)
+		if d.err == nil && len(refs) == 0 {
+			d.fail("version 2 snapshot with an empty ACL table")
+		}
+	}
 	var (
 		prevKey     string
 		runKey      string // key of the parent whose children are being read
@@ -307,6 +453,9 @@ func readBody(d *decoder, opts Options) (*Tree, error) {
 		nc := d.uvarint()
 		n.seq = d.int32("seq")
 		n.aux = d.varint()
+		if version == snapVersion {
+			useACL(d, t, refs, &n, d.uvarint(), &firstUnused)
+		}
 		// The data, with room for the key after it (a key is as long as
 		// its path): the node's buffer (see newItem).
 		buf := d.bytesWithRoom("data", t.maxData, len(pathBytes))
@@ -394,6 +543,9 @@ func readBody(d *decoder, opts Options) (*Tree, error) {
 	}
 	if d.err == nil && declaredSum != int64(t.nodes.Len()-1) {
 		d.fail("NumChildren total %d, but %d non-root nodes", declaredSum, t.nodes.Len()-1)
+	}
+	if d.err == nil && firstUnused != uint64(len(refs))+1 {
+		d.fail("ACL table entry %d is used by no node", firstUnused)
 	}
 	if d.err == nil && d.limit.N != 0 {
 		d.ioFail(io.ErrUnexpectedEOF)

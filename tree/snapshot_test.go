@@ -156,7 +156,7 @@ func record(path string, kind Kind, numChildren uint64, aux int64, data string) 
 }
 
 func snapshotOf(records ...[]byte) []byte {
-	b := append([]byte(snapMagic), snapVersion)
+	b := append([]byte(snapMagic), snapVersionV1)
 	b = append(b, make([]byte, 8)...)
 	for _, r := range records {
 		b = append(b, r...)

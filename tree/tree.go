@@ -43,6 +43,10 @@ func (o Options) maxDataSize() int {
 // size-class rounding of one, per znode, and keeps the header at 80 bytes
 // (a []byte would make it 96). A copy of the header (a parent's new child
 // count, say) shares the buffer, so it never copies the data.
+//
+// The node's ACL and aversion are interned in the tree's ACL table (see
+// aclTable); the node holds a 24-bit reference to them in the three bytes
+// after kind that would otherwise be padding.
 type node struct {
 	buf         *byte // data then key; nil only in a node not yet in a tree
 	czxid       int64
@@ -57,7 +61,15 @@ type node struct {
 	seq         int32 // children ever created: the next sequential suffix
 	dataLen     int32
 	kind        Kind
+	aclHi       uint8  // the ACL reference's high 8 bits
+	aclLo       uint16 // and its low 16 bits
 }
+
+// aclRef returns the node's reference into its tree's ACL table.
+func (n *node) aclRef() uint32 { return uint32(n.aclHi)<<16 | uint32(n.aclLo) }
+
+// setACLRef sets the node's ACL reference (< 1<<24).
+func (n *node) setACLRef(ref uint32) { n.aclHi, n.aclLo = uint8(ref>>16), uint16(ref) }
 
 // data returns the node's data, nil when empty. The slice is shared: it
 // must not be modified.
@@ -84,7 +96,8 @@ func packItem(b []byte, dataLen int, h node) item {
 	return item{key: unsafe.String(&b[dataLen], len(b)-dataLen), n: &h}
 }
 
-func (n *node) stat() Stat {
+// stat returns n's Stat, its aversion read from t's ACL table.
+func (t *Tree) stat(n *node) Stat {
 	s := Stat{
 		Czxid:       n.czxid,
 		Mzxid:       n.mzxid,
@@ -96,6 +109,9 @@ func (n *node) stat() Stat {
 		DataLength:  n.dataLen,
 		NumChildren: n.numChildren,
 		Kind:        n.kind,
+	}
+	if ref := n.aclRef(); ref != openRef {
+		_, s.Aversion = t.acls.get(ref)
 	}
 	switch n.kind {
 	case Ephemeral:
@@ -156,6 +172,7 @@ type Tree struct {
 	nodes   *btree.BTreeG[item]    // every znode, by key
 	eph     *btree.BTreeG[ephItem] // ephemerals by (owner, path)
 	reap    *btree.BTreeG[string]  // paths of container and TTL nodes
+	acls    aclTable               // the nodes' ACLs and aversions, interned
 	maxData int
 	// size is the sum of every node's path and data lengths
 	// (ApproximateDataSize).
@@ -167,6 +184,7 @@ func newEmpty(opts Options) *Tree {
 		nodes:   btree.NewG(btreeDegree, itemLess),
 		eph:     btree.NewG(btreeDegree, ephLess),
 		reap:    btree.NewOrderedG[string](btreeDegree),
+		acls:    newACLTable(),
 		maxData: opts.maxDataSize(),
 	}
 }
@@ -203,6 +221,7 @@ func (t *Tree) Clone() *Tree {
 		nodes:   t.nodes.Clone(),
 		eph:     t.eph.Clone(),
 		reap:    t.reap.Clone(),
+		acls:    t.acls.clone(),
 		maxData: t.maxData,
 		size:    t.size,
 	}
@@ -231,7 +250,7 @@ func (t *Tree) Get(path string) ([]byte, Stat, error) {
 	if n == nil {
 		return nil, Stat{}, ErrNoNode
 	}
-	return n.data(), n.stat(), nil
+	return n.data(), t.stat(n), nil
 }
 
 // Exists returns the Stat of the node at path, or ErrNoNode.
@@ -240,7 +259,7 @@ func (t *Tree) Exists(path string) (Stat, error) {
 	if n == nil {
 		return Stat{}, ErrNoNode
 	}
-	return n.stat(), nil
+	return t.stat(n), nil
 }
 
 // Children returns the names (not full paths) of the direct children of the
@@ -263,7 +282,7 @@ func (t *Tree) Children(path string) ([]string, Stat, error) {
 			return true
 		})
 	}
-	return names, n.stat(), nil
+	return names, t.stat(n), nil
 }
 
 // Descendants returns how many nodes lie below the node at path (children,

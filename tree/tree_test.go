@@ -33,7 +33,7 @@ func mustStat(t testing.TB, tr *Tree, path string) Stat {
 func dump(tr *Tree) string {
 	var b strings.Builder
 	tr.nodes.Ascend(func(it item) bool {
-		fmt.Fprintf(&b, "%q %+v seq=%d data=%q\n", pathOf(it.key), it.n.stat(), it.n.seq, it.n.data())
+		fmt.Fprintf(&b, "%q %+v seq=%d data=%q acl=%v\n", pathOf(it.key), tr.stat(it.n), it.n.seq, it.n.data(), tr.aclOf(it.n))
 		return true
 	})
 	tr.eph.Ascend(func(e ephItem) bool {
@@ -42,6 +42,10 @@ func dump(tr *Tree) string {
 	})
 	tr.reap.Ascend(func(p string) bool {
 		fmt.Fprintf(&b, "reap %q\n", p)
+		return true
+	})
+	tr.acls.byRef.Ascend(func(a aclItem) bool {
+		fmt.Fprintf(&b, "acl %v aversion %d refs %d\n", a.e.acl, a.e.aversion, a.refs)
 		return true
 	})
 	fmt.Fprintf(&b, "max %d\n", tr.maxData)
@@ -245,8 +249,8 @@ func TestDelete(t *testing.T) {
 	if a != want {
 		t.Fatalf("/a = %+v, want %+v", a, want)
 	}
-	wantEv := []Event{{EventNodeDeleted, "/a/b", 9}, {EventNodeChildrenChanged, "/a", 9}}
-	if !reflect.DeepEqual(tx.Events, wantEv) {
+	wantEv := []Event{{Type: EventNodeDeleted, Path: "/a/b", Zxid: 9}, {Type: EventNodeChildrenChanged, Path: "/a", Zxid: 9}}
+	if !reflect.DeepEqual(withoutACL(tx.Events), wantEv) {
 		t.Fatalf("events %v", tx.Events)
 	}
 	if err := tr.Delete("/a", -1, txAt(10)); err != nil {
@@ -300,7 +304,7 @@ func TestSetData(t *testing.T) {
 	if string(old) != "1" {
 		t.Fatalf("old slice mutated: %q", old)
 	}
-	if !reflect.DeepEqual(tx.Events, []Event{{EventNodeDataChanged, "/a", 5}}) {
+	if !reflect.DeepEqual(withoutACL(tx.Events), []Event{{Type: EventNodeDataChanged, Path: "/a", Zxid: 5}}) {
 		t.Fatalf("events %v", tx.Events)
 	}
 	// The parent's pzxid and cversion are untouched by a child's data change.
@@ -504,6 +508,17 @@ func TestEphemeralsOf(t *testing.T) {
 	}
 }
 
+// withoutACL returns the events with their ACLs dropped, for tests about
+// what changed (the ACLs events carry have tests of their own).
+func withoutACL(evs []Event) []Event {
+	out := make([]Event, len(evs))
+	for i, e := range evs {
+		e.ACL = nil
+		out[i] = e
+	}
+	return out
+}
+
 func TestEvents(t *testing.T) {
 	tr := New(Options{})
 	tx := &Tx{Zxid: 3}
@@ -516,15 +531,15 @@ func TestEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Event{
-		{EventNodeCreated, "/a", 3},
-		{EventNodeChildrenChanged, "/", 3},
-		{EventNodeCreated, "/a/0000000000", 3},
-		{EventNodeChildrenChanged, "/a", 3},
-		{EventNodeDataChanged, "/a", 3},
-		{EventNodeDeleted, "/a/0000000000", 3},
-		{EventNodeChildrenChanged, "/a", 3},
+		{Type: EventNodeCreated, Path: "/a", Zxid: 3},
+		{Type: EventNodeChildrenChanged, Path: "/", Zxid: 3},
+		{Type: EventNodeCreated, Path: "/a/0000000000", Zxid: 3},
+		{Type: EventNodeChildrenChanged, Path: "/a", Zxid: 3},
+		{Type: EventNodeDataChanged, Path: "/a", Zxid: 3},
+		{Type: EventNodeDeleted, Path: "/a/0000000000", Zxid: 3},
+		{Type: EventNodeChildrenChanged, Path: "/a", Zxid: 3},
 	}
-	if !reflect.DeepEqual(tx.Events, want) {
+	if !reflect.DeepEqual(withoutACL(tx.Events), want) {
 		t.Fatalf("events\n%v\nwant\n%v", tx.Events, want)
 	}
 }
@@ -598,10 +613,10 @@ func TestReap(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Event{
-		{EventNodeDeleted, "/c", 14}, {EventNodeChildrenChanged, "/", 14},
-		{EventNodeDeleted, "/t", 14}, {EventNodeChildrenChanged, "/", 14},
+		{Type: EventNodeDeleted, Path: "/c", Zxid: 14}, {Type: EventNodeChildrenChanged, Path: "/", Zxid: 14},
+		{Type: EventNodeDeleted, Path: "/t", Zxid: 14}, {Type: EventNodeChildrenChanged, Path: "/", Zxid: 14},
 	}
-	if !reflect.DeepEqual(tx.Events, want) {
+	if !reflect.DeepEqual(withoutACL(tx.Events), want) {
 		t.Fatalf("events %v", tx.Events)
 	}
 	if root := mustStat(t, tr, "/"); root.Pzxid != 14 || root.NumChildren != 1 {

@@ -42,7 +42,7 @@ type Stat struct {
 	Mtime          int64 // last data change, ms since the Unix epoch (leader clock)
 	Version        int32 // number of setData calls
 	Cversion       int32 // number of child creates and deletes
-	Aversion       int32 // number of ACL changes (always 0: coordd has no ACLs yet)
+	Aversion       int32 // number of ACL changes
 	EphemeralOwner int64 // owning session for ephemerals, else 0
 	DataLength     int32
 	NumChildren    int32
@@ -81,6 +81,12 @@ type Event struct {
 	Type EventType
 	Path string
 	Zxid int64
+	// ACL points to the ACL of the node the event is about when it
+	// happened (the deleted node's for NodeDeleted, the parent's for
+	// NodeChildrenChanged): a server delivers the event only to sessions
+	// that may READ it, as ZooKeeper does since 3.8.4 and 3.9.2. A pointer
+	// keeps Event comparable; the ACL is shared and must not be modified.
+	ACL *[]ACL
 }
 
 // Tx carries what a write needs from its log entry and collects the events
@@ -90,6 +96,9 @@ type Tx struct {
 	Zxid   int64 // log index of the entry making the change
 	Now    int64 // leader-stamped time of the entry, ms since the Unix epoch
 	Events []Event
+	// Auth checks the write's permissions, as its writer's; nil allows
+	// everything (the server's own writes: expiry, reaping, and tests).
+	Auth Authorizer
 }
 
 // Errors returned by tree operations. Each may be wrapped with a reason;
@@ -103,6 +112,11 @@ var (
 	ErrBadArguments            = errors.New("tree: bad arguments")
 	ErrRuntimeInconsistency    = errors.New("tree: operation not run: an earlier operation of the multi failed")
 	ErrRolledBack              = errors.New("tree: operation rolled back: a later operation of the multi failed")
+	// ErrNoAuth: the writer lacks the permission the operation needs.
+	ErrNoAuth = errors.New("tree: not authorized")
+	// ErrInvalidACL: the ACL asked for is empty or malformed, or uses the
+	// auth scheme without an authenticated identity.
+	ErrInvalidACL = errors.New("tree: invalid ACL")
 )
 
 // ErrNotReapable is returned by ReapContainer and ReapTTL when the node is

@@ -20,21 +20,27 @@ type Create struct {
 	Owner int64
 	// TTL in ms: 1..MaxTTL iff Kind is TTL, else 0.
 	TTL int64
+	// ACL is the node's ACL as asked for: tx.Auth's Fixup turns it into
+	// the one stored (without an Authorizer, empty is OpenACL).
+	ACL []ACL
 }
 
 // Create creates a node. It returns the node's actual path (with the
 // sequential suffix, if any) and its Stat. On success it appends
-// NodeCreated(path) and NodeChildrenChanged(parent) to tx.Events.
+// NodeCreated(path) and NodeChildrenChanged(parent) to tx.Events. It
+// needs CREATE on the parent, checked before the sequential suffix is
+// chosen.
 //
-// Errors: ErrBadArguments (invalid path, kind, owner, TTL or data too
-// large), ErrNoNode (no parent), ErrNodeExists (including for "/"),
-// ErrNoChildrenForEphemerals (ephemeral parent).
+// Errors, in this order: ErrBadArguments (invalid path, kind, owner, TTL
+// or data too large), ErrInvalidACL (from tx.Auth's Fixup), ErrNoNode (no
+// parent), ErrNoAuth (no CREATE on the parent), ErrNodeExists (including
+// for "/"), ErrNoChildrenForEphemerals (ephemeral parent).
 func (t *Tree) Create(c Create, tx *Tx) (string, Stat, error) {
-	path, n, err := t.create(c.Path, c.Data, c.Kind, c.Sequential, c.Owner, c.TTL, tx)
+	path, n, err := t.create(c.Path, c.Data, c.Kind, c.Sequential, c.Owner, c.TTL, c.ACL, tx)
 	if err != nil {
 		return "", Stat{}, err
 	}
-	return path, n.stat(), nil
+	return path, t.stat(n), nil
 }
 
 func (t *Tree) checkData(data []byte) error {
@@ -73,7 +79,7 @@ func checkKind(kind Kind, owner, ttl int64) error {
 	return nil
 }
 
-func (t *Tree) create(path string, data []byte, kind Kind, seq bool, owner, ttl int64, tx *Tx) (string, *node, error) {
+func (t *Tree) create(path string, data []byte, kind Kind, seq bool, owner, ttl int64, acl []ACL, tx *Tx) (string, *node, error) {
 	if seq {
 		if err := ValidatePath(path + "1"); err != nil {
 			return "", nil, err
@@ -87,6 +93,10 @@ func (t *Tree) create(path string, data []byte, kind Kind, seq bool, owner, ttl 
 	if err := t.checkData(data); err != nil {
 		return "", nil, err
 	}
+	acl, err := fixup(tx, acl)
+	if err != nil {
+		return "", nil, err
+	}
 	if !seq && path == "/" {
 		return "", nil, fmt.Errorf("%w: %s", ErrNodeExists, path)
 	}
@@ -94,6 +104,9 @@ func (t *Tree) create(path string, data []byte, kind Kind, seq bool, owner, ttl 
 	parentKey, parent := t.lookup(parentPath)
 	if parent == nil {
 		return "", nil, fmt.Errorf("%w: parent of %s", ErrNoNode, path)
+	}
+	if err := t.allowed(tx, parent, PermCreate, parentPath); err != nil {
+		return "", nil, err
 	}
 	if seq {
 		path = fmt.Sprintf("%s%010d", path, parent.seq)
@@ -111,6 +124,10 @@ func (t *Tree) create(path string, data []byte, kind Kind, seq bool, owner, ttl 
 	if parent.kind == Ephemeral {
 		return "", nil, fmt.Errorf("%w: %s", ErrNoChildrenForEphemerals, path)
 	}
+	ref, err := t.acls.intern(acl, 0)
+	if err != nil {
+		return "", nil, err
+	}
 	copy(buf, data)
 
 	var aux int64
@@ -126,6 +143,7 @@ func (t *Tree) create(path string, data []byte, kind Kind, seq bool, owner, ttl 
 		aux:  aux,
 		kind: kind,
 	})
+	it.n.setACLRef(ref)
 	p := *parent
 	p.cversion++
 	p.pzxid = tx.Zxid
@@ -141,23 +159,35 @@ func (t *Tree) create(path string, data []byte, kind Kind, seq bool, owner, ttl 
 		t.reap.ReplaceOrInsert(path)
 	}
 	tx.Events = append(tx.Events,
-		Event{Type: EventNodeCreated, Path: path, Zxid: tx.Zxid},
-		Event{Type: EventNodeChildrenChanged, Path: parentPath, Zxid: tx.Zxid})
+		Event{Type: EventNodeCreated, Path: path, Zxid: tx.Zxid, ACL: t.aclPtr(it.n)},
+		Event{Type: EventNodeChildrenChanged, Path: parentPath, Zxid: tx.Zxid, ACL: t.aclPtr(&p)})
 	return path, it.n, nil
 }
 
 // Delete deletes the node at path if its version is version (-1: any). On
 // success it appends NodeDeleted(path) and NodeChildrenChanged(parent) to
-// tx.Events.
+// tx.Events. It needs DELETE on the parent, checked before the node is
+// looked up (so a missing node under a parent the writer may not delete
+// from is ErrNoAuth, as in ZooKeeper).
 //
-// Errors: ErrBadArguments (invalid path, or "/"), ErrNoNode, ErrBadVersion,
-// ErrNotEmpty.
+// Errors, in this order: ErrBadArguments (invalid path, or "/"), ErrNoNode
+// (no parent), ErrNoAuth, ErrNoNode, ErrBadVersion, ErrNotEmpty.
 func (t *Tree) Delete(path string, version int32, tx *Tx) error {
 	if err := ValidatePath(path); err != nil {
 		return err
 	}
 	if path == "/" {
 		return fmt.Errorf("%w: cannot delete /", ErrBadArguments)
+	}
+	if tx.Auth != nil {
+		parentPath := parentOf(path)
+		_, parent := t.lookup(parentPath)
+		if parent == nil {
+			return fmt.Errorf("%w: parent of %s", ErrNoNode, path)
+		}
+		if err := t.allowed(tx, parent, PermDelete, parentPath); err != nil {
+			return err
+		}
 	}
 	key, n := t.lookup(path)
 	if n == nil {
@@ -184,6 +214,8 @@ func (t *Tree) remove(path, key string, n *node, tx *Tx) {
 	t.nodes.Delete(item{key: key})
 	t.nodes.ReplaceOrInsert(item{key: parentKey, n: &p})
 	t.size -= int64(len(path) + len(n.data()))
+	acl := t.aclPtr(n) // stays valid: entries are immutable
+	t.acls.release(n.aclRef())
 	switch n.kind {
 	case Ephemeral:
 		t.eph.Delete(ephItem{owner: n.aux, path: path})
@@ -191,23 +223,24 @@ func (t *Tree) remove(path, key string, n *node, tx *Tx) {
 		t.reap.Delete(path)
 	}
 	tx.Events = append(tx.Events,
-		Event{Type: EventNodeDeleted, Path: path, Zxid: tx.Zxid},
-		Event{Type: EventNodeChildrenChanged, Path: parentPath, Zxid: tx.Zxid})
+		Event{Type: EventNodeDeleted, Path: path, Zxid: tx.Zxid, ACL: acl},
+		Event{Type: EventNodeChildrenChanged, Path: parentPath, Zxid: tx.Zxid, ACL: t.aclPtr(&p)})
 }
 
 // SetData replaces the data of the node at path if its version is version
 // (-1: any), increments the version (wrapping at int32 overflow, as
 // ZooKeeper does) and sets mzxid and mtime from tx. It returns the new Stat
-// and appends NodeDataChanged(path) to tx.Events. The data is copied.
+// and appends NodeDataChanged(path) to tx.Events. The data is copied. It
+// needs WRITE on the node.
 //
-// Errors: ErrBadArguments (invalid path, data too large), ErrNoNode,
-// ErrBadVersion.
+// Errors, in this order: ErrBadArguments (invalid path, data too large),
+// ErrNoNode, ErrNoAuth, ErrBadVersion.
 func (t *Tree) SetData(path string, data []byte, version int32, tx *Tx) (Stat, error) {
 	n, err := t.setData(path, data, version, tx)
 	if err != nil {
 		return Stat{}, err
 	}
-	return n.stat(), nil
+	return t.stat(n), nil
 }
 
 func (t *Tree) setData(path string, data []byte, version int32, tx *Tx) (*node, error) {
@@ -221,6 +254,9 @@ func (t *Tree) setData(path string, data []byte, version int32, tx *Tx) (*node, 
 	if n == nil {
 		return nil, fmt.Errorf("%w: %s", ErrNoNode, path)
 	}
+	if err := t.allowed(tx, n, PermWrite, path); err != nil {
+		return nil, err
+	}
 	if version != -1 && version != n.version {
 		return nil, fmt.Errorf("%w: %s has version %d, not %d", ErrBadVersion, path, n.version, version)
 	}
@@ -231,7 +267,7 @@ func (t *Tree) setData(path string, data []byte, version int32, tx *Tx) (*node, 
 	it := newItem(key, data, m)
 	t.nodes.ReplaceOrInsert(it)
 	t.size += int64(len(data) - len(n.data()))
-	tx.Events = append(tx.Events, Event{Type: EventNodeDataChanged, Path: path, Zxid: tx.Zxid})
+	tx.Events = append(tx.Events, Event{Type: EventNodeDataChanged, Path: path, Zxid: tx.Zxid, ACL: t.aclPtr(it.n)})
 	return it.n, nil
 }
 
@@ -252,6 +288,7 @@ func (t *Tree) ReapTTL(path string, tx *Tx) error {
 	return t.reapNode(path, TTL, tx)
 }
 
+// reapNode is the server's own delete: no ACL applies.
 func (t *Tree) reapNode(path string, kind Kind, tx *Tx) error {
 	key, n := t.lookup(path)
 	if n == nil {
@@ -299,7 +336,7 @@ func (o OpType) String() string {
 
 // Op is one operation of a Multi. Fields that do not apply to Type are
 // ignored: Version applies to check, delete and setData; Data to create and
-// setData; Kind, Sequential, Owner and TTL to create.
+// setData; Kind, Sequential, Owner, TTL and ACL to create.
 type Op struct {
 	Type       OpType
 	Path       string
@@ -309,6 +346,7 @@ type Op struct {
 	Sequential bool
 	Owner      int64
 	TTL        int64
+	ACL        []ACL
 }
 
 // OpResult is the outcome of one operation of a Multi. On success Err is
@@ -322,7 +360,9 @@ type OpResult struct {
 }
 
 // Multi applies ops atomically, each seeing the effects of the earlier
-// ones, all with tx's zxid and time. Either all succeed, and their events
+// ones (their ACL checks too: a node created by an earlier op is checked
+// with the ACL it was given), all with tx's zxid, time and Authorizer.
+// Either all succeed, and their events
 // are appended to tx.Events in op order, or none is applied: if op k fails,
 // the tree and tx.Events are left unchanged, results before k have Err
 // ErrRolledBack, result k has op k's error, results after k have Err
@@ -337,7 +377,7 @@ func (t *Tree) Multi(ops []Op, tx *Tx) ([]OpResult, error) {
 	if len(ops) > 1 {
 		backup = t.Clone()
 	}
-	sub := Tx{Zxid: tx.Zxid, Now: tx.Now}
+	sub := Tx{Zxid: tx.Zxid, Now: tx.Now, Auth: tx.Auth}
 	for i, op := range ops {
 		r, err := t.apply(op, &sub)
 		if err == nil {
@@ -345,7 +385,7 @@ func (t *Tree) Multi(ops []Op, tx *Tx) ([]OpResult, error) {
 			continue
 		}
 		if backup != nil {
-			t.nodes, t.eph, t.reap, t.size = backup.nodes, backup.eph, backup.reap, backup.size
+			t.nodes, t.eph, t.reap, t.acls, t.size = backup.nodes, backup.eph, backup.reap, backup.acls, backup.size
 		}
 		for j := range ops {
 			results[j] = OpResult{Type: ops[j].Type}
@@ -376,15 +416,18 @@ func (t *Tree) apply(op Op, tx *Tx) (OpResult, error) {
 		if n == nil {
 			return r, fmt.Errorf("%w: %s", ErrNoNode, op.Path)
 		}
+		if err := t.allowed(tx, n, PermRead, op.Path); err != nil {
+			return r, err
+		}
 		if op.Version != -1 && op.Version != n.version {
 			return r, fmt.Errorf("%w: %s has version %d, not %d", ErrBadVersion, op.Path, n.version, op.Version)
 		}
 	case OpCreate:
-		path, n, err := t.create(op.Path, op.Data, op.Kind, op.Sequential, op.Owner, op.TTL, tx)
+		path, n, err := t.create(op.Path, op.Data, op.Kind, op.Sequential, op.Owner, op.TTL, op.ACL, tx)
 		if err != nil {
 			return r, err
 		}
-		r.Path, r.Stat = path, n.stat()
+		r.Path, r.Stat = path, t.stat(n)
 	case OpDelete:
 		if err := t.Delete(op.Path, op.Version, tx); err != nil {
 			return r, err
@@ -394,7 +437,7 @@ func (t *Tree) apply(op Op, tx *Tx) (OpResult, error) {
 		if err != nil {
 			return r, err
 		}
-		r.Stat = n.stat()
+		r.Stat = t.stat(n)
 	default:
 		return r, fmt.Errorf("%w: unknown op type %d", ErrBadArguments, uint8(op.Type))
 	}

@@ -845,3 +845,29 @@ func TestConcurrentRecursive(t *testing.T) {
 		t.Errorf("Len = %d", m.Len())
 	}
 }
+
+// TestRegistrations: the dump lists each (session, path) holding a watch of
+// the kinds asked for, with all its kinds there, by session then path.
+func TestRegistrations(t *testing.T) {
+	m := NewManager()
+	m.Add(2, "/e", PersistentRecursive|Child)
+	m.Add(1, "/e/n", Data)
+	m.Add(1, "/e", PersistentRecursive)
+	m.Add(1, "/c", Child)
+	m.Add(3, "/p", Persistent)
+	dataTable := Data | Persistent | PersistentRecursive
+	want := []Registration{
+		{1, "/e", PersistentRecursive}, {1, "/e/n", Data},
+		{2, "/e", PersistentRecursive | Child},
+		{3, "/p", Persistent},
+	}
+	if got := m.Registrations(dataTable); !slices.Equal(got, want) {
+		t.Fatalf("Registrations(data table) = %v, want %v", got, want)
+	}
+	if got := m.Registrations(Child); !slices.Equal(got, []Registration{{1, "/c", Child}, {2, "/e", PersistentRecursive | Child}}) {
+		t.Fatalf("Registrations(Child) = %v", got)
+	}
+	if got := NewManager().Registrations(AllKinds); len(got) != 0 {
+		t.Fatalf("empty table: %v", got)
+	}
+}

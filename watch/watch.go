@@ -611,6 +611,39 @@ func (m *Manager) SessionWatches(session int64) Paths {
 	return w
 }
 
+// Registration is one session's watches on one path.
+type Registration struct {
+	Session int64
+	Path    string
+	Kinds   Kind
+}
+
+// Registrations returns every (session, path) that holds a watch of one of
+// kinds, with the session's kinds there (all of them, not only those
+// asked for), by session then path. It costs O(n log n) in the number of
+// (session, path) pairs of the table, under the table's lock: a dump for
+// people (ZooKeeper's wchc and wchp, which ZooKeeper too warns are
+// expensive), not for a busy path.
+func (m *Manager) Registrations(kinds Kind) []Registration {
+	m.mu.Lock()
+	out := make([]Registration, 0, len(m.byPath))
+	for s, paths := range m.bySession {
+		for p, k := range paths {
+			if k&kinds != 0 {
+				out = append(out, Registration{Session: s, Path: p, Kinds: k})
+			}
+		}
+	}
+	m.mu.Unlock()
+	slices.SortFunc(out, func(a, b Registration) int {
+		if c := cmp.Compare(a.Session, b.Session); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Path, b.Path)
+	})
+	return out
+}
+
 // Reregister implements ZooKeeper's SetWatches: a client that moved to this
 // server re-sends its pending one-shot watches with relZxid, the last zxid it
 // saw. It is [Manager.ReregisterAll] without persistent watches; see there.

@@ -31,7 +31,7 @@ import (
 // over the servers, warms up, measures for --duration and reports one result.
 
 // benchWorkloads are the workload names, in the order help lists them.
-var benchWorkloads = []string{"write", "read", "read-sync", "create-eph", "session", "lock", "watch", "session-hold", "idle"}
+var benchWorkloads = []string{"write", "read", "read-sync", "create-eph", "session", "lock", "watch", "watch-recursive", "session-hold", "idle"}
 
 var benchVerb = &verb{
 	name:     "bench",
@@ -65,6 +65,16 @@ evenly over --servers):
               the setData call to the event's arrival. A client count given
               after a colon (watch:1000) is the number of watchers; --clients
               does not apply.
+  watch-recursive
+              the cost of recursive watches: builds a tree of --tree nodes
+              (fanout 10) unless it is there, then --writers sessions set
+              random nodes of it twice, for --duration each: first with no
+              watch, then with --recursive-watches persistent recursive
+              watches on random nodes, spread over the watching sessions
+              (--watchers, or the count after a colon). Three results: the
+              writes without and with the watches (latency of the setData),
+              and the events (one op per event delivered; latency from the
+              start of the setData to the event's arrival).
   session-hold  CLIENTS sessions (session-hold:10000) are opened, spread
               evenly over the servers, and held idle for --duration; the
               servers' memory before and after gives the memory per session,
@@ -97,7 +107,10 @@ The exit status is 1 if any operation failed.`,
 		fs.DurationVar(&o.warmup, "warmup", 0, "warm-up `time` before measuring (default 10% of --duration, at most 1s)")
 		fs.IntVar(&o.valueSize, "value-size", 100, "size in `bytes` of the values written")
 		fs.IntVar(&o.keys, "keys", 1000, "number of keys read (write uses at least one per client)")
-		fs.IntVar(&o.watchers, "watchers", 1000, "number of watching sessions of the watch workload")
+		fs.IntVar(&o.watchers, "watchers", 1000, "number of watching sessions of the watch and watch-recursive workloads")
+		fs.IntVar(&o.treeNodes, "tree", 100000, "nodes of the watch-recursive workload's tree")
+		fs.IntVar(&o.recursiveWatches, "recursive-watches", 10000, "recursive watches of the watch-recursive workload")
+		fs.IntVar(&o.writers, "writers", 32, "writing sessions of the watch-recursive workload")
 		fs.StringVar(&o.root, "path", "/coordctl-bench", "node under which the benchmark works")
 		fs.BoolVar(&o.keep, "keep", false, "leave the benchmark's nodes in place")
 		fs.BoolVar(&o.shareConns, "share-conns", true, "the sessions share one connection per server (client.Pool, as etcd's benchmark shares its --conns); false gives each session a connection of its own, as separate client processes have and as every ZooKeeper session has (use it to compare with ZooKeeper)")
@@ -145,6 +158,11 @@ The exit status is 1 if any operation failed.`,
 					return x.usage("--share-conns: a ZooKeeper session has a connection of its own (--protocol zk)")
 				}
 				o.shareConns = false
+				for _, p := range pos {
+					if strings.Contains(p, "watch-recursive") {
+						return x.usage("watch-recursive needs --protocol grpc: go-zookeeper has no persistent watches")
+					}
+				}
 			}
 			if err := o.check(); err != nil {
 				return x.usage("%v", err)
@@ -176,6 +194,9 @@ type benchOptions struct {
 	valueSize        int
 	keys             int
 	watchers         int
+	treeNodes        int
+	recursiveWatches int
+	writers          int
 	root             string
 	keep             bool
 	cpuProfile       string
@@ -194,6 +215,8 @@ func (o *benchOptions) check() error {
 		return errors.New("--keys must be at least 1")
 	case o.watchers < 1:
 		return errors.New("--watchers must be at least 1")
+	case o.treeNodes < 1 || o.recursiveWatches < 1 || o.writers < 1:
+		return errors.New("--tree, --recursive-watches and --writers must be at least 1")
 	case o.root == "" || o.root[0] != '/' || o.root == "/" || strings.HasSuffix(o.root, "/"):
 		return fmt.Errorf("--path: %q is not a node path below the root", o.root)
 	case o.protocol != "" && o.protocol != "grpc" && o.protocol != "zk":
@@ -253,7 +276,7 @@ func (o *benchOptions) plan(args []string, counts []int) ([]benchSpec, error) {
 			switch {
 			case w == "idle":
 				specs = append(specs, benchSpec{w, 0})
-			case w == "watch" && !hasCounts:
+			case (w == "watch" || w == "watch-recursive") && !hasCounts:
 				specs = append(specs, benchSpec{w, o.watchers})
 			default:
 				for _, n := range argCounts {
@@ -278,8 +301,8 @@ type benchResult struct {
 	// HandoffsPerS is ops_per_s of the lock workload.
 	HandoffsPerS float64 `json:"handoffs_per_s,omitempty"`
 	// Latency says what the percentiles time: "op", "acquire" (lock),
-	// "event" (watch: setData start to event arrival) or "connect"
-	// (session-hold).
+	// "event" (watch, watch-recursive: setData start to event arrival),
+	// "write" (watch-recursive: the setData) or "connect" (session-hold).
 	Latency   string  `json:"latency"`
 	MeanMs    float64 `json:"mean_ms"`
 	P50Ms     float64 `json:"p50_ms"`
@@ -292,6 +315,13 @@ type benchResult struct {
 	// server (--share-conns); a comparison with a system whose sessions
 	// each have a connection of their own (ZooKeeper) needs it false.
 	SharedConns bool `json:"shared_conns"`
+	// TreeNodes, RecursiveWatches and WatchSessions describe a
+	// watch-recursive result: the tree written to, the recursive watches
+	// in place during the run (0: the run without them) and the sessions
+	// holding them.
+	TreeNodes        int  `json:"tree_nodes,omitempty"`
+	RecursiveWatches *int `json:"recursive_watches,omitempty"`
+	WatchSessions    int  `json:"watch_sessions,omitempty"`
 	// SessionsPerServer is where the run's long-lived sessions were.
 	SessionsPerServer map[string]int `json:"sessions_per_server,omitempty"`
 	Servers           []serverUsage  `json:"servers,omitempty"`
@@ -337,7 +367,7 @@ type bench struct {
 
 // sessionOptions are the options of every measured session.
 func (b *bench) sessionOptions() []client.Option {
-	opts := b.x.clientOptions()
+	opts := b.x.clientOptions(client.WithWatchBuffer(watchBenchBuffer))
 	if b.pool != nil {
 		opts = append(opts, client.WithPool(b.pool))
 	}
@@ -394,7 +424,18 @@ func (b *bench) run(specs []benchSpec) error {
 		if x.ctx.Err() != nil {
 			break
 		}
-		r, err := b.runOne(s)
+		var rs []benchResult
+		var err error
+		if s.workload == "watch-recursive" {
+			rs, err = b.runRecursive(s)
+			for i := range rs {
+				rs[i].Protocol = b.o.protocol
+			}
+		} else {
+			var r benchResult
+			r, err = b.runOne(s)
+			rs = []benchResult{r}
+		}
 		if err != nil {
 			if x.ctx.Err() != nil {
 				break
@@ -407,16 +448,18 @@ func (b *bench) run(specs []benchSpec) error {
 			fmt.Fprintf(x.stderr, "coordctl: bench %s\n", msg)
 			continue
 		}
-		results = append(results, r)
-		if r.Errors > 0 {
-			failed += r.Errors
-			if firstErr == "" {
-				firstErr = fmt.Sprintf("%s/%d: %s", s.workload, s.clients, r.FirstError)
+		for _, r := range rs {
+			results = append(results, r)
+			if r.Errors > 0 {
+				failed += r.Errors
+				if firstErr == "" {
+					firstErr = fmt.Sprintf("%s/%d: %s", s.workload, s.clients, r.FirstError)
+				}
 			}
-		}
-		if x.out.json {
-			if err := x.out.emit(r, nil); err != nil {
-				return err
+			if x.out.json {
+				if err := x.out.emit(r, nil); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -504,6 +547,8 @@ type benchWorker struct {
 	next    int
 	mutex   *lockrecipe.Mutex
 	zlock   *zk.Lock
+
+	starts []zxidTime // watch-recursive: each setData's zxid and start
 
 	opStart atomic.Int64 // start of the op under way (UnixNano), 0 between ops
 	stuckMu sync.Mutex
@@ -673,7 +718,19 @@ func (b *bench) runOne(s benchSpec) (benchResult, error) {
 			return acquired, nil
 		}
 	}
-	return b.runWorkers(s, r, workers, op)
+	return b.runWorkersFor(s, r, workers, op)
+}
+
+// runWorkersFor is runWorkers for runOne: the result, with lock's
+// handoffs.
+func (b *bench) runWorkersFor(s benchSpec, r benchResult, workers []*benchWorker, op benchOp) (benchResult, error) {
+	if _, _, err := b.runWorkers(s, &r, workers, op); err != nil {
+		return r, err
+	}
+	if s.workload == "lock" {
+		r.HandoffsPerS = r.OpsPerS
+	}
+	return r, nil
 }
 
 // assignKeys names the keys of the write, read and read-sync workloads
@@ -703,19 +760,21 @@ func (b *bench) assignKeys(r *benchResult, s benchSpec, root string, workers []*
 	return all
 }
 
-// runWorkers runs op on every worker, back to back, for the warm-up and
-// --duration, and fills in the result.
-func (b *bench) runWorkers(s benchSpec, r benchResult, workers []*benchWorker, op benchOp) (benchResult, error) {
+// runWorkers runs op in every worker, back to back, through the warm-up
+// and the measured time, fills in r, and returns when the measured time
+// began and ended.
+func (b *bench) runWorkers(s benchSpec, r *benchResult, workers []*benchWorker, op benchOp) (warmEnd, end time.Time, err error) {
 	x := b.x
 	st := &runState{}
 	runCtx, stop := context.WithCancel(x.ctx)
 	defer stop()
 	start := time.Now()
-	warmEnd := start.Add(b.o.warmup)
-	end := warmEnd.Add(b.o.duration)
+	warmEnd = start.Add(b.o.warmup)
+	end = warmEnd.Add(b.o.duration)
 	go watchdog(runCtx, workers, x.timeout)
 	var wg sync.WaitGroup
 	for _, w := range workers {
+		w.hist = histogram{} // a worker may serve several runs
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -727,17 +786,14 @@ func (b *bench) runWorkers(s benchSpec, r benchResult, workers []*benchWorker, o
 	wg.Wait()
 	after := b.status()
 	if x.ctx.Err() != nil {
-		return r, x.ctx.Err()
+		return warmEnd, end, x.ctx.Err()
 	}
 	var h histogram
 	for _, w := range workers {
 		h.merge(&w.hist)
 	}
-	b.finish(&r, &h, st, before, after)
-	if s.workload == "lock" {
-		r.HandoffsPerS = r.OpsPerS
-	}
-	return r, nil
+	b.finish(r, &h, st, before, after)
+	return warmEnd, end, nil
 }
 
 // work is one worker's loop: ops back to back until end. Only ops that end
@@ -1280,6 +1336,9 @@ func writeBenchTable(w io.Writer, rs []benchResult) {
 	fmt.Fprintln(tw, hdr)
 	for _, r := range rs {
 		name := r.Workload
+		if r.RecursiveWatches != nil {
+			name += fmt.Sprintf(" %d watches", *r.RecursiveWatches)
+		}
 		if r.Latency != "op" {
 			name += " (" + r.Latency + ")"
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -197,18 +198,19 @@ func TestBenchUsageAndSetupErrors(t *testing.T) {
 
 func TestBenchPlan(t *testing.T) {
 	o := &benchOptions{watchers: 7}
-	specs, err := o.plan([]string{"write,lock", "read:3,4", "watch", "watch:5", "idle"}, []int{1, 2})
+	specs, err := o.plan([]string{"write,lock", "read:3,4", "watch", "watch:5", "watch-recursive", "watch-recursive:9", "idle"}, []int{1, 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []benchSpec{{"write", 1}, {"write", 2}, {"lock", 1}, {"lock", 2}, {"read", 3}, {"read", 4}, {"watch", 7}, {"watch", 5}, {"idle", 0}}
+	want := []benchSpec{{"write", 1}, {"write", 2}, {"lock", 1}, {"lock", 2}, {"read", 3}, {"read", 4}, {"watch", 7}, {"watch", 5},
+		{"watch-recursive", 7}, {"watch-recursive", 9}, {"idle", 0}}
 	if !reflect.DeepEqual(specs, want) {
 		t.Errorf("plan %v, want %v", specs, want)
 	}
 	if got := rotate([]string{"a", "b", "c"}, 4); !reflect.DeepEqual(got, []string{"b", "c", "a"}) {
 		t.Errorf("rotate: %v", got)
 	}
-	o = &benchOptions{duration: 5 * time.Second, keys: 1, watchers: 1, root: "/b", autoWarmup: true}
+	o = &benchOptions{duration: 5 * time.Second, keys: 1, watchers: 1, treeNodes: 1, recursiveWatches: 1, writers: 1, root: "/b", autoWarmup: true}
 	if err := o.check(); err != nil || o.warmup != 500*time.Millisecond {
 		t.Errorf("warmup %v (%v), want 500ms", o.warmup, err)
 	}
@@ -289,5 +291,75 @@ func TestWatchdogEndsStuckOp(t *testing.T) {
 	}
 	if ictx.Err() != nil {
 		t.Fatal("the idle worker's op context was ended")
+	}
+}
+
+// TestBenchWatchRecursive: the watch-recursive workload builds its tree,
+// measures the writes without and with the recursive watches and the
+// events, and reports three results.
+func TestBenchWatchRecursive(t *testing.T) {
+	path := "/bench-test-rec"
+	fresh(t, path)
+	res, r := benchJSON(t, "watch-recursive:3", "--tree", "300", "--recursive-watches", "40", "--writers", "2",
+		"--duration", "400ms", "--path", path)
+	if r.code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	if len(res) != 3 {
+		t.Fatalf("%d results, want 3:\n%s", len(res), r.stdout)
+	}
+	for i, want := range []struct {
+		latency string
+		watches float64
+	}{{"write", 0}, {"write", 40}, {"event", 40}} {
+		m := res[i]
+		if m["workload"] != "watch-recursive" || m["latency"] != want.latency || num(t, m, "recursive_watches") != want.watches {
+			t.Errorf("result %d: %v, want %s latency with %v watches", i, m, want.latency, want.watches)
+		}
+		if num(t, m, "tree_nodes") != 300 || num(t, m, "watch_sessions") != 3 || num(t, m, "clients") != 2 {
+			t.Errorf("result %d: %v", i, m)
+		}
+		if ops, e := num(t, m, "ops"), num(t, m, "errors"); ops <= 0 || e != 0 {
+			t.Errorf("result %d: ops %v errors %v (%v)", i, ops, e, m["first_error"])
+		}
+		if p50, p99 := num(t, m, "p50_ms"), num(t, m, "p99_ms"); !(0 < p50 && p50 <= p99) {
+			t.Errorf("result %d: p50 %v p99 %v", i, p50, p99)
+		}
+	}
+
+	if r := ctl(t, "stat", path); r.code == 0 {
+		t.Errorf("%s left behind", path)
+	}
+}
+
+func TestTreePaths(t *testing.T) {
+	got := treePaths("/t", 13, 3)
+	want := []string{"/t/n0", "/t/n1", "/t/n2", "/t/n0/n0", "/t/n0/n1", "/t/n0/n2", "/t/n1/n0", "/t/n1/n1", "/t/n1/n2",
+		"/t/n2/n0", "/t/n2/n1", "/t/n2/n2", "/t/n0/n0/n0"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("treePaths = %v", got)
+	}
+	if n := len(treePaths("/t", 100000, 10)); n != 100000 {
+		t.Errorf("%d nodes", n)
+	}
+}
+
+// TestRunWorkersTwice: workers that serve two runs report each run's
+// latencies alone.
+func TestRunWorkersTwice(t *testing.T) {
+	c := newCLI(strings.NewReader(""), io.Discard, io.Discard, nil)
+	c.servers, c.timeout = []string{server(t)}, 5*time.Second
+	x := &cmd{cli: c, ctx: context.Background(), out: &printer{w: io.Discard}}
+	b := &bench{x: x, o: &benchOptions{duration: 50 * time.Millisecond}}
+	workers := []*benchWorker{{id: 0}, {id: 1}}
+	for _, lat := range []time.Duration{time.Millisecond, time.Second} {
+		var r benchResult
+		op := func(context.Context, *benchWorker) (time.Duration, error) { return lat, nil }
+		if _, _, err := b.runWorkers(benchSpec{"test", 2}, &r, workers, op); err != nil {
+			t.Fatal(err)
+		}
+		if want := float64(lat.Milliseconds()); r.P50Ms != want || r.MaxMs != want {
+			t.Errorf("run of %v ops: p50 %v ms, max %v ms, want %v", lat, r.P50Ms, r.MaxMs, want)
+		}
 	}
 }

@@ -343,7 +343,7 @@ func (b *bench) runOneZK(s benchSpec, r benchResult, root string) (benchResult, 
 			w.zlock = zk.NewLock(w.zc, root, zkACL)
 		}
 	}
-	return b.runWorkers(s, r, workers, b.zkOp(s.workload, root))
+	return b.runWorkersFor(s, r, workers, b.zkOp(s.workload, root))
 }
 
 // runWatchZK is runWatch in the ZooKeeper-protocol mode.

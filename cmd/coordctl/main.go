@@ -80,6 +80,7 @@ type cli struct {
 	format         string
 	timeout        time.Duration
 	sessionTimeout time.Duration
+	auth           authList // --auth: identities added to every new session
 
 	inShell     bool       // running the shell: verbs do not block for ephemerals
 	interactive bool       // the shell reads a terminal: it may ask questions
@@ -123,6 +124,7 @@ func (c *cli) main(args []string) int {
 	fs.StringVar(&c.format, "output", "text", "")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "")
 	fs.DurationVar(&c.sessionTimeout, "session-timeout", 10*time.Second, "")
+	fs.Var(&c.auth, "auth", "")
 	c.errJSON = wantsJSON(args)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

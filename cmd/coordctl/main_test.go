@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/coordd/coordd/rpc"
+	"github.com/coordd/coordd/watch"
 )
 
 // One single-node server serves every test of the package; each test works
@@ -700,7 +701,7 @@ func TestHelp(t *testing.T) {
 	}
 	for _, args := range [][]string{{"help", "create"}, {"create", "-h"}} {
 		r := ctl(t, args...)
-		if r.code != 0 || !strings.Contains(r.stdout, "usage: create [-e] [-s] [-c] [-t ttl_ms] [-f FILE] PATH [DATA]") || !strings.Contains(r.stdout, "until it is interrupted") {
+		if r.code != 0 || !strings.Contains(r.stdout, "usage: create [-e] [-s] [-c] [-t ttl_ms] [-a ACL] [-f FILE] PATH [DATA]") || !strings.Contains(r.stdout, "until it is interrupted") {
 			t.Errorf("coordctl %q: exit %d, stdout:\n%s", args, r.code, r.stdout)
 		}
 	}
@@ -1183,6 +1184,20 @@ func TestWatchVerb(t *testing.T) {
 	}
 }
 
+// watchesUnder lists the server's watch registrations on root and below.
+func watchesUnder(root string) []watch.Registration {
+	var out []watch.Registration
+	for _, r := range srvNode.Watches().Registrations(watch.AllKinds) {
+		if r.Path == root || strings.HasPrefix(r.Path, root+"/") {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// TestWatchRecursive: watch -R holds one recursive watch, whatever the size
+// of the subtree, and prints every change below it, with the parent's
+// NodeChildrenChanged after each creation and deletion.
 func TestWatchRecursive(t *testing.T) {
 	fresh(t, "/wr")
 	ok(t, "create", "/wr")
@@ -1190,6 +1205,9 @@ func TestWatchRecursive(t *testing.T) {
 	ok(t, "create", "/wr/c/d")
 	b := start(t, "watch", "-R", "/wr")
 	b.waitOutput(t, true, "coordctl: watching /wr and its descendants;")
+	if got := watchesUnder("/wr"); len(got) != 1 || got[0].Path != "/wr" || got[0].Kinds != watch.PersistentRecursive {
+		t.Fatalf("watch -R holds %v, want one recursive watch on /wr", got)
+	}
 	ok(t, "set", "/wr/c/d", "x")
 	b.waitOutput(t, false, "NodeDataChanged /wr/c/d zxid=")
 	ok(t, "deleteall", "/wr/c")
@@ -1208,6 +1226,113 @@ func TestWatchRecursive(t *testing.T) {
 	// Each event is printed once although two watches fired for it.
 	if n := strings.Count(out, "NodeDeleted /wr/c zxid="); n != 1 {
 		t.Errorf("NodeDeleted /wr/c printed %d times:\n%s", n, out)
+	}
+	if got := watchesUnder("/wr"); len(got) != 0 {
+		t.Errorf("watches left after watch -R ended: %v", got)
+	}
+}
+
+// TestWatchPersistent: watch -p holds one persistent watch and prints
+// every event of the node, each change once, none lost however fast they
+// come (a one-shot watch re-armed after each event would miss some); on an
+// absent node it waits for its creation. -p and -R together are refused.
+func TestWatchPersistent(t *testing.T) {
+	fresh(t, "/wp")
+	b := start(t, "-o", "json", "watch", "-p", "/wp")
+	b.waitOutput(t, true, "coordctl: /wp: node does not exist; waiting for its creation")
+	b.waitOutput(t, true, "coordctl: watching /wp;")
+	if got := watchesUnder("/wp"); len(got) != 1 || got[0].Kinds != watch.Persistent {
+		t.Fatalf("watch -p holds %v, want one persistent watch on /wp", got)
+	}
+	script := "create /wp\n"
+	const sets = 20
+	for i := 0; i < sets; i++ {
+		script += fmt.Sprintf("set /wp v%d\n", i)
+	}
+	script += "create /wp/c\ndelete /wp/c\ndelete /wp\ncreate /wp\n"
+	if r := ctlIn(t, script, "shell"); r.code != 0 {
+		t.Fatalf("shell: %+v", r)
+	}
+	want := []string{"NodeCreated"}
+	for i := 0; i < sets; i++ {
+		want = append(want, "NodeDataChanged")
+	}
+	want = append(want, "NodeChildrenChanged", "NodeChildrenChanged", "NodeDeleted", "NodeCreated")
+	if !poll(10*time.Second, func() bool { return strings.Count(b.stdout.String(), "\n") >= len(want) }) {
+		t.Fatalf("watch -p printed:\n%s", b.stdout.String())
+	}
+	b.sig <- syscall.SIGINT
+	if code := b.wait(t); code != 0 {
+		t.Fatalf("watch -p: exit %d, stderr:\n%s", code, b.stderr.String())
+	}
+	var types []string
+	var last int64
+	for _, line := range strings.Split(strings.TrimSuffix(b.stdout.String(), "\n"), "\n") {
+		ev := decode(t, line, "type", "path", "zxid")
+		types = append(types, unmarshal[string](t, ev["type"]))
+		if p := unmarshal[string](t, ev["path"]); p != "/wp" {
+			t.Errorf("event of %s", p)
+		}
+		z := unmarshal[int64](t, ev["zxid"])
+		if z <= last {
+			t.Errorf("zxid %d after %d", z, last)
+		}
+		last = z
+	}
+	if !reflect.DeepEqual(types, want) {
+		t.Errorf("events %v, want %v", types, want)
+	}
+	if got := watchesUnder("/wp"); len(got) != 0 {
+		t.Errorf("watches left after watch -p ended: %v", got)
+	}
+	if r := ctl(t, "watch", "-p", "-R", "/wp"); r.code != 2 || !strings.Contains(r.stderr, "-p and -R exclude each other") {
+		t.Errorf("watch -p -R: %+v", r)
+	}
+}
+
+// TestShellPersistentWatches: in a shell reading a pipe, watch -p and
+// watch -R set their watch and the shell goes on; their events are printed
+// as WATCHER:: lines until the shell ends.
+func TestShellPersistentWatches(t *testing.T) {
+	fresh(t, "/sp")
+	fresh(t, "/sr")
+	script := strings.Join([]string{
+		"create /sp",
+		"watch -p /sp",
+		"set /sp v1",
+		"set /sp v2",
+		"watch -R /sr",
+		"create /sr",
+		"create /sr/a",
+		"set /sr/a x",
+		"get /sp",
+	}, "\n") + "\n"
+	r := ctlIn(t, script, "shell")
+	if r.code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	var events, results []string
+	for _, l := range strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n") {
+		if rest, ok := strings.CutPrefix(l, "WATCHER:: "); ok {
+			typ, rest, _ := strings.Cut(rest, " ")
+			p, _, _ := strings.Cut(rest, " ")
+			events = append(events, typ+" "+p)
+			continue
+		}
+		results = append(results, l)
+	}
+	sort.Strings(events)
+	want := []string{"NodeChildrenChanged /sr", "NodeCreated /sr", "NodeCreated /sr/a", "NodeDataChanged /sp", "NodeDataChanged /sp", "NodeDataChanged /sr/a"}
+	if !reflect.DeepEqual(events, want) {
+		t.Errorf("events %q, want %q; stdout:\n%s", events, want, r.stdout)
+	}
+	if !reflect.DeepEqual(results, []string{"/sp", "/sr", "/sr/a", "v2"}) {
+		t.Errorf("results %q", results)
+	}
+	for _, w := range []string{"coordctl: watching /sp; until the shell ends\n", "coordctl: /sr: node does not exist; waiting for its creation\n", "coordctl: watching /sr and its descendants; until the shell ends\n"} {
+		if !strings.Contains(r.stderr, w) {
+			t.Errorf("stderr lacks %q:\n%s", w, r.stderr)
+		}
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 
 var createVerb = &verb{
 	name:     "create",
-	synopsis: "create [-e] [-s] [-c] [-t ttl_ms] [-f FILE] PATH [DATA]",
+	synopsis: "create [-e] [-s] [-c] [-t ttl_ms] [-a ACL] [-f FILE] PATH [DATA]",
 	summary:  "create a node and print its path",
 	detail: `
 The data is DATA, or the contents of FILE with -f (-f - reads standard
@@ -33,20 +33,32 @@ lives until the shell exits.
 real one). -c makes a container node, which the server deletes once it has
 had children and is empty again. -t makes a TTL node, which the server
 deletes when it has had no children and no change for ttl_ms milliseconds.
--e, -c and -t exclude each other; -s combines with any of them.`,
+-e, -c and -t exclude each other; -s combines with any of them.
+
+-a gives the node an ACL, written as setacl takes it (world:anyone:r,
+auth::cdrwa, digest:USER:HASH:cdrwa, ...); without it everyone may do
+anything with the node. Creating needs CREATE on the parent.`,
 	define: func(fs *flag.FlagSet) func(x *cmd, args []string) error {
 		eph := fs.Bool("e", false, "make an ephemeral node (see above)")
 		seq := fs.Bool("s", false, "make a sequential node")
 		ctr := fs.Bool("c", false, "make a container node")
 		ttl := fs.Int64("t", 0, "make a TTL node living `ttl_ms` milliseconds without change")
 		file := fs.String("f", "", "read the data from `FILE` (- for standard input)")
+		aclFlag := fs.String("a", "", "the node's `ACL` (scheme:id:perms,...)")
 		return func(x *cmd, args []string) error {
 			if err := x.nargs(args, 1, 2); err != nil {
 				return err
 			}
+			var acl []client.ACL
+			if *aclFlag != "" {
+				var err error
+				if acl, err = client.ParseACL(*aclFlag); err != nil {
+					return x.usage("-a: %v", err)
+				}
+			}
 			ttlSet := false
 			fs.Visit(func(f *flag.Flag) { ttlSet = ttlSet || f.Name == "t" })
-			mode := client.CreateMode{Sequential: *seq}
+			mode := client.CreateMode{Sequential: *seq, ACL: acl}
 			kinds := 0
 			if *eph {
 				kinds++

@@ -61,6 +61,8 @@ var errCodes = []struct {
 	{client.ErrRuntimeInconsistency, "RuntimeInconsistency"},
 	{client.ErrSessionExpired, "SessionExpired"},
 	{client.ErrAuthFailed, "AuthFailed"},
+	{client.ErrNoAuth, "NoAuth"},
+	{client.ErrInvalidACL, "InvalidACL"},
 	{client.ErrNoWatcher, "NoWatcher"},
 	{client.ErrUnimplemented, "Unimplemented"},
 	{client.ErrSystemError, "SystemError"},

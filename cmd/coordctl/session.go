@@ -74,6 +74,12 @@ func (c *cli) connect(ctx context.Context) (*session, error) {
 	default:
 		return nil, fmt.Errorf("cannot connect: %w", err)
 	}
+	if err := c.authenticate(ctx, cl); err != nil {
+		cctx, ccancel := context.WithTimeout(context.Background(), c.timeout)
+		defer ccancel()
+		_ = cl.Close(cctx)
+		return nil, err
+	}
 	s := &session{cl: cl, expired: make(chan struct{}), stateDone: make(chan struct{})}
 	go s.reportStates(c.stderr, c.inShell)
 	return s, nil

@@ -31,6 +31,7 @@ var verbs []*verb
 func init() {
 	verbs = []*verb{
 		createVerb, getVerb, setVerb, deleteVerb, deleteallVerb, lsVerb, statVerb, syncVerb,
+		getaclVerb, setaclVerb, addauthVerb, whoamiVerb, digestVerb,
 		watchVerb, statusVerb, sessionsVerb, benchVerb, lockVerb, electVerb, locksVerb,
 		certsVerb, shellVerb, helpVerb, versionVerb,
 	}
@@ -168,6 +169,9 @@ Global flags (before the verb):
                             when no server accepts a connection, a command fails at once
   --session-timeout DURATION
                             session timeout to ask for (default 10s)
+  --auth SCHEME:CREDENTIALS authenticate the session first, as addauth does (default
+                            $COORD_AUTH, comma-separated; e.g. digest:alice:secret);
+                            repeatable
   --cacert FILE             speak TLS; verify the servers' certificates with the CA
                             certificates in FILE (PEM; default $COORD_CACERT)
   --cert FILE, --key FILE   present this client certificate and its key (PEM), for

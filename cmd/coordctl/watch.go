@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"path"
 	"reflect"
 	"sort"
 	"sync"
@@ -118,27 +119,46 @@ func notWatching(ev client.Event) error {
 
 var watchVerb = &verb{
 	name:     "watch",
-	synopsis: "watch [-R] PATH",
-	summary:  "print every change of a node (and with -R of its subtree) until interrupted",
+	synopsis: "watch [-p | -R] PATH",
+	summary:  "print every change of a node (with -R of its subtree) until interrupted",
 	detail: `
-Keeps a data watch and a child watch on PATH, re-arming each after it fires,
-and prints every event (type, path, zxid) until interrupted. If PATH does not
-exist it waits for its creation. -R also watches every descendant, following
-children as they come and go.
+Prints every event (type, path, zxid) of PATH until interrupted. If PATH does
+not exist it waits for its creation.
 
-In a shell reading its commands from a pipe or file, watch sets its watches
+With -p, one persistent watch on PATH (ZooKeeper's addWatch PERSISTENT): it
+reports NodeCreated, NodeDataChanged, NodeChildrenChanged and NodeDeleted of
+PATH, every one, and stays.
+
+With -R, one persistent recursive watch on PATH (addWatch
+PERSISTENT_RECURSIVE): it reports NodeCreated, NodeDataChanged and
+NodeDeleted of PATH and of every node below it, nodes created later
+included, every one. Such a watch reports no NodeChildrenChanged (a child's
+creation or deletion is its own event); watch -R prints one for the parent of
+each node created or deleted below PATH, right after that event and with its
+zxid, as a watch on every node would show it.
+
+Without either, watch keeps a one-shot data watch and child watch on PATH,
+re-arming each after it fires, as older servers allow: a change made between
+an event and the re-arming of its watch is seen in the state the re-arming
+reads, not as an event of its own.
+
+A persistent watch that falls behind, or whose session moved to another
+server while things changed, may have missed events: watch says so on
+stderr ("events may have been missed") and goes on.
+
+In a shell reading its commands from a pipe or file, watch sets its watch
 and the shell goes on with the next command; the events are printed as they
 come ("WATCHER:: TYPE PATH zxid=...", or the event's JSON) until the shell
-ends.
-
-Watches are one-shot, as in ZooKeeper: a change made between an event and
-the re-arming of its watch is seen in the state the re-arming reads, not as
-an event of its own.`,
+ends.`,
 	define: func(fs *flag.FlagSet) func(x *cmd, args []string) error {
-		recursive := fs.Bool("R", false, "watch the whole subtree")
+		recursive := fs.Bool("R", false, "one recursive watch on the whole subtree")
+		persistent := fs.Bool("p", false, "one persistent watch on PATH")
 		return func(x *cmd, args []string) error {
 			if err := x.nargs(args, 1, 1); err != nil {
 				return err
+			}
+			if *recursive && *persistent {
+				return x.usage("-p and -R exclude each other (a recursive watch is persistent)")
 			}
 			ctx, cancel := x.deadline()
 			cl, err := x.client(ctx)
@@ -146,7 +166,19 @@ an event of its own.`,
 			if err != nil {
 				return err
 			}
-			w := &watcher{x: x, cl: cl, root: args[0], recursive: *recursive, nodes: map[string]*watchedNode{}}
+			var w interface {
+				begin(until string) error
+				loop() error
+				setCmd(*cmd)
+			}
+			switch {
+			case *recursive:
+				w = &persistentWatch{x: x, cl: cl, root: args[0], kind: client.WatchPersistentRecursive}
+			case *persistent:
+				w = &persistentWatch{x: x, cl: cl, root: args[0], kind: client.WatchPersistent}
+			default:
+				w = &watcher{x: x, cl: cl, root: args[0], nodes: map[string]*watchedNode{}}
+			}
 			if x.bg == nil || x.interactive {
 				if err := w.begin("interrupt (Ctrl-C) to stop"); err != nil {
 					return err
@@ -155,13 +187,14 @@ an event of its own.`,
 			}
 			// In a script: the watches are set before the next command
 			// runs, and the events come in the background.
-			w.x = &cmd{cli: x.cli, ctx: x.bg.ctx, verb: x.verb, out: x.out.forWatcher()}
+			wx := &cmd{cli: x.cli, ctx: x.bg.ctx, verb: x.verb, out: x.out.forWatcher()}
+			w.setCmd(wx)
 			if err := w.begin("until the shell ends"); err != nil {
 				return err
 			}
 			x.bg.run(func(context.Context) {
 				if err := w.loop(); err != nil {
-					x.printError(err, w.x.out.json)
+					x.printError(err, wx.out.json)
 				}
 			})
 			return nil
@@ -169,18 +202,109 @@ an event of its own.`,
 	},
 }
 
-// watcher runs the watch verb: it keeps a data (exists) watch and a child
-// watch armed on each watched node. Everything runs in one goroutine; the
-// pending watch channels are selected together, and the events ready at
-// once are printed in zxid order.
-type watcher struct {
-	x         *cmd
-	cl        *client.Client
-	root      string
-	recursive bool
-	nodes     map[string]*watchedNode
-	pending   []pendingWatch
+// persistentWatch runs watch -p and watch -R: one persistent watch, its
+// events printed as they come.
+type persistentWatch struct {
+	x    *cmd
+	cl   *client.Client
+	root string
+	kind client.WatchKind // WatchPersistent or WatchPersistentRecursive
+	ch   <-chan client.Event
 }
+
+func (w *persistentWatch) setCmd(x *cmd) { w.x = x }
+
+// begin sets the watch and says so on stderr, with until (how the watch
+// ends).
+func (w *persistentWatch) begin(until string) error {
+	ctx, cancel := w.x.deadline()
+	defer cancel()
+	ch, err := w.cl.AddWatch(ctx, w.root, w.kind)
+	if err != nil {
+		return fmt.Errorf("%s: %w", w.root, err)
+	}
+	w.ch = ch
+	// Read after the watch is in place: a creation after this read is an
+	// event.
+	if _, ok, err := w.cl.Exists(ctx, w.root); err != nil {
+		return fmt.Errorf("%s: %w", w.root, err)
+	} else if !ok {
+		fmt.Fprintf(w.x.stderr, "coordctl: %s: node does not exist; waiting for its creation\n", w.root)
+	}
+	what := w.root
+	if w.kind == client.WatchPersistentRecursive {
+		what += " and its descendants"
+	}
+	fmt.Fprintf(w.x.stderr, "coordctl: watching %s; %s\n", what, until)
+	return nil
+}
+
+// loop prints the events until the verb's context ends (an interrupt, or
+// the end of the shell), then prints those already received and removes
+// the watch.
+func (w *persistentWatch) loop() error {
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(w.x.ctx), w.x.timeout)
+		defer cancel()
+		_ = w.cl.StopWatch(ctx, w.ch) // the session may be gone already
+	}()
+	for {
+		select {
+		case ev, ok := <-w.ch:
+			if err := w.handle(ev, ok); err != nil {
+				return err
+			}
+		case <-w.x.ctx.Done():
+			for {
+				select {
+				case ev, ok := <-w.ch:
+					if err := w.handle(ev, ok); err != nil {
+						return err
+					}
+				default:
+					return nil
+				}
+			}
+		}
+	}
+}
+
+// handle prints one event (ok false: the channel was closed).
+func (w *persistentWatch) handle(ev client.Event, ok bool) error {
+	if !ok {
+		return fmt.Errorf("%s: watch ended", w.root)
+	}
+	switch ev.Type {
+	case client.EventNotWatching:
+		return notWatching(ev)
+	case client.EventResync:
+		fmt.Fprintf(w.x.stderr, "coordctl: %s: events may have been missed (%v)\n", w.root, ev.Err)
+		return nil
+	}
+	if err := w.x.out.emitEvent(ev); err != nil {
+		return err
+	}
+	if w.kind == client.WatchPersistentRecursive && ev.Path != w.root &&
+		(ev.Type == client.EventNodeCreated || ev.Type == client.EventNodeDeleted) {
+		parent := path.Dir(ev.Path)
+		return w.x.out.emitEvent(client.Event{Type: client.EventNodeChildrenChanged, Path: parent, Zxid: ev.Zxid})
+	}
+	return nil
+}
+
+// watcher runs the watch verb without -p or -R: it keeps a data (exists)
+// watch and a child watch armed on the node. Everything runs in one
+// goroutine; the pending watch channels are selected together, and the
+// events ready at once are printed in zxid order.
+type watcher struct {
+	x       *cmd
+	cl      *client.Client
+	root    string
+	nodes   map[string]*watchedNode
+	pending []pendingWatch
+}
+
+func (w *watcher) setCmd(x *cmd) { w.x = x }
 
 // watchedNode is the watch state of one node.
 type watchedNode struct {
@@ -200,8 +324,8 @@ type firedWatch struct {
 	ev client.Event
 }
 
-// begin arms the watches of the root (and with -R of its descendants) and
-// says so on stderr, with until (how the watch ends).
+// begin arms the watches of the root and says so on stderr, with until
+// (how the watch ends).
 func (w *watcher) begin(until string) error {
 	exists, err := w.arm(w.root)
 	if err != nil {
@@ -210,11 +334,7 @@ func (w *watcher) begin(until string) error {
 	if !exists {
 		fmt.Fprintf(w.x.stderr, "coordctl: %s: node does not exist; waiting for its creation\n", w.root)
 	}
-	what := w.root
-	if w.recursive {
-		what += " and its descendants"
-	}
-	fmt.Fprintf(w.x.stderr, "coordctl: watching %s; %s\n", what, until)
+	fmt.Fprintf(w.x.stderr, "coordctl: watching %s; %s\n", w.root, until)
 	return nil
 }
 
@@ -314,30 +434,14 @@ func (w *watcher) handle(f firedWatch) error {
 			return err
 		}
 	}
-	if f.ev.Type == client.EventNodeDeleted && w.recursive && f.path != w.root {
-		// A deleted descendant is followed again only if it is back (its
-		// parent's child watch reports any later creation).
-		ctx, cancel := w.x.deadline()
-		_, ok, err := w.cl.Exists(ctx, f.path)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("%s: %w", f.path, err)
-		}
-		if !ok {
-			if !n.data && !n.child {
-				delete(w.nodes, f.path)
-			}
-			return nil
-		}
-	}
 	if _, err := w.arm(f.path); err != nil {
 		return fmt.Errorf("%s: re-arming the watch: %w", f.path, err)
 	}
 	return nil
 }
 
-// arm arms the watches of path that are not armed, and in -R mode those of
-// its children, and reports whether the node exists.
+// arm arms the watches of path that are not armed and reports whether the
+// node exists.
 func (w *watcher) arm(path string) (bool, error) {
 	n := w.nodes[path]
 	if n == nil {
@@ -360,7 +464,7 @@ func (w *watcher) arm(path string) (bool, error) {
 	if n.child {
 		return true, nil
 	}
-	children, _, ch, err := w.cl.ChildrenW(ctx, path)
+	_, _, ch, err := w.cl.ChildrenW(ctx, path)
 	if errors.Is(err, client.ErrNoNode) {
 		return false, nil // deleted meanwhile: the data watch reports it
 	}
@@ -369,16 +473,5 @@ func (w *watcher) arm(path string) (bool, error) {
 	}
 	n.child = true
 	w.pending = append(w.pending, pendingWatch{path: path, child: true, ch: ch})
-	if w.recursive {
-		for _, c := range children {
-			cp := childPath(path, c)
-			if m := w.nodes[cp]; m != nil && m.data && m.child {
-				continue
-			}
-			if _, err := w.arm(cp); err != nil {
-				return false, err
-			}
-		}
-	}
 	return true, nil
 }

@@ -64,6 +64,7 @@ func runUntil(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) in
 		ttlNodes    = fs.Bool("ttl-nodes", true, "allow TTL nodes (ZooKeeper's extendedTypesEnabled; on by default in coordd)")
 		reapEvery   = fs.Duration("reap-interval", time.Second, "how often the leader reaps empty containers and expired TTL nodes")
 		idleRelease = fs.Duration("idle-memory-check", 5*time.Second, "how often to check whether the server has gone idle and, if it has, return its free heap memory to the OS (0: never; nor with GOGC=off; without it an idle server keeps up to about twice its live heap)")
+		superDigest = fs.String("superdigest", "", "the super user's digest, user:base64(sha1(user:password)) (coordctl digest makes it): a session that authenticates with that user and password (addAuth digest) passes every ACL, as ZooKeeper's zookeeper.DigestAuthenticationProvider.superDigest; off when empty")
 		fourLetter  = fs.String("4lw-commands", "", "ZooKeeper four-letter words answered on the client port, comma-separated, or * for all (default: "+strings.Join(rpc.DefaultFourLetterWords, ",")+")")
 		certFile    = fs.String("cert-file", "", "client port TLS: this server's certificate (PEM, leaf first); with --key-file the client port is TLS-only, for both protocols; re-read when it changes")
 		keyFile     = fs.String("key-file", "", "client port TLS: the private key of --cert-file (PEM)")
@@ -111,8 +112,8 @@ func runUntil(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) in
 		SnapshotThreshold: *snapThresh, TrailingLogs: *trailing, SnapshotInterval: *snapEvery, MaxDataSize: *maxData,
 		HeartbeatTimeout: *heartbeat, ElectionTimeout: *election, Logger: logger,
 		DisableTTL: !*ttlNodes, ReapInterval: *reapEvery, Version: buildVersion(),
-		FourLetterWords: fourLetterWords(*fourLetter),
-		ClientTLS:       rpc.TLSFiles{Cert: *certFile, Key: *keyFile, CA: *trustedCA}, ClientCertAuth: *certAuth,
+		FourLetterWords: fourLetterWords(*fourLetter), SuperDigest: *superDigest,
+		ClientTLS: rpc.TLSFiles{Cert: *certFile, Key: *keyFile, CA: *trustedCA}, ClientCertAuth: *certAuth,
 		PeerTLS: rpc.TLSFiles{Cert: *peerCert, Key: *peerKey, CA: *peerCA},
 	})
 	if err != nil {

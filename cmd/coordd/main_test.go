@@ -60,6 +60,7 @@ func TestStartupErrors(t *testing.T) {
 		{"busy peer port", []string{"--data-dir", t.TempDir(), "--client-addr", freeAddr(t), "--peer-addr", busy.Addr().String()}, 1, "address already in use"},
 		{"data dir of another id", []string{"--id", "1", "--data-dir", otherDir, "--client-addr", freeAddr(t), "--peer-addr", freeAddr(t)}, 1, `created by server "7"`},
 		{"self not in peers", []string{"--id", "4", "--data-dir", t.TempDir(), "--peers", "1=127.0.0.1:1,2=127.0.0.1:2,3=127.0.0.1:3"}, 1, "not in the peers list"},
+		{"super digest with a password", []string{"--data-dir", t.TempDir(), "--superdigest", "super:secret"}, 1, "super digest: the part after"},
 		{"min above max", []string{"--data-dir", t.TempDir(), "--min-session-timeout", "30s", "--max-session-timeout", "10s"}, 1, "exceeds max"},
 	} {
 		var stderr bytes.Buffer

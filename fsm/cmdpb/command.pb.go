@@ -90,11 +90,13 @@ const (
 	Code_RUNTIME_INCONSISTENCY      Code = 2
 	Code_BAD_ARGUMENTS              Code = 8
 	Code_NO_NODE                    Code = 101
+	Code_NO_AUTH                    Code = 102
 	Code_BAD_VERSION                Code = 103
 	Code_NO_CHILDREN_FOR_EPHEMERALS Code = 108
 	Code_NODE_EXISTS                Code = 110
 	Code_NOT_EMPTY                  Code = 111
 	Code_SESSION_EXPIRED            Code = 112
+	Code_INVALID_ACL                Code = 114
 	Code_SESSION_MOVED              Code = 118
 )
 
@@ -106,11 +108,13 @@ var (
 		2:   "RUNTIME_INCONSISTENCY",
 		8:   "BAD_ARGUMENTS",
 		101: "NO_NODE",
+		102: "NO_AUTH",
 		103: "BAD_VERSION",
 		108: "NO_CHILDREN_FOR_EPHEMERALS",
 		110: "NODE_EXISTS",
 		111: "NOT_EMPTY",
 		112: "SESSION_EXPIRED",
+		114: "INVALID_ACL",
 		118: "SESSION_MOVED",
 	}
 	Code_value = map[string]int32{
@@ -119,11 +123,13 @@ var (
 		"RUNTIME_INCONSISTENCY":      2,
 		"BAD_ARGUMENTS":              8,
 		"NO_NODE":                    101,
+		"NO_AUTH":                    102,
 		"BAD_VERSION":                103,
 		"NO_CHILDREN_FOR_EPHEMERALS": 108,
 		"NODE_EXISTS":                110,
 		"NOT_EMPTY":                  111,
 		"SESSION_EXPIRED":            112,
+		"INVALID_ACL":                114,
 		"SESSION_MOVED":              118,
 	}
 )
@@ -168,6 +174,7 @@ type Command struct {
 	//	*Command_Noop
 	//	*Command_Reap
 	//	*Command_ResumeSession
+	//	*Command_AddAuth
 	Cmd           isCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -271,6 +278,15 @@ func (x *Command) GetResumeSession() *ResumeSession {
 	return nil
 }
 
+func (x *Command) GetAddAuth() *AddAuth {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_AddAuth); ok {
+			return x.AddAuth
+		}
+	}
+	return nil
+}
+
 type isCommand_Cmd interface {
 	isCommand_Cmd()
 }
@@ -299,6 +315,10 @@ type Command_ResumeSession struct {
 	ResumeSession *ResumeSession `protobuf:"bytes,7,opt,name=resume_session,json=resumeSession,proto3,oneof"`
 }
 
+type Command_AddAuth struct {
+	AddAuth *AddAuth `protobuf:"bytes,8,opt,name=add_auth,json=addAuth,proto3,oneof"`
+}
+
 func (*Command_Write) isCommand_Cmd() {}
 
 func (*Command_OpenSession) isCommand_Cmd() {}
@@ -310,6 +330,8 @@ func (*Command_Noop) isCommand_Cmd() {}
 func (*Command_Reap) isCommand_Cmd() {}
 
 func (*Command_ResumeSession) isCommand_Cmd() {}
+
+func (*Command_AddAuth) isCommand_Cmd() {}
 
 // Write is a client write, identified by (session_id, xid) for exactly-once
 // retries.
@@ -323,12 +345,17 @@ type Write struct {
 	// logged before coordd recorded it: not checked). A write from a server
 	// that no longer owns the session fails with SESSION_MOVED.
 	Server string `protobuf:"bytes,4,opt,name=server,proto3" json:"server,omitempty"`
+	// conn is what the server that admitted the write knows of the client's
+	// connection; the write's ACL checks use it with the session's
+	// identities. Absent in entries from before ACLs.
+	Conn *Conn `protobuf:"bytes,5,opt,name=conn,proto3" json:"conn,omitempty"`
 	// Types that are valid to be assigned to Op:
 	//
 	//	*Write_Create
 	//	*Write_Delete
 	//	*Write_SetData
 	//	*Write_Multi
+	//	*Write_SetAcl
 	Op            isWrite_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -392,6 +419,13 @@ func (x *Write) GetServer() string {
 	return ""
 }
 
+func (x *Write) GetConn() *Conn {
+	if x != nil {
+		return x.Conn
+	}
+	return nil
+}
+
 func (x *Write) GetOp() isWrite_Op {
 	if x != nil {
 		return x.Op
@@ -435,6 +469,15 @@ func (x *Write) GetMulti() *Multi {
 	return nil
 }
 
+func (x *Write) GetSetAcl() *SetACL {
+	if x != nil {
+		if x, ok := x.Op.(*Write_SetAcl); ok {
+			return x.SetAcl
+		}
+	}
+	return nil
+}
+
 type isWrite_Op interface {
 	isWrite_Op()
 }
@@ -455,6 +498,10 @@ type Write_Multi struct {
 	Multi *Multi `protobuf:"bytes,13,opt,name=multi,proto3,oneof"`
 }
 
+type Write_SetAcl struct {
+	SetAcl *SetACL `protobuf:"bytes,14,opt,name=set_acl,json=setAcl,proto3,oneof"`
+}
+
 func (*Write_Create) isWrite_Op() {}
 
 func (*Write_Delete) isWrite_Op() {}
@@ -463,21 +510,197 @@ func (*Write_SetData) isWrite_Op() {}
 
 func (*Write_Multi) isWrite_Op() {}
 
+func (*Write_SetAcl) isWrite_Op() {}
+
+// Conn holds the identities ZooKeeper gives a connection itself.
+type Conn struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ip is the client's address, 4 or 16 bytes (the ip scheme).
+	Ip []byte `protobuf:"bytes,1,opt,name=ip,proto3" json:"ip,omitempty"`
+	// x509 is the subject of the client's certificate, when the server
+	// verified it (the x509 scheme).
+	X509          string `protobuf:"bytes,2,opt,name=x509,proto3" json:"x509,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Conn) Reset() {
+	*x = Conn{}
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Conn) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Conn) ProtoMessage() {}
+
+func (x *Conn) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Conn.ProtoReflect.Descriptor instead.
+func (*Conn) Descriptor() ([]byte, []int) {
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Conn) GetIp() []byte {
+	if x != nil {
+		return x.Ip
+	}
+	return nil
+}
+
+func (x *Conn) GetX509() string {
+	if x != nil {
+		return x.X509
+	}
+	return ""
+}
+
+// ACL is one entry of a znode's access control list.
+type ACL struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Perms         int32                  `protobuf:"varint,1,opt,name=perms,proto3" json:"perms,omitempty"`
+	Scheme        string                 `protobuf:"bytes,2,opt,name=scheme,proto3" json:"scheme,omitempty"`
+	Id            string                 `protobuf:"bytes,3,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ACL) Reset() {
+	*x = ACL{}
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ACL) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ACL) ProtoMessage() {}
+
+func (x *ACL) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ACL.ProtoReflect.Descriptor instead.
+func (*ACL) Descriptor() ([]byte, []int) {
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ACL) GetPerms() int32 {
+	if x != nil {
+		return x.Perms
+	}
+	return 0
+}
+
+func (x *ACL) GetScheme() string {
+	if x != nil {
+		return x.Scheme
+	}
+	return ""
+}
+
+func (x *ACL) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// Identity is one identity a session authenticated as.
+type Identity struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Scheme        string                 `protobuf:"bytes,1,opt,name=scheme,proto3" json:"scheme,omitempty"`
+	Id            string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Identity) Reset() {
+	*x = Identity{}
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Identity) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Identity) ProtoMessage() {}
+
+func (x *Identity) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Identity.ProtoReflect.Descriptor instead.
+func (*Identity) Descriptor() ([]byte, []int) {
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Identity) GetScheme() string {
+	if x != nil {
+		return x.Scheme
+	}
+	return ""
+}
+
+func (x *Identity) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
 // Create a znode.
 type Create struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
-	Data          []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
-	Kind          Kind                   `protobuf:"varint,3,opt,name=kind,proto3,enum=coordd.cmd.v1.Kind" json:"kind,omitempty"`
-	Sequential    bool                   `protobuf:"varint,4,opt,name=sequential,proto3" json:"sequential,omitempty"`
-	TtlMs         int64                  `protobuf:"varint,5,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Path       string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Data       []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	Kind       Kind                   `protobuf:"varint,3,opt,name=kind,proto3,enum=coordd.cmd.v1.Kind" json:"kind,omitempty"`
+	Sequential bool                   `protobuf:"varint,4,opt,name=sequential,proto3" json:"sequential,omitempty"`
+	TtlMs      int64                  `protobuf:"varint,5,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	// acl as the client asked for it (the auth scheme is expanded at apply);
+	// empty is world:anyone with every permission (entries from before
+	// ACLs have none).
+	Acl           []*ACL `protobuf:"bytes,6,rep,name=acl,proto3" json:"acl,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Create) Reset() {
 	*x = Create{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[2]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -489,7 +712,7 @@ func (x *Create) String() string {
 func (*Create) ProtoMessage() {}
 
 func (x *Create) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[2]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -502,7 +725,7 @@ func (x *Create) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Create.ProtoReflect.Descriptor instead.
 func (*Create) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{2}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Create) GetPath() string {
@@ -540,6 +763,74 @@ func (x *Create) GetTtlMs() int64 {
 	return 0
 }
 
+func (x *Create) GetAcl() []*ACL {
+	if x != nil {
+		return x.Acl
+	}
+	return nil
+}
+
+// SetACL of a znode (version -1: any aversion).
+type SetACL struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Acl           []*ACL                 `protobuf:"bytes,2,rep,name=acl,proto3" json:"acl,omitempty"`
+	Version       int32                  `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetACL) Reset() {
+	*x = SetACL{}
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetACL) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetACL) ProtoMessage() {}
+
+func (x *SetACL) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetACL.ProtoReflect.Descriptor instead.
+func (*SetACL) Descriptor() ([]byte, []int) {
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *SetACL) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *SetACL) GetAcl() []*ACL {
+	if x != nil {
+		return x.Acl
+	}
+	return nil
+}
+
+func (x *SetACL) GetVersion() int32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
 // Delete a znode (version -1: any).
 type Delete struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -551,7 +842,7 @@ type Delete struct {
 
 func (x *Delete) Reset() {
 	*x = Delete{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[3]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -563,7 +854,7 @@ func (x *Delete) String() string {
 func (*Delete) ProtoMessage() {}
 
 func (x *Delete) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[3]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -576,7 +867,7 @@ func (x *Delete) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delete.ProtoReflect.Descriptor instead.
 func (*Delete) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{3}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Delete) GetPath() string {
@@ -605,7 +896,7 @@ type SetData struct {
 
 func (x *SetData) Reset() {
 	*x = SetData{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[4]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -617,7 +908,7 @@ func (x *SetData) String() string {
 func (*SetData) ProtoMessage() {}
 
 func (x *SetData) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[4]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -630,7 +921,7 @@ func (x *SetData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetData.ProtoReflect.Descriptor instead.
 func (*SetData) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{4}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SetData) GetPath() string {
@@ -665,7 +956,7 @@ type Check struct {
 
 func (x *Check) Reset() {
 	*x = Check{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[5]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -677,7 +968,7 @@ func (x *Check) String() string {
 func (*Check) ProtoMessage() {}
 
 func (x *Check) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[5]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -690,7 +981,7 @@ func (x *Check) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Check.ProtoReflect.Descriptor instead.
 func (*Check) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{5}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Check) GetPath() string {
@@ -723,7 +1014,7 @@ type Op struct {
 
 func (x *Op) Reset() {
 	*x = Op{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[6]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -735,7 +1026,7 @@ func (x *Op) String() string {
 func (*Op) ProtoMessage() {}
 
 func (x *Op) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[6]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -748,7 +1039,7 @@ func (x *Op) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Op.ProtoReflect.Descriptor instead.
 func (*Op) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{6}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Op) GetOp() isOp_Op {
@@ -832,7 +1123,7 @@ type Multi struct {
 
 func (x *Multi) Reset() {
 	*x = Multi{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[7]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -844,7 +1135,7 @@ func (x *Multi) String() string {
 func (*Multi) ProtoMessage() {}
 
 func (x *Multi) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[7]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -857,7 +1148,7 @@ func (x *Multi) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Multi.ProtoReflect.Descriptor instead.
 func (*Multi) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{7}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Multi) GetOps() []*Op {
@@ -880,7 +1171,7 @@ type OpenSession struct {
 
 func (x *OpenSession) Reset() {
 	*x = OpenSession{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[8]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -892,7 +1183,7 @@ func (x *OpenSession) String() string {
 func (*OpenSession) ProtoMessage() {}
 
 func (x *OpenSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[8]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -905,7 +1196,7 @@ func (x *OpenSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSession.ProtoReflect.Descriptor instead.
 func (*OpenSession) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{8}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *OpenSession) GetTimeoutMs() int64 {
@@ -943,7 +1234,7 @@ type ResumeSession struct {
 
 func (x *ResumeSession) Reset() {
 	*x = ResumeSession{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[9]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -955,7 +1246,7 @@ func (x *ResumeSession) String() string {
 func (*ResumeSession) ProtoMessage() {}
 
 func (x *ResumeSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[9]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -968,7 +1259,7 @@ func (x *ResumeSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeSession.ProtoReflect.Descriptor instead.
 func (*ResumeSession) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{9}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ResumeSession) GetSessionId() int64 {
@@ -1004,7 +1295,7 @@ type CloseSession struct {
 
 func (x *CloseSession) Reset() {
 	*x = CloseSession{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[10]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1016,7 +1307,7 @@ func (x *CloseSession) String() string {
 func (*CloseSession) ProtoMessage() {}
 
 func (x *CloseSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[10]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1029,7 +1320,7 @@ func (x *CloseSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSession.ProtoReflect.Descriptor instead.
 func (*CloseSession) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{10}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CloseSession) GetSessionId() int64 {
@@ -1082,7 +1373,7 @@ type Noop struct {
 
 func (x *Noop) Reset() {
 	*x = Noop{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[11]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1094,7 +1385,7 @@ func (x *Noop) String() string {
 func (*Noop) ProtoMessage() {}
 
 func (x *Noop) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[11]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1107,12 +1398,86 @@ func (x *Noop) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Noop.ProtoReflect.Descriptor instead.
 func (*Noop) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{11}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Noop) GetLeaderId() string {
 	if x != nil {
 		return x.LeaderId
+	}
+	return ""
+}
+
+// AddAuth adds identities to a session (ZooKeeper's addAuth). The server
+// the client sent it to computed them (a digest, never the password, and
+// super when the digest is the server's super digest); adding one the
+// session holds already changes nothing, so a retry is harmless.
+type AddAuth struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId int64                  `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Xid       int64                  `protobuf:"varint,2,opt,name=xid,proto3" json:"xid,omitempty"`
+	Ids       []*Identity            `protobuf:"bytes,3,rep,name=ids,proto3" json:"ids,omitempty"`
+	// server is the server whose client sent it; from a server that no
+	// longer owns the session it fails with SESSION_MOVED, as a write does.
+	Server        string `protobuf:"bytes,4,opt,name=server,proto3" json:"server,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddAuth) Reset() {
+	*x = AddAuth{}
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddAuth) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddAuth) ProtoMessage() {}
+
+func (x *AddAuth) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddAuth.ProtoReflect.Descriptor instead.
+func (*AddAuth) Descriptor() ([]byte, []int) {
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *AddAuth) GetSessionId() int64 {
+	if x != nil {
+		return x.SessionId
+	}
+	return 0
+}
+
+func (x *AddAuth) GetXid() int64 {
+	if x != nil {
+		return x.Xid
+	}
+	return 0
+}
+
+func (x *AddAuth) GetIds() []*Identity {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+func (x *AddAuth) GetServer() string {
+	if x != nil {
+		return x.Server
 	}
 	return ""
 }
@@ -1128,7 +1493,7 @@ type Reap struct {
 
 func (x *Reap) Reset() {
 	*x = Reap{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[12]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1140,7 +1505,7 @@ func (x *Reap) String() string {
 func (*Reap) ProtoMessage() {}
 
 func (x *Reap) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[12]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1153,7 +1518,7 @@ func (x *Reap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reap.ProtoReflect.Descriptor instead.
 func (*Reap) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{12}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Reap) GetPaths() []string {
@@ -1185,7 +1550,7 @@ type Stat struct {
 
 func (x *Stat) Reset() {
 	*x = Stat{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[13]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1197,7 +1562,7 @@ func (x *Stat) String() string {
 func (*Stat) ProtoMessage() {}
 
 func (x *Stat) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[13]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1210,7 +1575,7 @@ func (x *Stat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stat.ProtoReflect.Descriptor instead.
 func (*Stat) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{13}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Stat) GetCzxid() int64 {
@@ -1317,7 +1682,7 @@ type OpResult struct {
 
 func (x *OpResult) Reset() {
 	*x = OpResult{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[14]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1329,7 +1694,7 @@ func (x *OpResult) String() string {
 func (*OpResult) ProtoMessage() {}
 
 func (x *OpResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[14]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1342,7 +1707,7 @@ func (x *OpResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpResult.ProtoReflect.Descriptor instead.
 func (*OpResult) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{14}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *OpResult) GetCode() Code {
@@ -1389,7 +1754,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[15]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1401,7 +1766,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[15]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1414,7 +1779,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{15}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Result) GetZxid() int64 {
@@ -1463,7 +1828,7 @@ var File_fsm_cmdpb_command_proto protoreflect.FileDescriptor
 
 const file_fsm_cmdpb_command_proto_rawDesc = "" +
 	"\n" +
-	"\x17fsm/cmdpb/command.proto\x12\rcoordd.cmd.v1\"\xf9\x02\n" +
+	"\x17fsm/cmdpb/command.proto\x12\rcoordd.cmd.v1\"\xae\x03\n" +
 	"\aCommand\x12\x17\n" +
 	"\atime_ms\x18\x01 \x01(\x03R\x06timeMs\x12,\n" +
 	"\x05write\x18\x02 \x01(\v2\x14.coordd.cmd.v1.WriteH\x00R\x05write\x12?\n" +
@@ -1471,20 +1836,33 @@ const file_fsm_cmdpb_command_proto_rawDesc = "" +
 	"\rclose_session\x18\x04 \x01(\v2\x1b.coordd.cmd.v1.CloseSessionH\x00R\fcloseSession\x12)\n" +
 	"\x04noop\x18\x05 \x01(\v2\x13.coordd.cmd.v1.NoopH\x00R\x04noop\x12)\n" +
 	"\x04reap\x18\x06 \x01(\v2\x13.coordd.cmd.v1.ReapH\x00R\x04reap\x12E\n" +
-	"\x0eresume_session\x18\a \x01(\v2\x1c.coordd.cmd.v1.ResumeSessionH\x00R\rresumeSessionB\x05\n" +
-	"\x03cmd\"\xc9\x02\n" +
+	"\x0eresume_session\x18\a \x01(\v2\x1c.coordd.cmd.v1.ResumeSessionH\x00R\rresumeSession\x123\n" +
+	"\badd_auth\x18\b \x01(\v2\x16.coordd.cmd.v1.AddAuthH\x00R\aaddAuthB\x05\n" +
+	"\x03cmd\"\xa4\x03\n" +
 	"\x05Write\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x03R\tsessionId\x12\x10\n" +
 	"\x03xid\x18\x02 \x01(\x03R\x03xid\x12,\n" +
 	"\x12lowest_pending_xid\x18\x03 \x01(\x03R\x10lowestPendingXid\x12\x16\n" +
-	"\x06server\x18\x04 \x01(\tR\x06server\x12/\n" +
+	"\x06server\x18\x04 \x01(\tR\x06server\x12'\n" +
+	"\x04conn\x18\x05 \x01(\v2\x13.coordd.cmd.v1.ConnR\x04conn\x12/\n" +
 	"\x06create\x18\n" +
 	" \x01(\v2\x15.coordd.cmd.v1.CreateH\x00R\x06create\x12/\n" +
 	"\x06delete\x18\v \x01(\v2\x15.coordd.cmd.v1.DeleteH\x00R\x06delete\x123\n" +
 	"\bset_data\x18\f \x01(\v2\x16.coordd.cmd.v1.SetDataH\x00R\asetData\x12,\n" +
-	"\x05multi\x18\r \x01(\v2\x14.coordd.cmd.v1.MultiH\x00R\x05multiB\x04\n" +
-	"\x02op\"\x90\x01\n" +
+	"\x05multi\x18\r \x01(\v2\x14.coordd.cmd.v1.MultiH\x00R\x05multi\x120\n" +
+	"\aset_acl\x18\x0e \x01(\v2\x15.coordd.cmd.v1.SetACLH\x00R\x06setAclB\x04\n" +
+	"\x02op\"*\n" +
+	"\x04Conn\x12\x0e\n" +
+	"\x02ip\x18\x01 \x01(\fR\x02ip\x12\x12\n" +
+	"\x04x509\x18\x02 \x01(\tR\x04x509\"C\n" +
+	"\x03ACL\x12\x14\n" +
+	"\x05perms\x18\x01 \x01(\x05R\x05perms\x12\x16\n" +
+	"\x06scheme\x18\x02 \x01(\tR\x06scheme\x12\x0e\n" +
+	"\x02id\x18\x03 \x01(\tR\x02id\"2\n" +
+	"\bIdentity\x12\x16\n" +
+	"\x06scheme\x18\x01 \x01(\tR\x06scheme\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"\xb6\x01\n" +
 	"\x06Create\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12'\n" +
@@ -1492,7 +1870,12 @@ const file_fsm_cmdpb_command_proto_rawDesc = "" +
 	"\n" +
 	"sequential\x18\x04 \x01(\bR\n" +
 	"sequential\x12\x15\n" +
-	"\x06ttl_ms\x18\x05 \x01(\x03R\x05ttlMs\"6\n" +
+	"\x06ttl_ms\x18\x05 \x01(\x03R\x05ttlMs\x12$\n" +
+	"\x03acl\x18\x06 \x03(\v2\x12.coordd.cmd.v1.ACLR\x03acl\"\\\n" +
+	"\x06SetACL\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12$\n" +
+	"\x03acl\x18\x02 \x03(\v2\x12.coordd.cmd.v1.ACLR\x03acl\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\x05R\aversion\"6\n" +
 	"\x06Delete\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x05R\aversion\"K\n" +
@@ -1528,7 +1911,13 @@ const file_fsm_cmdpb_command_proto_rawDesc = "" +
 	"\x04term\x18\x04 \x01(\x04R\x04term\x12\x16\n" +
 	"\x06server\x18\x05 \x01(\tR\x06server\"#\n" +
 	"\x04Noop\x12\x1b\n" +
-	"\tleader_id\x18\x01 \x01(\tR\bleaderId\"\x1c\n" +
+	"\tleader_id\x18\x01 \x01(\tR\bleaderId\"}\n" +
+	"\aAddAuth\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\x03R\tsessionId\x12\x10\n" +
+	"\x03xid\x18\x02 \x01(\x03R\x03xid\x12)\n" +
+	"\x03ids\x18\x03 \x03(\v2\x17.coordd.cmd.v1.IdentityR\x03ids\x12\x16\n" +
+	"\x06server\x18\x04 \x01(\tR\x06server\"\x1c\n" +
 	"\x04Reap\x12\x14\n" +
 	"\x05paths\x18\x01 \x03(\tR\x05paths\"\xf3\x02\n" +
 	"\x04Stat\x12\x14\n" +
@@ -1564,18 +1953,20 @@ const file_fsm_cmdpb_command_proto_rawDesc = "" +
 	"PERSISTENT\x10\x00\x12\r\n" +
 	"\tEPHEMERAL\x10\x01\x12\r\n" +
 	"\tCONTAINER\x10\x02\x12\a\n" +
-	"\x03TTL\x10\x03*\xd4\x01\n" +
+	"\x03TTL\x10\x03*\xf2\x01\n" +
 	"\x04Code\x12\x06\n" +
 	"\x02OK\x10\x00\x12\x10\n" +
 	"\fSYSTEM_ERROR\x10\x01\x12\x19\n" +
 	"\x15RUNTIME_INCONSISTENCY\x10\x02\x12\x11\n" +
 	"\rBAD_ARGUMENTS\x10\b\x12\v\n" +
-	"\aNO_NODE\x10e\x12\x0f\n" +
+	"\aNO_NODE\x10e\x12\v\n" +
+	"\aNO_AUTH\x10f\x12\x0f\n" +
 	"\vBAD_VERSION\x10g\x12\x1e\n" +
 	"\x1aNO_CHILDREN_FOR_EPHEMERALS\x10l\x12\x0f\n" +
 	"\vNODE_EXISTS\x10n\x12\r\n" +
 	"\tNOT_EMPTY\x10o\x12\x13\n" +
-	"\x0fSESSION_EXPIRED\x10p\x12\x11\n" +
+	"\x0fSESSION_EXPIRED\x10p\x12\x0f\n" +
+	"\vINVALID_ACL\x10r\x12\x11\n" +
 	"\rSESSION_MOVED\x10vB$Z\"github.com/coordd/coordd/fsm/cmdpbb\x06proto3"
 
 var (
@@ -1591,55 +1982,66 @@ func file_fsm_cmdpb_command_proto_rawDescGZIP() []byte {
 }
 
 var file_fsm_cmdpb_command_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_fsm_cmdpb_command_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_fsm_cmdpb_command_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_fsm_cmdpb_command_proto_goTypes = []any{
 	(Kind)(0),             // 0: coordd.cmd.v1.Kind
 	(Code)(0),             // 1: coordd.cmd.v1.Code
 	(*Command)(nil),       // 2: coordd.cmd.v1.Command
 	(*Write)(nil),         // 3: coordd.cmd.v1.Write
-	(*Create)(nil),        // 4: coordd.cmd.v1.Create
-	(*Delete)(nil),        // 5: coordd.cmd.v1.Delete
-	(*SetData)(nil),       // 6: coordd.cmd.v1.SetData
-	(*Check)(nil),         // 7: coordd.cmd.v1.Check
-	(*Op)(nil),            // 8: coordd.cmd.v1.Op
-	(*Multi)(nil),         // 9: coordd.cmd.v1.Multi
-	(*OpenSession)(nil),   // 10: coordd.cmd.v1.OpenSession
-	(*ResumeSession)(nil), // 11: coordd.cmd.v1.ResumeSession
-	(*CloseSession)(nil),  // 12: coordd.cmd.v1.CloseSession
-	(*Noop)(nil),          // 13: coordd.cmd.v1.Noop
-	(*Reap)(nil),          // 14: coordd.cmd.v1.Reap
-	(*Stat)(nil),          // 15: coordd.cmd.v1.Stat
-	(*OpResult)(nil),      // 16: coordd.cmd.v1.OpResult
-	(*Result)(nil),        // 17: coordd.cmd.v1.Result
+	(*Conn)(nil),          // 4: coordd.cmd.v1.Conn
+	(*ACL)(nil),           // 5: coordd.cmd.v1.ACL
+	(*Identity)(nil),      // 6: coordd.cmd.v1.Identity
+	(*Create)(nil),        // 7: coordd.cmd.v1.Create
+	(*SetACL)(nil),        // 8: coordd.cmd.v1.SetACL
+	(*Delete)(nil),        // 9: coordd.cmd.v1.Delete
+	(*SetData)(nil),       // 10: coordd.cmd.v1.SetData
+	(*Check)(nil),         // 11: coordd.cmd.v1.Check
+	(*Op)(nil),            // 12: coordd.cmd.v1.Op
+	(*Multi)(nil),         // 13: coordd.cmd.v1.Multi
+	(*OpenSession)(nil),   // 14: coordd.cmd.v1.OpenSession
+	(*ResumeSession)(nil), // 15: coordd.cmd.v1.ResumeSession
+	(*CloseSession)(nil),  // 16: coordd.cmd.v1.CloseSession
+	(*Noop)(nil),          // 17: coordd.cmd.v1.Noop
+	(*AddAuth)(nil),       // 18: coordd.cmd.v1.AddAuth
+	(*Reap)(nil),          // 19: coordd.cmd.v1.Reap
+	(*Stat)(nil),          // 20: coordd.cmd.v1.Stat
+	(*OpResult)(nil),      // 21: coordd.cmd.v1.OpResult
+	(*Result)(nil),        // 22: coordd.cmd.v1.Result
 }
 var file_fsm_cmdpb_command_proto_depIdxs = []int32{
 	3,  // 0: coordd.cmd.v1.Command.write:type_name -> coordd.cmd.v1.Write
-	10, // 1: coordd.cmd.v1.Command.open_session:type_name -> coordd.cmd.v1.OpenSession
-	12, // 2: coordd.cmd.v1.Command.close_session:type_name -> coordd.cmd.v1.CloseSession
-	13, // 3: coordd.cmd.v1.Command.noop:type_name -> coordd.cmd.v1.Noop
-	14, // 4: coordd.cmd.v1.Command.reap:type_name -> coordd.cmd.v1.Reap
-	11, // 5: coordd.cmd.v1.Command.resume_session:type_name -> coordd.cmd.v1.ResumeSession
-	4,  // 6: coordd.cmd.v1.Write.create:type_name -> coordd.cmd.v1.Create
-	5,  // 7: coordd.cmd.v1.Write.delete:type_name -> coordd.cmd.v1.Delete
-	6,  // 8: coordd.cmd.v1.Write.set_data:type_name -> coordd.cmd.v1.SetData
-	9,  // 9: coordd.cmd.v1.Write.multi:type_name -> coordd.cmd.v1.Multi
-	0,  // 10: coordd.cmd.v1.Create.kind:type_name -> coordd.cmd.v1.Kind
-	4,  // 11: coordd.cmd.v1.Op.create:type_name -> coordd.cmd.v1.Create
-	5,  // 12: coordd.cmd.v1.Op.delete:type_name -> coordd.cmd.v1.Delete
-	6,  // 13: coordd.cmd.v1.Op.set_data:type_name -> coordd.cmd.v1.SetData
-	7,  // 14: coordd.cmd.v1.Op.check:type_name -> coordd.cmd.v1.Check
-	8,  // 15: coordd.cmd.v1.Multi.ops:type_name -> coordd.cmd.v1.Op
-	0,  // 16: coordd.cmd.v1.Stat.kind:type_name -> coordd.cmd.v1.Kind
-	1,  // 17: coordd.cmd.v1.OpResult.code:type_name -> coordd.cmd.v1.Code
-	15, // 18: coordd.cmd.v1.OpResult.stat:type_name -> coordd.cmd.v1.Stat
-	1,  // 19: coordd.cmd.v1.Result.code:type_name -> coordd.cmd.v1.Code
-	15, // 20: coordd.cmd.v1.Result.stat:type_name -> coordd.cmd.v1.Stat
-	16, // 21: coordd.cmd.v1.Result.ops:type_name -> coordd.cmd.v1.OpResult
-	22, // [22:22] is the sub-list for method output_type
-	22, // [22:22] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	14, // 1: coordd.cmd.v1.Command.open_session:type_name -> coordd.cmd.v1.OpenSession
+	16, // 2: coordd.cmd.v1.Command.close_session:type_name -> coordd.cmd.v1.CloseSession
+	17, // 3: coordd.cmd.v1.Command.noop:type_name -> coordd.cmd.v1.Noop
+	19, // 4: coordd.cmd.v1.Command.reap:type_name -> coordd.cmd.v1.Reap
+	15, // 5: coordd.cmd.v1.Command.resume_session:type_name -> coordd.cmd.v1.ResumeSession
+	18, // 6: coordd.cmd.v1.Command.add_auth:type_name -> coordd.cmd.v1.AddAuth
+	4,  // 7: coordd.cmd.v1.Write.conn:type_name -> coordd.cmd.v1.Conn
+	7,  // 8: coordd.cmd.v1.Write.create:type_name -> coordd.cmd.v1.Create
+	9,  // 9: coordd.cmd.v1.Write.delete:type_name -> coordd.cmd.v1.Delete
+	10, // 10: coordd.cmd.v1.Write.set_data:type_name -> coordd.cmd.v1.SetData
+	13, // 11: coordd.cmd.v1.Write.multi:type_name -> coordd.cmd.v1.Multi
+	8,  // 12: coordd.cmd.v1.Write.set_acl:type_name -> coordd.cmd.v1.SetACL
+	0,  // 13: coordd.cmd.v1.Create.kind:type_name -> coordd.cmd.v1.Kind
+	5,  // 14: coordd.cmd.v1.Create.acl:type_name -> coordd.cmd.v1.ACL
+	5,  // 15: coordd.cmd.v1.SetACL.acl:type_name -> coordd.cmd.v1.ACL
+	7,  // 16: coordd.cmd.v1.Op.create:type_name -> coordd.cmd.v1.Create
+	9,  // 17: coordd.cmd.v1.Op.delete:type_name -> coordd.cmd.v1.Delete
+	10, // 18: coordd.cmd.v1.Op.set_data:type_name -> coordd.cmd.v1.SetData
+	11, // 19: coordd.cmd.v1.Op.check:type_name -> coordd.cmd.v1.Check
+	12, // 20: coordd.cmd.v1.Multi.ops:type_name -> coordd.cmd.v1.Op
+	6,  // 21: coordd.cmd.v1.AddAuth.ids:type_name -> coordd.cmd.v1.Identity
+	0,  // 22: coordd.cmd.v1.Stat.kind:type_name -> coordd.cmd.v1.Kind
+	1,  // 23: coordd.cmd.v1.OpResult.code:type_name -> coordd.cmd.v1.Code
+	20, // 24: coordd.cmd.v1.OpResult.stat:type_name -> coordd.cmd.v1.Stat
+	1,  // 25: coordd.cmd.v1.Result.code:type_name -> coordd.cmd.v1.Code
+	20, // 26: coordd.cmd.v1.Result.stat:type_name -> coordd.cmd.v1.Stat
+	21, // 27: coordd.cmd.v1.Result.ops:type_name -> coordd.cmd.v1.OpResult
+	28, // [28:28] is the sub-list for method output_type
+	28, // [28:28] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_fsm_cmdpb_command_proto_init() }
@@ -1654,14 +2056,16 @@ func file_fsm_cmdpb_command_proto_init() {
 		(*Command_Noop)(nil),
 		(*Command_Reap)(nil),
 		(*Command_ResumeSession)(nil),
+		(*Command_AddAuth)(nil),
 	}
 	file_fsm_cmdpb_command_proto_msgTypes[1].OneofWrappers = []any{
 		(*Write_Create)(nil),
 		(*Write_Delete)(nil),
 		(*Write_SetData)(nil),
 		(*Write_Multi)(nil),
+		(*Write_SetAcl)(nil),
 	}
-	file_fsm_cmdpb_command_proto_msgTypes[6].OneofWrappers = []any{
+	file_fsm_cmdpb_command_proto_msgTypes[10].OneofWrappers = []any{
 		(*Op_Create)(nil),
 		(*Op_Delete)(nil),
 		(*Op_SetData)(nil),
@@ -1673,7 +2077,7 @@ func file_fsm_cmdpb_command_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fsm_cmdpb_command_proto_rawDesc), len(file_fsm_cmdpb_command_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   16,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -223,6 +223,66 @@ func (NodeKind) EnumDescriptor() ([]byte, []int) {
 	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{1}
 }
 
+// Permissions of an ACL entry, ZooKeeper's bits; an entry's perms are any
+// combination (31: all).
+type Perm int32
+
+const (
+	Perm_PERM_NONE   Perm = 0
+	Perm_PERM_READ   Perm = 1
+	Perm_PERM_WRITE  Perm = 2
+	Perm_PERM_CREATE Perm = 4
+	Perm_PERM_DELETE Perm = 8
+	Perm_PERM_ADMIN  Perm = 16
+)
+
+// Enum value maps for Perm.
+var (
+	Perm_name = map[int32]string{
+		0:  "PERM_NONE",
+		1:  "PERM_READ",
+		2:  "PERM_WRITE",
+		4:  "PERM_CREATE",
+		8:  "PERM_DELETE",
+		16: "PERM_ADMIN",
+	}
+	Perm_value = map[string]int32{
+		"PERM_NONE":   0,
+		"PERM_READ":   1,
+		"PERM_WRITE":  2,
+		"PERM_CREATE": 4,
+		"PERM_DELETE": 8,
+		"PERM_ADMIN":  16,
+	}
+)
+
+func (x Perm) Enum() *Perm {
+	p := new(Perm)
+	*p = x
+	return p
+}
+
+func (x Perm) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Perm) Descriptor() protoreflect.EnumDescriptor {
+	return file_rpc_apipb_api_proto_enumTypes[2].Descriptor()
+}
+
+func (Perm) Type() protoreflect.EnumType {
+	return &file_rpc_apipb_api_proto_enumTypes[2]
+}
+
+func (x Perm) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Perm.Descriptor instead.
+func (Perm) EnumDescriptor() ([]byte, []int) {
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{2}
+}
+
 // WatchKind selects watches to remove or check.
 type WatchKind int32
 
@@ -264,11 +324,11 @@ func (x WatchKind) String() string {
 }
 
 func (WatchKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_rpc_apipb_api_proto_enumTypes[2].Descriptor()
+	return file_rpc_apipb_api_proto_enumTypes[3].Descriptor()
 }
 
 func (WatchKind) Type() protoreflect.EnumType {
-	return &file_rpc_apipb_api_proto_enumTypes[2]
+	return &file_rpc_apipb_api_proto_enumTypes[3]
 }
 
 func (x WatchKind) Number() protoreflect.EnumNumber {
@@ -277,7 +337,7 @@ func (x WatchKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use WatchKind.Descriptor instead.
 func (WatchKind) EnumDescriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{2}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{3}
 }
 
 // EventType is a watch event's type, as ZooKeeper names them.
@@ -320,11 +380,11 @@ func (x EventType) String() string {
 }
 
 func (EventType) Descriptor() protoreflect.EnumDescriptor {
-	return file_rpc_apipb_api_proto_enumTypes[3].Descriptor()
+	return file_rpc_apipb_api_proto_enumTypes[4].Descriptor()
 }
 
 func (EventType) Type() protoreflect.EnumType {
-	return &file_rpc_apipb_api_proto_enumTypes[3]
+	return &file_rpc_apipb_api_proto_enumTypes[4]
 }
 
 func (x EventType) Number() protoreflect.EnumNumber {
@@ -333,7 +393,7 @@ func (x EventType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use EventType.Descriptor instead.
 func (EventType) EnumDescriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{3}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{4}
 }
 
 // Stat is a znode's metadata, named as ZooKeeper names it.
@@ -976,6 +1036,10 @@ type Request struct {
 	//	*Request_RemoveWatches
 	//	*Request_AddWatch
 	//	*Request_CheckWatches
+	//	*Request_GetAcl
+	//	*Request_SetAcl
+	//	*Request_AddAuth
+	//	*Request_WhoAmI
 	Op            isRequest_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1149,6 +1213,42 @@ func (x *Request) GetCheckWatches() *CheckWatchesRequest {
 	return nil
 }
 
+func (x *Request) GetGetAcl() *GetACLRequest {
+	if x != nil {
+		if x, ok := x.Op.(*Request_GetAcl); ok {
+			return x.GetAcl
+		}
+	}
+	return nil
+}
+
+func (x *Request) GetSetAcl() *SetACLRequest {
+	if x != nil {
+		if x, ok := x.Op.(*Request_SetAcl); ok {
+			return x.SetAcl
+		}
+	}
+	return nil
+}
+
+func (x *Request) GetAddAuth() *AddAuthRequest {
+	if x != nil {
+		if x, ok := x.Op.(*Request_AddAuth); ok {
+			return x.AddAuth
+		}
+	}
+	return nil
+}
+
+func (x *Request) GetWhoAmI() *WhoAmIRequest {
+	if x != nil {
+		if x, ok := x.Op.(*Request_WhoAmI); ok {
+			return x.WhoAmI
+		}
+	}
+	return nil
+}
+
 type isRequest_Op interface {
 	isRequest_Op()
 }
@@ -1205,6 +1305,22 @@ type Request_CheckWatches struct {
 	CheckWatches *CheckWatchesRequest `protobuf:"bytes,22,opt,name=check_watches,json=checkWatches,proto3,oneof"`
 }
 
+type Request_GetAcl struct {
+	GetAcl *GetACLRequest `protobuf:"bytes,23,opt,name=get_acl,json=getAcl,proto3,oneof"`
+}
+
+type Request_SetAcl struct {
+	SetAcl *SetACLRequest `protobuf:"bytes,24,opt,name=set_acl,json=setAcl,proto3,oneof"`
+}
+
+type Request_AddAuth struct {
+	AddAuth *AddAuthRequest `protobuf:"bytes,25,opt,name=add_auth,json=addAuth,proto3,oneof"`
+}
+
+type Request_WhoAmI struct {
+	WhoAmI *WhoAmIRequest `protobuf:"bytes,26,opt,name=who_am_i,json=whoAmI,proto3,oneof"`
+}
+
 func (*Request_Create) isRequest_Op() {}
 
 func (*Request_Delete) isRequest_Op() {}
@@ -1231,6 +1347,14 @@ func (*Request_AddWatch) isRequest_Op() {}
 
 func (*Request_CheckWatches) isRequest_Op() {}
 
+func (*Request_GetAcl) isRequest_Op() {}
+
+func (*Request_SetAcl) isRequest_Op() {}
+
+func (*Request_AddAuth) isRequest_Op() {}
+
+func (*Request_WhoAmI) isRequest_Op() {}
+
 // Response answers the Request with the same xid.
 type Response struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1249,6 +1373,9 @@ type Response struct {
 	//	*Response_GetChildren
 	//	*Response_Sync
 	//	*Response_Multi
+	//	*Response_GetAcl
+	//	*Response_SetAcl
+	//	*Response_WhoAmI
 	Result        isResponse_Result `protobuf_oneof:"result"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1382,6 +1509,33 @@ func (x *Response) GetMulti() *MultiResponse {
 	return nil
 }
 
+func (x *Response) GetGetAcl() *GetACLResponse {
+	if x != nil {
+		if x, ok := x.Result.(*Response_GetAcl); ok {
+			return x.GetAcl
+		}
+	}
+	return nil
+}
+
+func (x *Response) GetSetAcl() *SetACLResponse {
+	if x != nil {
+		if x, ok := x.Result.(*Response_SetAcl); ok {
+			return x.SetAcl
+		}
+	}
+	return nil
+}
+
+func (x *Response) GetWhoAmI() *WhoAmIResponse {
+	if x != nil {
+		if x, ok := x.Result.(*Response_WhoAmI); ok {
+			return x.WhoAmI
+		}
+	}
+	return nil
+}
+
 type isResponse_Result interface {
 	isResponse_Result()
 }
@@ -1414,6 +1568,18 @@ type Response_Multi struct {
 	Multi *MultiResponse `protobuf:"bytes,17,opt,name=multi,proto3,oneof"`
 }
 
+type Response_GetAcl struct {
+	GetAcl *GetACLResponse `protobuf:"bytes,18,opt,name=get_acl,json=getAcl,proto3,oneof"`
+}
+
+type Response_SetAcl struct {
+	SetAcl *SetACLResponse `protobuf:"bytes,19,opt,name=set_acl,json=setAcl,proto3,oneof"`
+}
+
+type Response_WhoAmI struct {
+	WhoAmI *WhoAmIResponse `protobuf:"bytes,20,opt,name=who_am_i,json=whoAmI,proto3,oneof"`
+}
+
 func (*Response_Create) isResponse_Result() {}
 
 func (*Response_SetData) isResponse_Result() {}
@@ -1428,14 +1594,23 @@ func (*Response_Sync) isResponse_Result() {}
 
 func (*Response_Multi) isResponse_Result() {}
 
+func (*Response_GetAcl) isResponse_Result() {}
+
+func (*Response_SetAcl) isResponse_Result() {}
+
+func (*Response_WhoAmI) isResponse_Result() {}
+
 // CreateRequest creates a znode.
 type CreateRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
-	Data          []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
-	Kind          NodeKind               `protobuf:"varint,3,opt,name=kind,proto3,enum=coordd.api.v1.NodeKind" json:"kind,omitempty"`
-	Sequential    bool                   `protobuf:"varint,4,opt,name=sequential,proto3" json:"sequential,omitempty"`
-	TtlMs         int64                  `protobuf:"varint,5,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Path       string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Data       []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	Kind       NodeKind               `protobuf:"varint,3,opt,name=kind,proto3,enum=coordd.api.v1.NodeKind" json:"kind,omitempty"`
+	Sequential bool                   `protobuf:"varint,4,opt,name=sequential,proto3" json:"sequential,omitempty"`
+	TtlMs      int64                  `protobuf:"varint,5,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	// acl is the node's ACL; empty is world:anyone with every permission.
+	// Creating needs CREATE on the parent.
+	Acl           []*ACL `protobuf:"bytes,6,rep,name=acl,proto3" json:"acl,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1505,6 +1680,478 @@ func (x *CreateRequest) GetTtlMs() int64 {
 	return 0
 }
 
+func (x *CreateRequest) GetAcl() []*ACL {
+	if x != nil {
+		return x.Acl
+	}
+	return nil
+}
+
+// ACL is one entry of a znode's access control list: perms (Perm bits)
+// granted to the identity id of scheme. Schemes: world (id anyone), auth
+// (in a create or setACL only: every identity the session authenticated
+// as), digest (user:base64(sha1(user:password))), ip (an IPv4 address or
+// address/bits), x509 (a client certificate's subject).
+type ACL struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Perms         int32                  `protobuf:"varint,1,opt,name=perms,proto3" json:"perms,omitempty"`
+	Scheme        string                 `protobuf:"bytes,2,opt,name=scheme,proto3" json:"scheme,omitempty"`
+	Id            string                 `protobuf:"bytes,3,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ACL) Reset() {
+	*x = ACL{}
+	mi := &file_rpc_apipb_api_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ACL) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ACL) ProtoMessage() {}
+
+func (x *ACL) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_apipb_api_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ACL.ProtoReflect.Descriptor instead.
+func (*ACL) Descriptor() ([]byte, []int) {
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ACL) GetPerms() int32 {
+	if x != nil {
+		return x.Perms
+	}
+	return 0
+}
+
+func (x *ACL) GetScheme() string {
+	if x != nil {
+		return x.Scheme
+	}
+	return ""
+}
+
+func (x *ACL) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// Identity is one identity of a session, as whoAmI reports it: a scheme
+// and a user (a digest's user name, never its hash).
+type Identity struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Scheme        string                 `protobuf:"bytes,1,opt,name=scheme,proto3" json:"scheme,omitempty"`
+	Id            string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Identity) Reset() {
+	*x = Identity{}
+	mi := &file_rpc_apipb_api_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Identity) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Identity) ProtoMessage() {}
+
+func (x *Identity) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_apipb_api_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Identity.ProtoReflect.Descriptor instead.
+func (*Identity) Descriptor() ([]byte, []int) {
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *Identity) GetScheme() string {
+	if x != nil {
+		return x.Scheme
+	}
+	return ""
+}
+
+func (x *Identity) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// GetACLRequest reads a znode's ACL; it needs READ or ADMIN on the node.
+type GetACLRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetACLRequest) Reset() {
+	*x = GetACLRequest{}
+	mi := &file_rpc_apipb_api_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetACLRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetACLRequest) ProtoMessage() {}
+
+func (x *GetACLRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_apipb_api_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetACLRequest.ProtoReflect.Descriptor instead.
+func (*GetACLRequest) Descriptor() ([]byte, []int) {
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *GetACLRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+// GetACLResponse carries the ACL and the node's stat (aversion counts ACL
+// changes). Without ADMIN a digest id's hash reads "x" (user:x).
+type GetACLResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Acl           []*ACL                 `protobuf:"bytes,1,rep,name=acl,proto3" json:"acl,omitempty"`
+	Stat          *Stat                  `protobuf:"bytes,2,opt,name=stat,proto3" json:"stat,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetACLResponse) Reset() {
+	*x = GetACLResponse{}
+	mi := &file_rpc_apipb_api_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetACLResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetACLResponse) ProtoMessage() {}
+
+func (x *GetACLResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_apipb_api_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetACLResponse.ProtoReflect.Descriptor instead.
+func (*GetACLResponse) Descriptor() ([]byte, []int) {
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *GetACLResponse) GetAcl() []*ACL {
+	if x != nil {
+		return x.Acl
+	}
+	return nil
+}
+
+func (x *GetACLResponse) GetStat() *Stat {
+	if x != nil {
+		return x.Stat
+	}
+	return nil
+}
+
+// SetACLRequest replaces a znode's ACL if its aversion matches (-1: any);
+// it needs ADMIN on the node.
+type SetACLRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Acl           []*ACL                 `protobuf:"bytes,2,rep,name=acl,proto3" json:"acl,omitempty"`
+	Version       int32                  `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetACLRequest) Reset() {
+	*x = SetACLRequest{}
+	mi := &file_rpc_apipb_api_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetACLRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetACLRequest) ProtoMessage() {}
+
+func (x *SetACLRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_apipb_api_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetACLRequest.ProtoReflect.Descriptor instead.
+func (*SetACLRequest) Descriptor() ([]byte, []int) {
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *SetACLRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *SetACLRequest) GetAcl() []*ACL {
+	if x != nil {
+		return x.Acl
+	}
+	return nil
+}
+
+func (x *SetACLRequest) GetVersion() int32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+// SetACLResponse carries the node's new stat.
+type SetACLResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Stat          *Stat                  `protobuf:"bytes,1,opt,name=stat,proto3" json:"stat,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetACLResponse) Reset() {
+	*x = SetACLResponse{}
+	mi := &file_rpc_apipb_api_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetACLResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetACLResponse) ProtoMessage() {}
+
+func (x *SetACLResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_apipb_api_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetACLResponse.ProtoReflect.Descriptor instead.
+func (*SetACLResponse) Descriptor() ([]byte, []int) {
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *SetACLResponse) GetStat() *Stat {
+	if x != nil {
+		return x.Stat
+	}
+	return nil
+}
+
+// AddAuthRequest adds an identity to the session for the rest of its life,
+// on every server (ZooKeeper's addAuth): scheme digest with auth
+// "user:password". ip and x509 are the connection's own identities and add
+// nothing; any other scheme fails with AUTH_FAILED. The session stays
+// usable after a failure.
+type AddAuthRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Scheme        string                 `protobuf:"bytes,1,opt,name=scheme,proto3" json:"scheme,omitempty"`
+	Auth          []byte                 `protobuf:"bytes,2,opt,name=auth,proto3" json:"auth,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddAuthRequest) Reset() {
+	*x = AddAuthRequest{}
+	mi := &file_rpc_apipb_api_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddAuthRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddAuthRequest) ProtoMessage() {}
+
+func (x *AddAuthRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_apipb_api_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddAuthRequest.ProtoReflect.Descriptor instead.
+func (*AddAuthRequest) Descriptor() ([]byte, []int) {
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *AddAuthRequest) GetScheme() string {
+	if x != nil {
+		return x.Scheme
+	}
+	return ""
+}
+
+func (x *AddAuthRequest) GetAuth() []byte {
+	if x != nil {
+		return x.Auth
+	}
+	return nil
+}
+
+// WhoAmIRequest asks for the session's identities.
+type WhoAmIRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WhoAmIRequest) Reset() {
+	*x = WhoAmIRequest{}
+	mi := &file_rpc_apipb_api_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WhoAmIRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WhoAmIRequest) ProtoMessage() {}
+
+func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_apipb_api_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
+func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{16}
+}
+
+// WhoAmIResponse lists them: the connection's (ip, x509), then the
+// session's in the order added.
+type WhoAmIResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Identities    []*Identity            `protobuf:"bytes,1,rep,name=identities,proto3" json:"identities,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WhoAmIResponse) Reset() {
+	*x = WhoAmIResponse{}
+	mi := &file_rpc_apipb_api_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WhoAmIResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WhoAmIResponse) ProtoMessage() {}
+
+func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_apipb_api_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
+func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *WhoAmIResponse) GetIdentities() []*Identity {
+	if x != nil {
+		return x.Identities
+	}
+	return nil
+}
+
 // CreateResponse names the created node.
 type CreateResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1516,7 +2163,7 @@ type CreateResponse struct {
 
 func (x *CreateResponse) Reset() {
 	*x = CreateResponse{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[9]
+	mi := &file_rpc_apipb_api_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1528,7 +2175,7 @@ func (x *CreateResponse) String() string {
 func (*CreateResponse) ProtoMessage() {}
 
 func (x *CreateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[9]
+	mi := &file_rpc_apipb_api_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1541,7 +2188,7 @@ func (x *CreateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateResponse.ProtoReflect.Descriptor instead.
 func (*CreateResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{9}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CreateResponse) GetPath() string {
@@ -1569,7 +2216,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[10]
+	mi := &file_rpc_apipb_api_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1581,7 +2228,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[10]
+	mi := &file_rpc_apipb_api_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1594,7 +2241,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{10}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DeleteRequest) GetPath() string {
@@ -1623,7 +2270,7 @@ type SetDataRequest struct {
 
 func (x *SetDataRequest) Reset() {
 	*x = SetDataRequest{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[11]
+	mi := &file_rpc_apipb_api_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1635,7 +2282,7 @@ func (x *SetDataRequest) String() string {
 func (*SetDataRequest) ProtoMessage() {}
 
 func (x *SetDataRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[11]
+	mi := &file_rpc_apipb_api_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1648,7 +2295,7 @@ func (x *SetDataRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetDataRequest.ProtoReflect.Descriptor instead.
 func (*SetDataRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{11}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SetDataRequest) GetPath() string {
@@ -1682,7 +2329,7 @@ type SetDataResponse struct {
 
 func (x *SetDataResponse) Reset() {
 	*x = SetDataResponse{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[12]
+	mi := &file_rpc_apipb_api_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1694,7 +2341,7 @@ func (x *SetDataResponse) String() string {
 func (*SetDataResponse) ProtoMessage() {}
 
 func (x *SetDataResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[12]
+	mi := &file_rpc_apipb_api_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1707,7 +2354,7 @@ func (x *SetDataResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetDataResponse.ProtoReflect.Descriptor instead.
 func (*SetDataResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{12}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SetDataResponse) GetStat() *Stat {
@@ -1728,7 +2375,7 @@ type GetDataRequest struct {
 
 func (x *GetDataRequest) Reset() {
 	*x = GetDataRequest{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[13]
+	mi := &file_rpc_apipb_api_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1740,7 +2387,7 @@ func (x *GetDataRequest) String() string {
 func (*GetDataRequest) ProtoMessage() {}
 
 func (x *GetDataRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[13]
+	mi := &file_rpc_apipb_api_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1753,7 +2400,7 @@ func (x *GetDataRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDataRequest.ProtoReflect.Descriptor instead.
 func (*GetDataRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{13}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetDataRequest) GetPath() string {
@@ -1781,7 +2428,7 @@ type GetDataResponse struct {
 
 func (x *GetDataResponse) Reset() {
 	*x = GetDataResponse{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[14]
+	mi := &file_rpc_apipb_api_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1793,7 +2440,7 @@ func (x *GetDataResponse) String() string {
 func (*GetDataResponse) ProtoMessage() {}
 
 func (x *GetDataResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[14]
+	mi := &file_rpc_apipb_api_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1806,7 +2453,7 @@ func (x *GetDataResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDataResponse.ProtoReflect.Descriptor instead.
 func (*GetDataResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{14}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetDataResponse) GetData() []byte {
@@ -1835,7 +2482,7 @@ type ExistsRequest struct {
 
 func (x *ExistsRequest) Reset() {
 	*x = ExistsRequest{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[15]
+	mi := &file_rpc_apipb_api_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1847,7 +2494,7 @@ func (x *ExistsRequest) String() string {
 func (*ExistsRequest) ProtoMessage() {}
 
 func (x *ExistsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[15]
+	mi := &file_rpc_apipb_api_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1860,7 +2507,7 @@ func (x *ExistsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExistsRequest.ProtoReflect.Descriptor instead.
 func (*ExistsRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{15}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ExistsRequest) GetPath() string {
@@ -1887,7 +2534,7 @@ type ExistsResponse struct {
 
 func (x *ExistsResponse) Reset() {
 	*x = ExistsResponse{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[16]
+	mi := &file_rpc_apipb_api_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1899,7 +2546,7 @@ func (x *ExistsResponse) String() string {
 func (*ExistsResponse) ProtoMessage() {}
 
 func (x *ExistsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[16]
+	mi := &file_rpc_apipb_api_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1912,7 +2559,7 @@ func (x *ExistsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExistsResponse.ProtoReflect.Descriptor instead.
 func (*ExistsResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{16}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ExistsResponse) GetStat() *Stat {
@@ -1933,7 +2580,7 @@ type GetChildrenRequest struct {
 
 func (x *GetChildrenRequest) Reset() {
 	*x = GetChildrenRequest{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[17]
+	mi := &file_rpc_apipb_api_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1945,7 +2592,7 @@ func (x *GetChildrenRequest) String() string {
 func (*GetChildrenRequest) ProtoMessage() {}
 
 func (x *GetChildrenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[17]
+	mi := &file_rpc_apipb_api_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1958,7 +2605,7 @@ func (x *GetChildrenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetChildrenRequest.ProtoReflect.Descriptor instead.
 func (*GetChildrenRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{17}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetChildrenRequest) GetPath() string {
@@ -1986,7 +2633,7 @@ type GetChildrenResponse struct {
 
 func (x *GetChildrenResponse) Reset() {
 	*x = GetChildrenResponse{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[18]
+	mi := &file_rpc_apipb_api_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1998,7 +2645,7 @@ func (x *GetChildrenResponse) String() string {
 func (*GetChildrenResponse) ProtoMessage() {}
 
 func (x *GetChildrenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[18]
+	mi := &file_rpc_apipb_api_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2011,7 +2658,7 @@ func (x *GetChildrenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetChildrenResponse.ProtoReflect.Descriptor instead.
 func (*GetChildrenResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{18}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetChildrenResponse) GetChildren() []string {
@@ -2039,7 +2686,7 @@ type SyncRequest struct {
 
 func (x *SyncRequest) Reset() {
 	*x = SyncRequest{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[19]
+	mi := &file_rpc_apipb_api_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2051,7 +2698,7 @@ func (x *SyncRequest) String() string {
 func (*SyncRequest) ProtoMessage() {}
 
 func (x *SyncRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[19]
+	mi := &file_rpc_apipb_api_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2064,7 +2711,7 @@ func (x *SyncRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncRequest.ProtoReflect.Descriptor instead.
 func (*SyncRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{19}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SyncRequest) GetPath() string {
@@ -2084,7 +2731,7 @@ type SyncResponse struct {
 
 func (x *SyncResponse) Reset() {
 	*x = SyncResponse{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[20]
+	mi := &file_rpc_apipb_api_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2096,7 +2743,7 @@ func (x *SyncResponse) String() string {
 func (*SyncResponse) ProtoMessage() {}
 
 func (x *SyncResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[20]
+	mi := &file_rpc_apipb_api_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2109,7 +2756,7 @@ func (x *SyncResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncResponse.ProtoReflect.Descriptor instead.
 func (*SyncResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{20}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SyncResponse) GetPath() string {
@@ -2135,7 +2782,7 @@ type MultiOp struct {
 
 func (x *MultiOp) Reset() {
 	*x = MultiOp{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[21]
+	mi := &file_rpc_apipb_api_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2147,7 +2794,7 @@ func (x *MultiOp) String() string {
 func (*MultiOp) ProtoMessage() {}
 
 func (x *MultiOp) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[21]
+	mi := &file_rpc_apipb_api_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2160,7 +2807,7 @@ func (x *MultiOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MultiOp.ProtoReflect.Descriptor instead.
 func (*MultiOp) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{21}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *MultiOp) GetOp() isMultiOp_Op {
@@ -2245,7 +2892,7 @@ type CheckRequest struct {
 
 func (x *CheckRequest) Reset() {
 	*x = CheckRequest{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[22]
+	mi := &file_rpc_apipb_api_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2257,7 +2904,7 @@ func (x *CheckRequest) String() string {
 func (*CheckRequest) ProtoMessage() {}
 
 func (x *CheckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[22]
+	mi := &file_rpc_apipb_api_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2270,7 +2917,7 @@ func (x *CheckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckRequest.ProtoReflect.Descriptor instead.
 func (*CheckRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{22}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CheckRequest) GetPath() string {
@@ -2297,7 +2944,7 @@ type MultiRequest struct {
 
 func (x *MultiRequest) Reset() {
 	*x = MultiRequest{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[23]
+	mi := &file_rpc_apipb_api_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2309,7 +2956,7 @@ func (x *MultiRequest) String() string {
 func (*MultiRequest) ProtoMessage() {}
 
 func (x *MultiRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[23]
+	mi := &file_rpc_apipb_api_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2322,7 +2969,7 @@ func (x *MultiRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MultiRequest.ProtoReflect.Descriptor instead.
 func (*MultiRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{23}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *MultiRequest) GetOps() []*MultiOp {
@@ -2344,7 +2991,7 @@ type MultiResult struct {
 
 func (x *MultiResult) Reset() {
 	*x = MultiResult{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[24]
+	mi := &file_rpc_apipb_api_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2356,7 +3003,7 @@ func (x *MultiResult) String() string {
 func (*MultiResult) ProtoMessage() {}
 
 func (x *MultiResult) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[24]
+	mi := &file_rpc_apipb_api_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2369,7 +3016,7 @@ func (x *MultiResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MultiResult.ProtoReflect.Descriptor instead.
 func (*MultiResult) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{24}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *MultiResult) GetError() ErrorCode {
@@ -2405,7 +3052,7 @@ type MultiResponse struct {
 
 func (x *MultiResponse) Reset() {
 	*x = MultiResponse{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[25]
+	mi := &file_rpc_apipb_api_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2417,7 +3064,7 @@ func (x *MultiResponse) String() string {
 func (*MultiResponse) ProtoMessage() {}
 
 func (x *MultiResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[25]
+	mi := &file_rpc_apipb_api_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2430,7 +3077,7 @@ func (x *MultiResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MultiResponse.ProtoReflect.Descriptor instead.
 func (*MultiResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{25}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *MultiResponse) GetResults() []*MultiResult {
@@ -2449,7 +3096,7 @@ type PingRequest struct {
 
 func (x *PingRequest) Reset() {
 	*x = PingRequest{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[26]
+	mi := &file_rpc_apipb_api_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2461,7 +3108,7 @@ func (x *PingRequest) String() string {
 func (*PingRequest) ProtoMessage() {}
 
 func (x *PingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[26]
+	mi := &file_rpc_apipb_api_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2474,7 +3121,7 @@ func (x *PingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingRequest.ProtoReflect.Descriptor instead.
 func (*PingRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{26}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{35}
 }
 
 // CloseRequest closes the session, deleting its ephemerals.
@@ -2486,7 +3133,7 @@ type CloseRequest struct {
 
 func (x *CloseRequest) Reset() {
 	*x = CloseRequest{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[27]
+	mi := &file_rpc_apipb_api_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2498,7 +3145,7 @@ func (x *CloseRequest) String() string {
 func (*CloseRequest) ProtoMessage() {}
 
 func (x *CloseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[27]
+	mi := &file_rpc_apipb_api_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2511,7 +3158,7 @@ func (x *CloseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseRequest.ProtoReflect.Descriptor instead.
 func (*CloseRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{27}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{36}
 }
 
 // RemoveWatchesRequest removes this session's watches of a kind on a path;
@@ -2526,7 +3173,7 @@ type RemoveWatchesRequest struct {
 
 func (x *RemoveWatchesRequest) Reset() {
 	*x = RemoveWatchesRequest{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[28]
+	mi := &file_rpc_apipb_api_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2538,7 +3185,7 @@ func (x *RemoveWatchesRequest) String() string {
 func (*RemoveWatchesRequest) ProtoMessage() {}
 
 func (x *RemoveWatchesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[28]
+	mi := &file_rpc_apipb_api_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2551,7 +3198,7 @@ func (x *RemoveWatchesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveWatchesRequest.ProtoReflect.Descriptor instead.
 func (*RemoveWatchesRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{28}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RemoveWatchesRequest) GetPath() string {
@@ -2580,7 +3227,7 @@ type CheckWatchesRequest struct {
 
 func (x *CheckWatchesRequest) Reset() {
 	*x = CheckWatchesRequest{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[29]
+	mi := &file_rpc_apipb_api_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2592,7 +3239,7 @@ func (x *CheckWatchesRequest) String() string {
 func (*CheckWatchesRequest) ProtoMessage() {}
 
 func (x *CheckWatchesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[29]
+	mi := &file_rpc_apipb_api_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2605,7 +3252,7 @@ func (x *CheckWatchesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckWatchesRequest.ProtoReflect.Descriptor instead.
 func (*CheckWatchesRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{29}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CheckWatchesRequest) GetPath() string {
@@ -2638,7 +3285,7 @@ type AddWatchRequest struct {
 
 func (x *AddWatchRequest) Reset() {
 	*x = AddWatchRequest{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[30]
+	mi := &file_rpc_apipb_api_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2650,7 +3297,7 @@ func (x *AddWatchRequest) String() string {
 func (*AddWatchRequest) ProtoMessage() {}
 
 func (x *AddWatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[30]
+	mi := &file_rpc_apipb_api_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2663,7 +3310,7 @@ func (x *AddWatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddWatchRequest.ProtoReflect.Descriptor instead.
 func (*AddWatchRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{30}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *AddWatchRequest) GetPath() string {
@@ -2700,7 +3347,7 @@ type WatchEvent struct {
 
 func (x *WatchEvent) Reset() {
 	*x = WatchEvent{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[31]
+	mi := &file_rpc_apipb_api_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2712,7 +3359,7 @@ func (x *WatchEvent) String() string {
 func (*WatchEvent) ProtoMessage() {}
 
 func (x *WatchEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[31]
+	mi := &file_rpc_apipb_api_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2725,7 +3372,7 @@ func (x *WatchEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEvent.ProtoReflect.Descriptor instead.
 func (*WatchEvent) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{31}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *WatchEvent) GetType() EventType {
@@ -2765,7 +3412,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[32]
+	mi := &file_rpc_apipb_api_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2777,7 +3424,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[32]
+	mi := &file_rpc_apipb_api_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2790,7 +3437,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{32}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{41}
 }
 
 // Member is one voter of the cluster as seen by the answering server.
@@ -2815,7 +3462,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[33]
+	mi := &file_rpc_apipb_api_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2827,7 +3474,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[33]
+	mi := &file_rpc_apipb_api_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2840,7 +3487,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{33}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Member) GetId() string {
@@ -2926,7 +3573,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[34]
+	mi := &file_rpc_apipb_api_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2938,7 +3585,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[34]
+	mi := &file_rpc_apipb_api_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2951,7 +3598,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{34}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *StatusResponse) GetId() string {
@@ -3033,7 +3680,7 @@ type SessionsRequest struct {
 
 func (x *SessionsRequest) Reset() {
 	*x = SessionsRequest{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[35]
+	mi := &file_rpc_apipb_api_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3045,7 +3692,7 @@ func (x *SessionsRequest) String() string {
 func (*SessionsRequest) ProtoMessage() {}
 
 func (x *SessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[35]
+	mi := &file_rpc_apipb_api_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3058,7 +3705,7 @@ func (x *SessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionsRequest.ProtoReflect.Descriptor instead.
 func (*SessionsRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{35}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{44}
 }
 
 // SessionInfo describes one open session.
@@ -3075,7 +3722,7 @@ type SessionInfo struct {
 
 func (x *SessionInfo) Reset() {
 	*x = SessionInfo{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[36]
+	mi := &file_rpc_apipb_api_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3087,7 +3734,7 @@ func (x *SessionInfo) String() string {
 func (*SessionInfo) ProtoMessage() {}
 
 func (x *SessionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[36]
+	mi := &file_rpc_apipb_api_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3100,7 +3747,7 @@ func (x *SessionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionInfo.ProtoReflect.Descriptor instead.
 func (*SessionInfo) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{36}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *SessionInfo) GetId() int64 {
@@ -3141,7 +3788,7 @@ type SessionsResponse struct {
 
 func (x *SessionsResponse) Reset() {
 	*x = SessionsResponse{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[37]
+	mi := &file_rpc_apipb_api_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3153,7 +3800,7 @@ func (x *SessionsResponse) String() string {
 func (*SessionsResponse) ProtoMessage() {}
 
 func (x *SessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[37]
+	mi := &file_rpc_apipb_api_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3166,7 +3813,7 @@ func (x *SessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionsResponse.ProtoReflect.Descriptor instead.
 func (*SessionsResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{37}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *SessionsResponse) GetSessions() []*SessionInfo {
@@ -3185,7 +3832,7 @@ type MembersRequest struct {
 
 func (x *MembersRequest) Reset() {
 	*x = MembersRequest{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[38]
+	mi := &file_rpc_apipb_api_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3197,7 +3844,7 @@ func (x *MembersRequest) String() string {
 func (*MembersRequest) ProtoMessage() {}
 
 func (x *MembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[38]
+	mi := &file_rpc_apipb_api_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3210,7 +3857,7 @@ func (x *MembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
 func (*MembersRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{38}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{47}
 }
 
 // MembersResponse is the membership after a request, in id order, and the
@@ -3226,7 +3873,7 @@ type MembersResponse struct {
 
 func (x *MembersResponse) Reset() {
 	*x = MembersResponse{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[39]
+	mi := &file_rpc_apipb_api_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3238,7 +3885,7 @@ func (x *MembersResponse) String() string {
 func (*MembersResponse) ProtoMessage() {}
 
 func (x *MembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[39]
+	mi := &file_rpc_apipb_api_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3251,7 +3898,7 @@ func (x *MembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
 func (*MembersResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{39}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *MembersResponse) GetMembers() []*Member {
@@ -3292,7 +3939,7 @@ type AddMemberRequest struct {
 
 func (x *AddMemberRequest) Reset() {
 	*x = AddMemberRequest{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[40]
+	mi := &file_rpc_apipb_api_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3304,7 +3951,7 @@ func (x *AddMemberRequest) String() string {
 func (*AddMemberRequest) ProtoMessage() {}
 
 func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[40]
+	mi := &file_rpc_apipb_api_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3317,7 +3964,7 @@ func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
 func (*AddMemberRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{40}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *AddMemberRequest) GetId() string {
@@ -3358,7 +4005,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[41]
+	mi := &file_rpc_apipb_api_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3370,7 +4017,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[41]
+	mi := &file_rpc_apipb_api_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3383,7 +4030,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{41}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RemoveMemberRequest) GetId() string {
@@ -3406,7 +4053,7 @@ type PromoteMemberRequest struct {
 
 func (x *PromoteMemberRequest) Reset() {
 	*x = PromoteMemberRequest{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[42]
+	mi := &file_rpc_apipb_api_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3418,7 +4065,7 @@ func (x *PromoteMemberRequest) String() string {
 func (*PromoteMemberRequest) ProtoMessage() {}
 
 func (x *PromoteMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[42]
+	mi := &file_rpc_apipb_api_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3431,7 +4078,7 @@ func (x *PromoteMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteMemberRequest.ProtoReflect.Descriptor instead.
 func (*PromoteMemberRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{42}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *PromoteMemberRequest) GetId() string {
@@ -3458,7 +4105,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[43]
+	mi := &file_rpc_apipb_api_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3470,7 +4117,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[43]
+	mi := &file_rpc_apipb_api_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3483,7 +4130,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{43}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *TransferLeadershipRequest) GetId() string {
@@ -3503,7 +4150,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[44]
+	mi := &file_rpc_apipb_api_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3515,7 +4162,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[44]
+	mi := &file_rpc_apipb_api_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3528,7 +4175,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{44}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *TransferLeadershipResponse) GetLeader() string {
@@ -3594,7 +4241,7 @@ const file_rpc_apipb_api_proto_rawDesc = "" +
 	"\tserver_id\x18\x04 \x01(\tR\bserverId\x12\x12\n" +
 	"\x04zxid\x18\x05 \x01(\x03R\x04zxid\x12*\n" +
 	"\x11max_request_bytes\x18\x06 \x01(\x03R\x0fmaxRequestBytes\x12*\n" +
-	"\x11vouch_interval_ms\x18\a \x01(\x03R\x0fvouchIntervalMs\"\xdd\x06\n" +
+	"\x11vouch_interval_ms\x18\a \x01(\x03R\x0fvouchIntervalMs\"\xc5\b\n" +
 	"\aRequest\x12\x10\n" +
 	"\x03xid\x18\x01 \x01(\x03R\x03xid\x12,\n" +
 	"\x12lowest_pending_xid\x18\x02 \x01(\x03R\x10lowestPendingXid\x126\n" +
@@ -3611,8 +4258,12 @@ const file_rpc_apipb_api_proto_rawDesc = "" +
 	"\x05close\x18\x13 \x01(\v2\x1b.coordd.api.v1.CloseRequestH\x00R\x05close\x12L\n" +
 	"\x0eremove_watches\x18\x14 \x01(\v2#.coordd.api.v1.RemoveWatchesRequestH\x00R\rremoveWatches\x12=\n" +
 	"\tadd_watch\x18\x15 \x01(\v2\x1e.coordd.api.v1.AddWatchRequestH\x00R\baddWatch\x12I\n" +
-	"\rcheck_watches\x18\x16 \x01(\v2\".coordd.api.v1.CheckWatchesRequestH\x00R\fcheckWatchesB\x04\n" +
-	"\x02op\"\xa2\x04\n" +
+	"\rcheck_watches\x18\x16 \x01(\v2\".coordd.api.v1.CheckWatchesRequestH\x00R\fcheckWatches\x127\n" +
+	"\aget_acl\x18\x17 \x01(\v2\x1c.coordd.api.v1.GetACLRequestH\x00R\x06getAcl\x127\n" +
+	"\aset_acl\x18\x18 \x01(\v2\x1c.coordd.api.v1.SetACLRequestH\x00R\x06setAcl\x12:\n" +
+	"\badd_auth\x18\x19 \x01(\v2\x1d.coordd.api.v1.AddAuthRequestH\x00R\aaddAuth\x128\n" +
+	"\bwho_am_i\x18\x1a \x01(\v2\x1c.coordd.api.v1.WhoAmIRequestH\x00R\x06whoAmIB\x04\n" +
+	"\x02op\"\xd1\x05\n" +
 	"\bResponse\x12\x10\n" +
 	"\x03xid\x18\x01 \x01(\x03R\x03xid\x12\x12\n" +
 	"\x04zxid\x18\x02 \x01(\x03R\x04zxid\x12.\n" +
@@ -3625,8 +4276,11 @@ const file_rpc_apipb_api_proto_rawDesc = "" +
 	"\x06exists\x18\x0e \x01(\v2\x1d.coordd.api.v1.ExistsResponseH\x00R\x06exists\x12G\n" +
 	"\fget_children\x18\x0f \x01(\v2\".coordd.api.v1.GetChildrenResponseH\x00R\vgetChildren\x121\n" +
 	"\x04sync\x18\x10 \x01(\v2\x1b.coordd.api.v1.SyncResponseH\x00R\x04sync\x124\n" +
-	"\x05multi\x18\x11 \x01(\v2\x1c.coordd.api.v1.MultiResponseH\x00R\x05multiB\b\n" +
-	"\x06result\"\x9b\x01\n" +
+	"\x05multi\x18\x11 \x01(\v2\x1c.coordd.api.v1.MultiResponseH\x00R\x05multi\x128\n" +
+	"\aget_acl\x18\x12 \x01(\v2\x1d.coordd.api.v1.GetACLResponseH\x00R\x06getAcl\x128\n" +
+	"\aset_acl\x18\x13 \x01(\v2\x1d.coordd.api.v1.SetACLResponseH\x00R\x06setAcl\x129\n" +
+	"\bwho_am_i\x18\x14 \x01(\v2\x1d.coordd.api.v1.WhoAmIResponseH\x00R\x06whoAmIB\b\n" +
+	"\x06result\"\xc1\x01\n" +
 	"\rCreateRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12+\n" +
@@ -3634,7 +4288,34 @@ const file_rpc_apipb_api_proto_rawDesc = "" +
 	"\n" +
 	"sequential\x18\x04 \x01(\bR\n" +
 	"sequential\x12\x15\n" +
-	"\x06ttl_ms\x18\x05 \x01(\x03R\x05ttlMs\"M\n" +
+	"\x06ttl_ms\x18\x05 \x01(\x03R\x05ttlMs\x12$\n" +
+	"\x03acl\x18\x06 \x03(\v2\x12.coordd.api.v1.ACLR\x03acl\"C\n" +
+	"\x03ACL\x12\x14\n" +
+	"\x05perms\x18\x01 \x01(\x05R\x05perms\x12\x16\n" +
+	"\x06scheme\x18\x02 \x01(\tR\x06scheme\x12\x0e\n" +
+	"\x02id\x18\x03 \x01(\tR\x02id\"2\n" +
+	"\bIdentity\x12\x16\n" +
+	"\x06scheme\x18\x01 \x01(\tR\x06scheme\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"#\n" +
+	"\rGetACLRequest\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\"_\n" +
+	"\x0eGetACLResponse\x12$\n" +
+	"\x03acl\x18\x01 \x03(\v2\x12.coordd.api.v1.ACLR\x03acl\x12'\n" +
+	"\x04stat\x18\x02 \x01(\v2\x13.coordd.api.v1.StatR\x04stat\"c\n" +
+	"\rSetACLRequest\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12$\n" +
+	"\x03acl\x18\x02 \x03(\v2\x12.coordd.api.v1.ACLR\x03acl\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\x05R\aversion\"9\n" +
+	"\x0eSetACLResponse\x12'\n" +
+	"\x04stat\x18\x01 \x01(\v2\x13.coordd.api.v1.StatR\x04stat\"<\n" +
+	"\x0eAddAuthRequest\x12\x16\n" +
+	"\x06scheme\x18\x01 \x01(\tR\x06scheme\x12\x12\n" +
+	"\x04auth\x18\x02 \x01(\fR\x04auth\"\x0f\n" +
+	"\rWhoAmIRequest\"I\n" +
+	"\x0eWhoAmIResponse\x127\n" +
+	"\n" +
+	"identities\x18\x01 \x03(\v2\x17.coordd.api.v1.IdentityR\n" +
+	"identities\"M\n" +
 	"\x0eCreateResponse\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12'\n" +
 	"\x04stat\x18\x02 \x01(\v2\x13.coordd.api.v1.StatR\x04stat\"=\n" +
@@ -3795,7 +4476,16 @@ const file_rpc_apipb_api_proto_rawDesc = "" +
 	"PERSISTENT\x10\x00\x12\r\n" +
 	"\tEPHEMERAL\x10\x01\x12\r\n" +
 	"\tCONTAINER\x10\x02\x12\a\n" +
-	"\x03TTL\x10\x03*q\n" +
+	"\x03TTL\x10\x03*f\n" +
+	"\x04Perm\x12\r\n" +
+	"\tPERM_NONE\x10\x00\x12\r\n" +
+	"\tPERM_READ\x10\x01\x12\x0e\n" +
+	"\n" +
+	"PERM_WRITE\x10\x02\x12\x0f\n" +
+	"\vPERM_CREATE\x10\x04\x12\x0f\n" +
+	"\vPERM_DELETE\x10\b\x12\x0e\n" +
+	"\n" +
+	"PERM_ADMIN\x10\x10*q\n" +
 	"\tWatchKind\x12\r\n" +
 	"\tWATCH_ANY\x10\x00\x12\x0e\n" +
 	"\n" +
@@ -3832,129 +4522,152 @@ func file_rpc_apipb_api_proto_rawDescGZIP() []byte {
 	return file_rpc_apipb_api_proto_rawDescData
 }
 
-var file_rpc_apipb_api_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_rpc_apipb_api_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_rpc_apipb_api_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_rpc_apipb_api_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
 var file_rpc_apipb_api_proto_goTypes = []any{
 	(ErrorCode)(0),                     // 0: coordd.api.v1.ErrorCode
 	(NodeKind)(0),                      // 1: coordd.api.v1.NodeKind
-	(WatchKind)(0),                     // 2: coordd.api.v1.WatchKind
-	(EventType)(0),                     // 3: coordd.api.v1.EventType
-	(*Stat)(nil),                       // 4: coordd.api.v1.Stat
-	(*ClientMessage)(nil),              // 5: coordd.api.v1.ClientMessage
-	(*ServerMessage)(nil),              // 6: coordd.api.v1.ServerMessage
-	(*Vouch)(nil),                      // 7: coordd.api.v1.Vouch
-	(*ConnectRequest)(nil),             // 8: coordd.api.v1.ConnectRequest
-	(*ConnectResponse)(nil),            // 9: coordd.api.v1.ConnectResponse
-	(*Request)(nil),                    // 10: coordd.api.v1.Request
-	(*Response)(nil),                   // 11: coordd.api.v1.Response
-	(*CreateRequest)(nil),              // 12: coordd.api.v1.CreateRequest
-	(*CreateResponse)(nil),             // 13: coordd.api.v1.CreateResponse
-	(*DeleteRequest)(nil),              // 14: coordd.api.v1.DeleteRequest
-	(*SetDataRequest)(nil),             // 15: coordd.api.v1.SetDataRequest
-	(*SetDataResponse)(nil),            // 16: coordd.api.v1.SetDataResponse
-	(*GetDataRequest)(nil),             // 17: coordd.api.v1.GetDataRequest
-	(*GetDataResponse)(nil),            // 18: coordd.api.v1.GetDataResponse
-	(*ExistsRequest)(nil),              // 19: coordd.api.v1.ExistsRequest
-	(*ExistsResponse)(nil),             // 20: coordd.api.v1.ExistsResponse
-	(*GetChildrenRequest)(nil),         // 21: coordd.api.v1.GetChildrenRequest
-	(*GetChildrenResponse)(nil),        // 22: coordd.api.v1.GetChildrenResponse
-	(*SyncRequest)(nil),                // 23: coordd.api.v1.SyncRequest
-	(*SyncResponse)(nil),               // 24: coordd.api.v1.SyncResponse
-	(*MultiOp)(nil),                    // 25: coordd.api.v1.MultiOp
-	(*CheckRequest)(nil),               // 26: coordd.api.v1.CheckRequest
-	(*MultiRequest)(nil),               // 27: coordd.api.v1.MultiRequest
-	(*MultiResult)(nil),                // 28: coordd.api.v1.MultiResult
-	(*MultiResponse)(nil),              // 29: coordd.api.v1.MultiResponse
-	(*PingRequest)(nil),                // 30: coordd.api.v1.PingRequest
-	(*CloseRequest)(nil),               // 31: coordd.api.v1.CloseRequest
-	(*RemoveWatchesRequest)(nil),       // 32: coordd.api.v1.RemoveWatchesRequest
-	(*CheckWatchesRequest)(nil),        // 33: coordd.api.v1.CheckWatchesRequest
-	(*AddWatchRequest)(nil),            // 34: coordd.api.v1.AddWatchRequest
-	(*WatchEvent)(nil),                 // 35: coordd.api.v1.WatchEvent
-	(*StatusRequest)(nil),              // 36: coordd.api.v1.StatusRequest
-	(*Member)(nil),                     // 37: coordd.api.v1.Member
-	(*StatusResponse)(nil),             // 38: coordd.api.v1.StatusResponse
-	(*SessionsRequest)(nil),            // 39: coordd.api.v1.SessionsRequest
-	(*SessionInfo)(nil),                // 40: coordd.api.v1.SessionInfo
-	(*SessionsResponse)(nil),           // 41: coordd.api.v1.SessionsResponse
-	(*MembersRequest)(nil),             // 42: coordd.api.v1.MembersRequest
-	(*MembersResponse)(nil),            // 43: coordd.api.v1.MembersResponse
-	(*AddMemberRequest)(nil),           // 44: coordd.api.v1.AddMemberRequest
-	(*RemoveMemberRequest)(nil),        // 45: coordd.api.v1.RemoveMemberRequest
-	(*PromoteMemberRequest)(nil),       // 46: coordd.api.v1.PromoteMemberRequest
-	(*TransferLeadershipRequest)(nil),  // 47: coordd.api.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 48: coordd.api.v1.TransferLeadershipResponse
+	(Perm)(0),                          // 2: coordd.api.v1.Perm
+	(WatchKind)(0),                     // 3: coordd.api.v1.WatchKind
+	(EventType)(0),                     // 4: coordd.api.v1.EventType
+	(*Stat)(nil),                       // 5: coordd.api.v1.Stat
+	(*ClientMessage)(nil),              // 6: coordd.api.v1.ClientMessage
+	(*ServerMessage)(nil),              // 7: coordd.api.v1.ServerMessage
+	(*Vouch)(nil),                      // 8: coordd.api.v1.Vouch
+	(*ConnectRequest)(nil),             // 9: coordd.api.v1.ConnectRequest
+	(*ConnectResponse)(nil),            // 10: coordd.api.v1.ConnectResponse
+	(*Request)(nil),                    // 11: coordd.api.v1.Request
+	(*Response)(nil),                   // 12: coordd.api.v1.Response
+	(*CreateRequest)(nil),              // 13: coordd.api.v1.CreateRequest
+	(*ACL)(nil),                        // 14: coordd.api.v1.ACL
+	(*Identity)(nil),                   // 15: coordd.api.v1.Identity
+	(*GetACLRequest)(nil),              // 16: coordd.api.v1.GetACLRequest
+	(*GetACLResponse)(nil),             // 17: coordd.api.v1.GetACLResponse
+	(*SetACLRequest)(nil),              // 18: coordd.api.v1.SetACLRequest
+	(*SetACLResponse)(nil),             // 19: coordd.api.v1.SetACLResponse
+	(*AddAuthRequest)(nil),             // 20: coordd.api.v1.AddAuthRequest
+	(*WhoAmIRequest)(nil),              // 21: coordd.api.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),             // 22: coordd.api.v1.WhoAmIResponse
+	(*CreateResponse)(nil),             // 23: coordd.api.v1.CreateResponse
+	(*DeleteRequest)(nil),              // 24: coordd.api.v1.DeleteRequest
+	(*SetDataRequest)(nil),             // 25: coordd.api.v1.SetDataRequest
+	(*SetDataResponse)(nil),            // 26: coordd.api.v1.SetDataResponse
+	(*GetDataRequest)(nil),             // 27: coordd.api.v1.GetDataRequest
+	(*GetDataResponse)(nil),            // 28: coordd.api.v1.GetDataResponse
+	(*ExistsRequest)(nil),              // 29: coordd.api.v1.ExistsRequest
+	(*ExistsResponse)(nil),             // 30: coordd.api.v1.ExistsResponse
+	(*GetChildrenRequest)(nil),         // 31: coordd.api.v1.GetChildrenRequest
+	(*GetChildrenResponse)(nil),        // 32: coordd.api.v1.GetChildrenResponse
+	(*SyncRequest)(nil),                // 33: coordd.api.v1.SyncRequest
+	(*SyncResponse)(nil),               // 34: coordd.api.v1.SyncResponse
+	(*MultiOp)(nil),                    // 35: coordd.api.v1.MultiOp
+	(*CheckRequest)(nil),               // 36: coordd.api.v1.CheckRequest
+	(*MultiRequest)(nil),               // 37: coordd.api.v1.MultiRequest
+	(*MultiResult)(nil),                // 38: coordd.api.v1.MultiResult
+	(*MultiResponse)(nil),              // 39: coordd.api.v1.MultiResponse
+	(*PingRequest)(nil),                // 40: coordd.api.v1.PingRequest
+	(*CloseRequest)(nil),               // 41: coordd.api.v1.CloseRequest
+	(*RemoveWatchesRequest)(nil),       // 42: coordd.api.v1.RemoveWatchesRequest
+	(*CheckWatchesRequest)(nil),        // 43: coordd.api.v1.CheckWatchesRequest
+	(*AddWatchRequest)(nil),            // 44: coordd.api.v1.AddWatchRequest
+	(*WatchEvent)(nil),                 // 45: coordd.api.v1.WatchEvent
+	(*StatusRequest)(nil),              // 46: coordd.api.v1.StatusRequest
+	(*Member)(nil),                     // 47: coordd.api.v1.Member
+	(*StatusResponse)(nil),             // 48: coordd.api.v1.StatusResponse
+	(*SessionsRequest)(nil),            // 49: coordd.api.v1.SessionsRequest
+	(*SessionInfo)(nil),                // 50: coordd.api.v1.SessionInfo
+	(*SessionsResponse)(nil),           // 51: coordd.api.v1.SessionsResponse
+	(*MembersRequest)(nil),             // 52: coordd.api.v1.MembersRequest
+	(*MembersResponse)(nil),            // 53: coordd.api.v1.MembersResponse
+	(*AddMemberRequest)(nil),           // 54: coordd.api.v1.AddMemberRequest
+	(*RemoveMemberRequest)(nil),        // 55: coordd.api.v1.RemoveMemberRequest
+	(*PromoteMemberRequest)(nil),       // 56: coordd.api.v1.PromoteMemberRequest
+	(*TransferLeadershipRequest)(nil),  // 57: coordd.api.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 58: coordd.api.v1.TransferLeadershipResponse
 }
 var file_rpc_apipb_api_proto_depIdxs = []int32{
 	1,  // 0: coordd.api.v1.Stat.kind:type_name -> coordd.api.v1.NodeKind
-	8,  // 1: coordd.api.v1.ClientMessage.connect:type_name -> coordd.api.v1.ConnectRequest
-	10, // 2: coordd.api.v1.ClientMessage.request:type_name -> coordd.api.v1.Request
-	9,  // 3: coordd.api.v1.ServerMessage.connected:type_name -> coordd.api.v1.ConnectResponse
-	11, // 4: coordd.api.v1.ServerMessage.response:type_name -> coordd.api.v1.Response
-	35, // 5: coordd.api.v1.ServerMessage.event:type_name -> coordd.api.v1.WatchEvent
-	7,  // 6: coordd.api.v1.ServerMessage.vouch:type_name -> coordd.api.v1.Vouch
-	12, // 7: coordd.api.v1.Request.create:type_name -> coordd.api.v1.CreateRequest
-	14, // 8: coordd.api.v1.Request.delete:type_name -> coordd.api.v1.DeleteRequest
-	15, // 9: coordd.api.v1.Request.set_data:type_name -> coordd.api.v1.SetDataRequest
-	17, // 10: coordd.api.v1.Request.get_data:type_name -> coordd.api.v1.GetDataRequest
-	19, // 11: coordd.api.v1.Request.exists:type_name -> coordd.api.v1.ExistsRequest
-	21, // 12: coordd.api.v1.Request.get_children:type_name -> coordd.api.v1.GetChildrenRequest
-	23, // 13: coordd.api.v1.Request.sync:type_name -> coordd.api.v1.SyncRequest
-	27, // 14: coordd.api.v1.Request.multi:type_name -> coordd.api.v1.MultiRequest
-	30, // 15: coordd.api.v1.Request.ping:type_name -> coordd.api.v1.PingRequest
-	31, // 16: coordd.api.v1.Request.close:type_name -> coordd.api.v1.CloseRequest
-	32, // 17: coordd.api.v1.Request.remove_watches:type_name -> coordd.api.v1.RemoveWatchesRequest
-	34, // 18: coordd.api.v1.Request.add_watch:type_name -> coordd.api.v1.AddWatchRequest
-	33, // 19: coordd.api.v1.Request.check_watches:type_name -> coordd.api.v1.CheckWatchesRequest
-	0,  // 20: coordd.api.v1.Response.error:type_name -> coordd.api.v1.ErrorCode
-	13, // 21: coordd.api.v1.Response.create:type_name -> coordd.api.v1.CreateResponse
-	16, // 22: coordd.api.v1.Response.set_data:type_name -> coordd.api.v1.SetDataResponse
-	18, // 23: coordd.api.v1.Response.get_data:type_name -> coordd.api.v1.GetDataResponse
-	20, // 24: coordd.api.v1.Response.exists:type_name -> coordd.api.v1.ExistsResponse
-	22, // 25: coordd.api.v1.Response.get_children:type_name -> coordd.api.v1.GetChildrenResponse
-	24, // 26: coordd.api.v1.Response.sync:type_name -> coordd.api.v1.SyncResponse
-	29, // 27: coordd.api.v1.Response.multi:type_name -> coordd.api.v1.MultiResponse
-	1,  // 28: coordd.api.v1.CreateRequest.kind:type_name -> coordd.api.v1.NodeKind
-	4,  // 29: coordd.api.v1.CreateResponse.stat:type_name -> coordd.api.v1.Stat
-	4,  // 30: coordd.api.v1.SetDataResponse.stat:type_name -> coordd.api.v1.Stat
-	4,  // 31: coordd.api.v1.GetDataResponse.stat:type_name -> coordd.api.v1.Stat
-	4,  // 32: coordd.api.v1.ExistsResponse.stat:type_name -> coordd.api.v1.Stat
-	4,  // 33: coordd.api.v1.GetChildrenResponse.stat:type_name -> coordd.api.v1.Stat
-	12, // 34: coordd.api.v1.MultiOp.create:type_name -> coordd.api.v1.CreateRequest
-	14, // 35: coordd.api.v1.MultiOp.delete:type_name -> coordd.api.v1.DeleteRequest
-	15, // 36: coordd.api.v1.MultiOp.set_data:type_name -> coordd.api.v1.SetDataRequest
-	26, // 37: coordd.api.v1.MultiOp.check:type_name -> coordd.api.v1.CheckRequest
-	25, // 38: coordd.api.v1.MultiRequest.ops:type_name -> coordd.api.v1.MultiOp
-	0,  // 39: coordd.api.v1.MultiResult.error:type_name -> coordd.api.v1.ErrorCode
-	4,  // 40: coordd.api.v1.MultiResult.stat:type_name -> coordd.api.v1.Stat
-	28, // 41: coordd.api.v1.MultiResponse.results:type_name -> coordd.api.v1.MultiResult
-	2,  // 42: coordd.api.v1.RemoveWatchesRequest.kind:type_name -> coordd.api.v1.WatchKind
-	2,  // 43: coordd.api.v1.CheckWatchesRequest.kind:type_name -> coordd.api.v1.WatchKind
-	3,  // 44: coordd.api.v1.WatchEvent.type:type_name -> coordd.api.v1.EventType
-	37, // 45: coordd.api.v1.StatusResponse.members:type_name -> coordd.api.v1.Member
-	40, // 46: coordd.api.v1.SessionsResponse.sessions:type_name -> coordd.api.v1.SessionInfo
-	37, // 47: coordd.api.v1.MembersResponse.members:type_name -> coordd.api.v1.Member
-	5,  // 48: coordd.api.v1.Coord.Session:input_type -> coordd.api.v1.ClientMessage
-	36, // 49: coordd.api.v1.Coord.Status:input_type -> coordd.api.v1.StatusRequest
-	39, // 50: coordd.api.v1.Coord.Sessions:input_type -> coordd.api.v1.SessionsRequest
-	42, // 51: coordd.api.v1.Coord.Members:input_type -> coordd.api.v1.MembersRequest
-	44, // 52: coordd.api.v1.Coord.AddMember:input_type -> coordd.api.v1.AddMemberRequest
-	45, // 53: coordd.api.v1.Coord.RemoveMember:input_type -> coordd.api.v1.RemoveMemberRequest
-	46, // 54: coordd.api.v1.Coord.PromoteMember:input_type -> coordd.api.v1.PromoteMemberRequest
-	47, // 55: coordd.api.v1.Coord.TransferLeadership:input_type -> coordd.api.v1.TransferLeadershipRequest
-	6,  // 56: coordd.api.v1.Coord.Session:output_type -> coordd.api.v1.ServerMessage
-	38, // 57: coordd.api.v1.Coord.Status:output_type -> coordd.api.v1.StatusResponse
-	41, // 58: coordd.api.v1.Coord.Sessions:output_type -> coordd.api.v1.SessionsResponse
-	43, // 59: coordd.api.v1.Coord.Members:output_type -> coordd.api.v1.MembersResponse
-	43, // 60: coordd.api.v1.Coord.AddMember:output_type -> coordd.api.v1.MembersResponse
-	43, // 61: coordd.api.v1.Coord.RemoveMember:output_type -> coordd.api.v1.MembersResponse
-	43, // 62: coordd.api.v1.Coord.PromoteMember:output_type -> coordd.api.v1.MembersResponse
-	48, // 63: coordd.api.v1.Coord.TransferLeadership:output_type -> coordd.api.v1.TransferLeadershipResponse
-	56, // [56:64] is the sub-list for method output_type
-	48, // [48:56] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	9,  // 1: coordd.api.v1.ClientMessage.connect:type_name -> coordd.api.v1.ConnectRequest
+	11, // 2: coordd.api.v1.ClientMessage.request:type_name -> coordd.api.v1.Request
+	10, // 3: coordd.api.v1.ServerMessage.connected:type_name -> coordd.api.v1.ConnectResponse
+	12, // 4: coordd.api.v1.ServerMessage.response:type_name -> coordd.api.v1.Response
+	45, // 5: coordd.api.v1.ServerMessage.event:type_name -> coordd.api.v1.WatchEvent
+	8,  // 6: coordd.api.v1.ServerMessage.vouch:type_name -> coordd.api.v1.Vouch
+	13, // 7: coordd.api.v1.Request.create:type_name -> coordd.api.v1.CreateRequest
+	24, // 8: coordd.api.v1.Request.delete:type_name -> coordd.api.v1.DeleteRequest
+	25, // 9: coordd.api.v1.Request.set_data:type_name -> coordd.api.v1.SetDataRequest
+	27, // 10: coordd.api.v1.Request.get_data:type_name -> coordd.api.v1.GetDataRequest
+	29, // 11: coordd.api.v1.Request.exists:type_name -> coordd.api.v1.ExistsRequest
+	31, // 12: coordd.api.v1.Request.get_children:type_name -> coordd.api.v1.GetChildrenRequest
+	33, // 13: coordd.api.v1.Request.sync:type_name -> coordd.api.v1.SyncRequest
+	37, // 14: coordd.api.v1.Request.multi:type_name -> coordd.api.v1.MultiRequest
+	40, // 15: coordd.api.v1.Request.ping:type_name -> coordd.api.v1.PingRequest
+	41, // 16: coordd.api.v1.Request.close:type_name -> coordd.api.v1.CloseRequest
+	42, // 17: coordd.api.v1.Request.remove_watches:type_name -> coordd.api.v1.RemoveWatchesRequest
+	44, // 18: coordd.api.v1.Request.add_watch:type_name -> coordd.api.v1.AddWatchRequest
+	43, // 19: coordd.api.v1.Request.check_watches:type_name -> coordd.api.v1.CheckWatchesRequest
+	16, // 20: coordd.api.v1.Request.get_acl:type_name -> coordd.api.v1.GetACLRequest
+	18, // 21: coordd.api.v1.Request.set_acl:type_name -> coordd.api.v1.SetACLRequest
+	20, // 22: coordd.api.v1.Request.add_auth:type_name -> coordd.api.v1.AddAuthRequest
+	21, // 23: coordd.api.v1.Request.who_am_i:type_name -> coordd.api.v1.WhoAmIRequest
+	0,  // 24: coordd.api.v1.Response.error:type_name -> coordd.api.v1.ErrorCode
+	23, // 25: coordd.api.v1.Response.create:type_name -> coordd.api.v1.CreateResponse
+	26, // 26: coordd.api.v1.Response.set_data:type_name -> coordd.api.v1.SetDataResponse
+	28, // 27: coordd.api.v1.Response.get_data:type_name -> coordd.api.v1.GetDataResponse
+	30, // 28: coordd.api.v1.Response.exists:type_name -> coordd.api.v1.ExistsResponse
+	32, // 29: coordd.api.v1.Response.get_children:type_name -> coordd.api.v1.GetChildrenResponse
+	34, // 30: coordd.api.v1.Response.sync:type_name -> coordd.api.v1.SyncResponse
+	39, // 31: coordd.api.v1.Response.multi:type_name -> coordd.api.v1.MultiResponse
+	17, // 32: coordd.api.v1.Response.get_acl:type_name -> coordd.api.v1.GetACLResponse
+	19, // 33: coordd.api.v1.Response.set_acl:type_name -> coordd.api.v1.SetACLResponse
+	22, // 34: coordd.api.v1.Response.who_am_i:type_name -> coordd.api.v1.WhoAmIResponse
+	1,  // 35: coordd.api.v1.CreateRequest.kind:type_name -> coordd.api.v1.NodeKind
+	14, // 36: coordd.api.v1.CreateRequest.acl:type_name -> coordd.api.v1.ACL
+	14, // 37: coordd.api.v1.GetACLResponse.acl:type_name -> coordd.api.v1.ACL
+	5,  // 38: coordd.api.v1.GetACLResponse.stat:type_name -> coordd.api.v1.Stat
+	14, // 39: coordd.api.v1.SetACLRequest.acl:type_name -> coordd.api.v1.ACL
+	5,  // 40: coordd.api.v1.SetACLResponse.stat:type_name -> coordd.api.v1.Stat
+	15, // 41: coordd.api.v1.WhoAmIResponse.identities:type_name -> coordd.api.v1.Identity
+	5,  // 42: coordd.api.v1.CreateResponse.stat:type_name -> coordd.api.v1.Stat
+	5,  // 43: coordd.api.v1.SetDataResponse.stat:type_name -> coordd.api.v1.Stat
+	5,  // 44: coordd.api.v1.GetDataResponse.stat:type_name -> coordd.api.v1.Stat
+	5,  // 45: coordd.api.v1.ExistsResponse.stat:type_name -> coordd.api.v1.Stat
+	5,  // 46: coordd.api.v1.GetChildrenResponse.stat:type_name -> coordd.api.v1.Stat
+	13, // 47: coordd.api.v1.MultiOp.create:type_name -> coordd.api.v1.CreateRequest
+	24, // 48: coordd.api.v1.MultiOp.delete:type_name -> coordd.api.v1.DeleteRequest
+	25, // 49: coordd.api.v1.MultiOp.set_data:type_name -> coordd.api.v1.SetDataRequest
+	36, // 50: coordd.api.v1.MultiOp.check:type_name -> coordd.api.v1.CheckRequest
+	35, // 51: coordd.api.v1.MultiRequest.ops:type_name -> coordd.api.v1.MultiOp
+	0,  // 52: coordd.api.v1.MultiResult.error:type_name -> coordd.api.v1.ErrorCode
+	5,  // 53: coordd.api.v1.MultiResult.stat:type_name -> coordd.api.v1.Stat
+	38, // 54: coordd.api.v1.MultiResponse.results:type_name -> coordd.api.v1.MultiResult
+	3,  // 55: coordd.api.v1.RemoveWatchesRequest.kind:type_name -> coordd.api.v1.WatchKind
+	3,  // 56: coordd.api.v1.CheckWatchesRequest.kind:type_name -> coordd.api.v1.WatchKind
+	4,  // 57: coordd.api.v1.WatchEvent.type:type_name -> coordd.api.v1.EventType
+	47, // 58: coordd.api.v1.StatusResponse.members:type_name -> coordd.api.v1.Member
+	50, // 59: coordd.api.v1.SessionsResponse.sessions:type_name -> coordd.api.v1.SessionInfo
+	47, // 60: coordd.api.v1.MembersResponse.members:type_name -> coordd.api.v1.Member
+	6,  // 61: coordd.api.v1.Coord.Session:input_type -> coordd.api.v1.ClientMessage
+	46, // 62: coordd.api.v1.Coord.Status:input_type -> coordd.api.v1.StatusRequest
+	49, // 63: coordd.api.v1.Coord.Sessions:input_type -> coordd.api.v1.SessionsRequest
+	52, // 64: coordd.api.v1.Coord.Members:input_type -> coordd.api.v1.MembersRequest
+	54, // 65: coordd.api.v1.Coord.AddMember:input_type -> coordd.api.v1.AddMemberRequest
+	55, // 66: coordd.api.v1.Coord.RemoveMember:input_type -> coordd.api.v1.RemoveMemberRequest
+	56, // 67: coordd.api.v1.Coord.PromoteMember:input_type -> coordd.api.v1.PromoteMemberRequest
+	57, // 68: coordd.api.v1.Coord.TransferLeadership:input_type -> coordd.api.v1.TransferLeadershipRequest
+	7,  // 69: coordd.api.v1.Coord.Session:output_type -> coordd.api.v1.ServerMessage
+	48, // 70: coordd.api.v1.Coord.Status:output_type -> coordd.api.v1.StatusResponse
+	51, // 71: coordd.api.v1.Coord.Sessions:output_type -> coordd.api.v1.SessionsResponse
+	53, // 72: coordd.api.v1.Coord.Members:output_type -> coordd.api.v1.MembersResponse
+	53, // 73: coordd.api.v1.Coord.AddMember:output_type -> coordd.api.v1.MembersResponse
+	53, // 74: coordd.api.v1.Coord.RemoveMember:output_type -> coordd.api.v1.MembersResponse
+	53, // 75: coordd.api.v1.Coord.PromoteMember:output_type -> coordd.api.v1.MembersResponse
+	58, // 76: coordd.api.v1.Coord.TransferLeadership:output_type -> coordd.api.v1.TransferLeadershipResponse
+	69, // [69:77] is the sub-list for method output_type
+	61, // [61:69] is the sub-list for method input_type
+	61, // [61:61] is the sub-list for extension type_name
+	61, // [61:61] is the sub-list for extension extendee
+	0,  // [0:61] is the sub-list for field type_name
 }
 
 func init() { file_rpc_apipb_api_proto_init() }
@@ -3986,6 +4699,10 @@ func file_rpc_apipb_api_proto_init() {
 		(*Request_RemoveWatches)(nil),
 		(*Request_AddWatch)(nil),
 		(*Request_CheckWatches)(nil),
+		(*Request_GetAcl)(nil),
+		(*Request_SetAcl)(nil),
+		(*Request_AddAuth)(nil),
+		(*Request_WhoAmI)(nil),
 	}
 	file_rpc_apipb_api_proto_msgTypes[7].OneofWrappers = []any{
 		(*Response_Create)(nil),
@@ -3995,8 +4712,11 @@ func file_rpc_apipb_api_proto_init() {
 		(*Response_GetChildren)(nil),
 		(*Response_Sync)(nil),
 		(*Response_Multi)(nil),
+		(*Response_GetAcl)(nil),
+		(*Response_SetAcl)(nil),
+		(*Response_WhoAmI)(nil),
 	}
-	file_rpc_apipb_api_proto_msgTypes[21].OneofWrappers = []any{
+	file_rpc_apipb_api_proto_msgTypes[30].OneofWrappers = []any{
 		(*MultiOp_Create)(nil),
 		(*MultiOp_Delete)(nil),
 		(*MultiOp_SetData)(nil),
@@ -4007,8 +4727,8 @@ func file_rpc_apipb_api_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rpc_apipb_api_proto_rawDesc), len(file_rpc_apipb_api_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   45,
+			NumEnums:      5,
+			NumMessages:   54,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

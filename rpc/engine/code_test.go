@@ -47,6 +47,7 @@ func TestResultCodesMapByNumber(t *testing.T) {
 		cmdpb.Code_BAD_ARGUMENTS: BadArguments, cmdpb.Code_NO_NODE: NoNode, cmdpb.Code_BAD_VERSION: BadVersion,
 		cmdpb.Code_NO_CHILDREN_FOR_EPHEMERALS: NoChildrenForEphemerals, cmdpb.Code_NODE_EXISTS: NodeExists,
 		cmdpb.Code_NOT_EMPTY: NotEmpty, cmdpb.Code_SESSION_EXPIRED: SessionExpired, cmdpb.Code_SESSION_MOVED: SessionMoved,
+		cmdpb.Code_NO_AUTH: NoAuth, cmdpb.Code_INVALID_ACL: InvalidACL,
 	}
 	for v := range cmdpb.Code_name {
 		c := cmdpb.Code(v)

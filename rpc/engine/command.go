@@ -14,21 +14,21 @@ import (
 
 func isWrite(op Op) bool {
 	switch op {
-	case OpCreate, OpDelete, OpSetData, OpCheck, OpMulti:
+	case OpCreate, OpDelete, OpSetData, OpCheck, OpMulti, OpSetACL:
 		return true
 	}
 	return false
 }
 
-func createToCmd(path string, data []byte, c Create) *cmdpb.Create {
-	return &cmdpb.Create{Path: path, Data: data, Kind: cmdpb.Kind(c.Kind), Sequential: c.Sequential, TtlMs: c.TTL}
+func createToCmd(path string, data []byte, c Create, acl []tree.ACL) *cmdpb.Create {
+	return &cmdpb.Create{Path: path, Data: data, Kind: cmdpb.Kind(c.Kind), Sequential: c.Sequential, TtlMs: c.TTL, Acl: fsm.ACLToPB(acl)}
 }
 
 // opToCmd converts one write operation (of a multi, or alone).
 func opToCmd(r *Request) (*cmdpb.Op, error) {
 	switch r.Op {
 	case OpCreate:
-		return &cmdpb.Op{Op: &cmdpb.Op_Create{Create: createToCmd(r.Path, r.Data, r.Create)}}, nil
+		return &cmdpb.Op{Op: &cmdpb.Op_Create{Create: createToCmd(r.Path, r.Data, r.Create, r.ACL)}}, nil
 	case OpDelete:
 		return &cmdpb.Op{Op: &cmdpb.Op_Delete{Delete: &cmdpb.Delete{Path: r.Path, Version: r.Version}}}, nil
 	case OpSetData:
@@ -39,12 +39,15 @@ func opToCmd(r *Request) (*cmdpb.Op, error) {
 	return nil, fmt.Errorf("%s is not a write a multi may hold", r.Op)
 }
 
-// writeToCmd converts a write request of session sess.
-func writeToCmd(sess int64, r *Request) (*cmdpb.Write, error) {
-	w := &cmdpb.Write{SessionId: sess, Xid: r.Xid, LowestPendingXid: r.LowestPendingXid}
+// writeToCmd converts a write request of session sess that came on a
+// connection with identities conn (which the write's ACL checks use).
+func writeToCmd(sess int64, conn fsm.Conn, r *Request) (*cmdpb.Write, error) {
+	w := &cmdpb.Write{SessionId: sess, Xid: r.Xid, LowestPendingXid: r.LowestPendingXid, Conn: fsm.ConnToPB(conn)}
 	switch r.Op {
 	case OpCreate:
-		w.Op = &cmdpb.Write_Create{Create: createToCmd(r.Path, r.Data, r.Create)}
+		w.Op = &cmdpb.Write_Create{Create: createToCmd(r.Path, r.Data, r.Create, r.ACL)}
+	case OpSetACL:
+		w.Op = &cmdpb.Write_SetAcl{SetAcl: &cmdpb.SetACL{Path: r.Path, Acl: fsm.ACLToPB(r.ACL), Version: r.Version}}
 	case OpDelete:
 		w.Op = &cmdpb.Write_Delete{Delete: &cmdpb.Delete{Path: r.Path, Version: r.Version}}
 	case OpSetData:
@@ -78,11 +81,14 @@ func dataSize(r *Request) int {
 	return n
 }
 
-// requestSize estimates a write's encoded size: its paths and data plus a
-// little per op. It is what a request limit is checked against, whatever
-// wire the request came on.
+// requestSize estimates a write's encoded size: its paths, data and ACLs
+// plus a little per op. It is what a request limit is checked against,
+// whatever wire the request came on.
 func requestSize(r *Request) int {
 	n := 16 + len(r.Path) + len(r.Data)
+	for _, a := range r.ACL {
+		n += 8 + len(a.Scheme) + len(a.ID)
+	}
 	for i := range r.Ops {
 		n += requestSize(&r.Ops[i])
 	}
@@ -115,7 +121,7 @@ func fromStat(s *cmdpb.Stat) *tree.Stat {
 func resultResponse(req *Request, r *cmdpb.Result) *Response {
 	resp := &Response{Xid: req.Xid, Op: req.Op, Zxid: r.Zxid, Code: fromResult(r.Code), Message: r.Message}
 	switch req.Op {
-	case OpCreate, OpSetData:
+	case OpCreate, OpSetData, OpSetACL:
 		if r.Code == cmdpb.Code_OK {
 			resp.Path, resp.Stat = r.Path, fromStat(r.Stat)
 		}

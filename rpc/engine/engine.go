@@ -70,6 +70,10 @@ type Config struct {
 	MaxReplySize int
 	// DisableTTL refuses the creation of TTL nodes.
 	DisableTTL bool
+	// SuperDigest, when set, is the digest id (user:base64(sha1(user:
+	// password))) whose addAuth makes a session the super user, whom no
+	// ACL refuses (ZooKeeper's DigestAuthenticationProvider.superDigest).
+	SuperDigest string
 	// ConfigData returns the data of /zookeeper/config (the cluster's
 	// membership in ZooKeeper's dynamic-config format) and its version
 	// (the index of the configuration).
@@ -145,8 +149,18 @@ func (e *Engine) Applied(a *fsm.Applied) {
 		// The membership changed: ZooKeeper's /zookeeper/config with it.
 		a.Events = []tree.Event{{Type: tree.EventNodeDataChanged, Path: systemConfig, Zxid: a.Index}}
 	}
-	// A closed session's watches go before the entry's events fire: the
-	// deletion of its own ephemerals notifies only the others.
+	if len(a.Events) > 0 {
+		for _, nt := range e.watches.Trigger(a.Events) {
+			if s := e.get(nt.Session); s != nil && s.mayRead(nt.Event.ACL, a.Sessions) {
+				s.pushEvent(Event{Type: nt.Event.Type, Path: nt.Event.Path, Zxid: nt.Event.Zxid, Kinds: nt.Kinds})
+			}
+		}
+	}
+	// A closed session's watches go once the entry's events have fired: as
+	// in ZooKeeper, a session closed while connected here (by its close or
+	// by expiry) is sent the events its own watches match, its own
+	// ephemerals' deletion included, before the reply to its close (or the
+	// end of its connection); then it holds no watch.
 	for _, id := range a.Closed {
 		e.watches.RemoveSession(id)
 		e.mu.Lock()
@@ -158,16 +172,9 @@ func (e *Engine) Applied(a *fsm.Applied) {
 		}
 		e.mu.Unlock()
 	}
-	if len(a.Events) > 0 {
-		for _, nt := range e.watches.Trigger(a.Events) {
-			if s := e.get(nt.Session); s != nil {
-				s.pushEvent(Event{Type: nt.Event.Type, Path: nt.Event.Path, Zxid: nt.Event.Zxid, Kinds: nt.Kinds})
-			}
-		}
-	}
 	if a.Session != 0 && a.Result != nil && e.mine(a.Cmd) {
 		if s := e.get(a.Session); s != nil {
-			s.completeWrite(a.Xid, a.Result, a.Tree, a.Index)
+			s.completeWrite(a.Xid, a.Result, fsm.View{Tree: a.Tree, Sessions: a.Sessions, Applied: a.Index})
 		}
 	}
 	for _, id := range a.Closed {
@@ -195,6 +202,8 @@ func (e *Engine) mine(cmd *cmdpb.Command) bool {
 		server = c.Write.Server
 	case *cmdpb.Command_CloseSession:
 		server = c.CloseSession.Server
+	case *cmdpb.Command_AddAuth:
+		server = c.AddAuth.Server
 	}
 	return server == "" || server == e.cfg.ServerID
 }
@@ -402,6 +411,10 @@ type ConnectRequest struct {
 	Watches Watches
 	// Vouches asks for Vouch messages.
 	Vouches bool
+	// Conn is what the front-end knows of the connection: the identities
+	// ZooKeeper gives a connection itself (its ip, its verified client
+	// certificate's subject).
+	Conn fsm.Conn
 }
 
 // ConnectError is why a connect failed: Unavailable (no leader, behind the
@@ -476,6 +489,7 @@ func (e *Engine) Connect(ctx context.Context, req ConnectRequest) (*Session, err
 	}
 
 	s := newSession(e, info.ID, req.Vouches)
+	s.conn = req.Conn
 	var old *Session
 	var gone bool
 	f.Read(func(v fsm.View) {
@@ -505,15 +519,18 @@ func (e *Engine) Connect(ctx context.Context, req ConnectRequest) (*Session, err
 	return s, nil
 }
 
-// reregisterLocked registers a client's watches again and queues, in zxid
-// order like live events, those that fire at once (a NodeDeleted whose zxid
-// is unknown carries 0 and goes first). s.mu is held, and the FSM's lock.
+// reregisterLocked registers a client's watches again and queues those that
+// fire at once: in zxid order like live events (a NodeDeleted whose zxid is
+// unknown carries 0 and goes first), or, with w.ListOrder, in ZooKeeper's
+// order. s.mu is held, and the FSM's lock.
 func (s *Session) reregisterLocked(w *Watches, v fsm.View) {
 	fired := s.e.watches.ReregisterAll(s.id, watch.SetWatches{
 		RelZxid: w.RelZxid, Data: w.Data, Exist: w.Exist, Child: w.Child,
 		Persistent: w.Persistent, PersistentRecursive: w.PersistentRecursive,
 	}, stats{s, v.Tree})
-	sort.SliceStable(fired, func(i, j int) bool { return fired[i].Event.Zxid < fired[j].Event.Zxid })
+	if !w.ListOrder {
+		sort.SliceStable(fired, func(i, j int) bool { return fired[i].Event.Zxid < fired[j].Event.Zxid })
+	}
 	for _, nt := range fired {
 		s.pushLocked(Message{Event: &Event{Type: nt.Event.Type, Path: nt.Event.Path, Zxid: nt.Event.Zxid, Kinds: nt.Kinds}})
 	}

@@ -35,9 +35,74 @@ func needsPath(op Op) bool {
 	return false
 }
 
+// requester is who the session's requests come from, as the ACL checks
+// see it: its connection and the identities its session holds in v.
+func (s *Session) requester(v fsm.View) *fsm.Requester {
+	r := &fsm.Requester{Conn: s.conn}
+	if v.Sessions != nil {
+		r.IDs = v.Sessions.Identities(s.id)
+	}
+	return r
+}
+
+// permitted checks that the session holds perm on the existing node p, as
+// ZooKeeper's FinalRequestProcessor checks reads: against this server's
+// applied state, like the read itself.
+func (s *Session) permitted(v fsm.View, p string, perm tree.Perms) error {
+	acl := s.acl(v.Tree, p)
+	if acl == nil || s.requester(v).Allowed(acl, perm) {
+		return nil
+	}
+	return fmt.Errorf("%w: %s needs %s", tree.ErrNoAuth, p, permName(perm))
+}
+
+// acl returns the ACL of node p, nil when every node is open (the common
+// case costs no lookup) or p does not exist.
+func (s *Session) acl(t *tree.Tree, p string) []tree.ACL {
+	if isSystemPath(p) {
+		return systemACL(p)
+	}
+	if !t.Restricted() {
+		return nil
+	}
+	acl, _ := t.ACL(p)
+	return acl
+}
+
+func permName(p tree.Perms) string {
+	switch p {
+	case tree.PermRead:
+		return "READ"
+	case tree.PermRead | tree.PermAdmin:
+		return "READ or ADMIN"
+	}
+	return "permission " + p.String()
+}
+
+// redacted is getACL's answer to a caller without ADMIN: each digest id's
+// hash replaced with x (ZooKeeper's user:x).
+func redacted(acl []tree.ACL) []tree.ACL {
+	out := make([]tree.ACL, len(acl))
+	for i, a := range acl {
+		if a.Scheme == fsm.SchemeDigest {
+			user, _, _ := strings.Cut(a.ID, ":")
+			a.ID = user + ":x"
+		}
+		out[i] = a
+	}
+	return out
+}
+
 // read runs a request that does not go through the log against the local
 // tree. The caller holds the FSM's lock (read or write) and s.mu.
-func (s *Session) read(req *Request, t *tree.Tree, applied int64) *Response {
+//
+// Reads check permissions as ZooKeeper 3.8.4 and 3.9.2 do (the rules of
+// 3.8.0 plus exists, ZOOKEEPER-2590): getData, getChildren,
+// getAllChildrenNumber and an existing node's exists need READ, getACL READ
+// or ADMIN (digests redacted without ADMIN); the others need nothing. A
+// refused read registers no watch.
+func (s *Session) read(req *Request, v fsm.View) *Response {
+	t := v.Tree
 	resp := &Response{Xid: req.Xid, Op: req.Op}
 	fail := func(err error) *Response {
 		resp.Code, resp.Message = codeOf(err), fsm.Detail(err)
@@ -56,6 +121,9 @@ func (s *Session) read(req *Request, t *tree.Tree, applied int64) *Response {
 		if err != nil {
 			return fail(err)
 		}
+		if err := s.permitted(v, req.Path, tree.PermRead); err != nil {
+			return fail(err)
+		}
 		if r := s.oversize(req, len(data)); r != nil {
 			return r
 		}
@@ -68,6 +136,11 @@ func (s *Session) read(req *Request, t *tree.Tree, applied int64) *Response {
 		if err != nil && !errors.Is(err, tree.ErrNoNode) {
 			return fail(err)
 		}
+		if err == nil {
+			if err := s.permitted(v, req.Path, tree.PermRead); err != nil {
+				return fail(err)
+			}
+		}
 		if req.Watch {
 			w.Add(s.id, req.Path, watch.Data)
 		}
@@ -77,6 +150,9 @@ func (s *Session) read(req *Request, t *tree.Tree, applied int64) *Response {
 	case OpGetChildren:
 		names, st, err := s.children(t, req.Path)
 		if err != nil {
+			return fail(err)
+		}
+		if err := s.permitted(v, req.Path, tree.PermRead); err != nil {
 			return fail(err)
 		}
 		size := 0
@@ -98,7 +174,7 @@ func (s *Session) read(req *Request, t *tree.Tree, applied int64) *Response {
 				resp.Results = append(resp.Results, *errResponse(op, BadArguments, op.Op.String()+" may not be part of a multiRead"))
 				continue
 			}
-			resp.Results = append(resp.Results, *s.read(op, t, applied))
+			resp.Results = append(resp.Results, *s.read(op, v))
 		}
 	case OpRemoveWatches, OpCheckWatches:
 		var err error
@@ -122,7 +198,7 @@ func (s *Session) read(req *Request, t *tree.Tree, applied int64) *Response {
 		}
 		w.Add(s.id, req.Path, kind)
 	case OpSetWatches:
-		s.reregisterLocked(&req.Watches, fsm.View{Tree: t, Applied: applied})
+		s.reregisterLocked(&req.Watches, v)
 	case OpGetEphemerals:
 		prefix := req.Path
 		if prefix == "" {
@@ -138,19 +214,28 @@ func (s *Session) read(req *Request, t *tree.Tree, applied int64) *Response {
 		if err != nil {
 			return fail(err)
 		}
+		if err := s.permitted(v, req.Path, tree.PermRead); err != nil {
+			return fail(err)
+		}
 		resp.Count = int64(n)
 	case OpGetACL:
 		st, err := s.exists(t, req.Path)
 		if err != nil {
 			return fail(err)
 		}
-		resp.Stat = &st
-	case OpSetACL:
-		resp.Code, resp.Message = Unimplemented, "ACLs are not supported yet: every node is world:anyone with every permission"
-	case OpAddAuth:
-		// Every node is open to everyone until ACLs exist: an identity
-		// changes nothing yet.
+		if err := s.permitted(v, req.Path, tree.PermRead|tree.PermAdmin); err != nil {
+			return fail(err)
+		}
+		acl := systemACL(req.Path)
+		if acl == nil {
+			acl, _ = t.ACL(req.Path)
+		}
+		if !s.requester(v).Allowed(acl, tree.PermAdmin) {
+			acl = redacted(acl)
+		}
+		resp.ACL, resp.Stat = acl, &st
 	case OpWhoAmI:
+		resp.Identities = s.requester(v).WhoAmI()
 	default:
 		resp.Code, resp.Message = Unimplemented, fmt.Sprintf("operation %s is not supported", req.Op)
 	}

@@ -1,6 +1,12 @@
 package engine
 
 import (
+	"crypto/tls"
+	"crypto/x509/pkix"
+	"encoding/asn1"
+
+	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/session"
 	"github.com/coordd/coordd/tree"
 	"github.com/coordd/coordd/watch"
 )
@@ -66,6 +72,23 @@ const (
 	WatchPersistentRecursive = watch.WatcherPersistentRecursive
 )
 
+// Conn is what a front-end knows of a client's connection: its address
+// (ZooKeeper's ip scheme) and, when the server verified a client
+// certificate, the certificate's subject (the x509 scheme).
+type Conn = fsm.Conn
+
+// WatchKind is a set of watch kinds, as Event.Kinds carries them: the watch
+// table's.
+type WatchKind = watch.Kind
+
+// The watch kinds.
+const (
+	KindData                = watch.Data
+	KindChild               = watch.Child
+	KindPersistent          = watch.Persistent
+	KindPersistentRecursive = watch.PersistentRecursive
+)
+
 // Create is what a create asks for.
 type Create struct {
 	Kind       tree.Kind
@@ -84,6 +107,13 @@ type Watches struct {
 	Child               []string
 	Persistent          []string
 	PersistentRecursive []string
+	// ListOrder queues the notifications that fire at once in the order of
+	// the lists, data paths first, then exist, then child paths, as
+	// ZooKeeper sends them; otherwise they come in zxid order, as every
+	// other event does. ZooKeeper's clients take no zxid from a
+	// notification, and some compare what they receive with ZooKeeper's
+	// order; coordd's own API promises zxid order.
+	ListOrder bool
 }
 
 // Len returns the number of paths.
@@ -118,6 +148,16 @@ type Request struct {
 	Watches Watches
 	// Reconfig is a reconfig's change of the membership.
 	Reconfig Reconfig
+	// ACL is a create's or setACL's ACL (for a create over the public
+	// API, empty is world:anyone with every permission; the ZooKeeper
+	// front-end refuses an empty one as ZooKeeper does). setACL's Version
+	// is the expected aversion.
+	ACL []tree.ACL
+	// AuthScheme and Auth are addAuth's scheme and credentials
+	// ("digest", "user:password"). Auth is a secret: it never enters the
+	// log, a log line or an error message.
+	AuthScheme string
+	Auth       []byte
 }
 
 // Reconfig is ZooKeeper's incremental reconfig: servers joining (their
@@ -148,6 +188,12 @@ type Response struct {
 	Children []string
 	// Count is getAllChildrenNumber's answer.
 	Count int64
+	// ACL is getACL's answer (digest ids redacted to user:x for a caller
+	// without ADMIN, as ZooKeeper does). Shared: must not be modified.
+	ACL []tree.ACL
+	// Identities are whoAmI's answer: scheme and user (a digest's user
+	// name, never its hash).
+	Identities []session.Identity
 	// Results answer a multi's or multiRead's ops, in order.
 	Results []Response
 }
@@ -161,7 +207,7 @@ type Event struct {
 	// Kinds are the kinds of the session's watches it matched, so that a
 	// client library can dispatch it to its one-shot and persistent
 	// watchers (ZooKeeper's clients work that out themselves).
-	Kinds watch.Kind
+	Kinds WatchKind
 }
 
 // Connected answers a connect.
@@ -186,4 +232,20 @@ type Message struct {
 	Final *Response
 	// Vouch, when non-zero, is the xid the leader confirmed (apipb.Vouch).
 	Vouch int64
+}
+
+// VerifiedSubject returns the subject of the client certificate of a TLS
+// connection whose certificate the server verified, as ZooKeeper's x509
+// scheme names it (the RFC 2253 form of the subject,
+// X500Principal.getName()), or "" when the client sent none or it was not
+// verified.
+func VerifiedSubject(cs tls.ConnectionState) string {
+	if len(cs.VerifiedChains) == 0 || len(cs.PeerCertificates) == 0 {
+		return ""
+	}
+	var rdns pkix.RDNSequence
+	if _, err := asn1.Unmarshal(cs.PeerCertificates[0].RawSubject, &rdns); err != nil {
+		return cs.PeerCertificates[0].Subject.String()
+	}
+	return rdns.String()
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/fsm/cmdpb"
+	"github.com/coordd/coordd/session"
 	"github.com/coordd/coordd/tree"
 )
 
@@ -43,6 +44,10 @@ type Session struct {
 	e       *Engine
 	id      int64
 	vouches bool
+	// conn is what the front-end knows of the connection (its ip and
+	// verified certificate subject): set before the session is shown to
+	// anyone, never changed.
+	conn fsm.Conn
 
 	mu    sync.Mutex
 	queue []*entry
@@ -77,6 +82,18 @@ func (s *Session) pushLocked(m Message) {
 	case s.wake <- struct{}{}:
 	default:
 	}
+}
+
+// mayRead reports whether the session may READ a node with acl, given the
+// identities in sessions: a watch event is delivered only then (ZooKeeper
+// 3.8.4 and 3.9.2, CVE-2024-23944: an event tells the path, which a
+// recursive watch would otherwise show of nodes the watcher may not read).
+// An open ACL costs no check.
+func (s *Session) mayRead(acl *[]tree.ACL, sessions *session.Registry) bool {
+	if acl == nil || len(*acl) == 0 || tree.IsOpen(*acl) {
+		return true
+	}
+	return s.requester(fsm.View{Sessions: sessions}).Allowed(*acl, tree.PermRead)
 }
 
 func (s *Session) pushEvent(ev Event) {
@@ -136,12 +153,14 @@ func (s *Session) Submit(req *Request) {
 	case req.Op == OpClose:
 		en.kind = kindWrite
 		en.cmd = &cmdpb.Command{Cmd: &cmdpb.Command_CloseSession{CloseSession: &cmdpb.CloseSession{SessionId: s.id, Xid: req.Xid, Server: e.cfg.ServerID}}}
+	case req.Op == OpAddAuth:
+		en.kind, en.resp, en.cmd = s.addAuth(req)
 	case isWrite(req.Op):
 		if resp := s.admit(req); resp != nil {
 			en.kind, en.resp = kindDone, resp
 			break
 		}
-		w, err := writeToCmd(s.id, req)
+		w, err := writeToCmd(s.id, s.conn, req)
 		if err != nil {
 			en.kind, en.resp = kindDone, errResponse(req, BadArguments, err.Error())
 			break
@@ -151,6 +170,41 @@ func (s *Session) Submit(req *Request) {
 		en.cmd = &cmdpb.Command{Cmd: &cmdpb.Command_Write{Write: w}}
 	}
 	s.enqueue(en)
+}
+
+// addAuth turns an addAuth into the identities it adds, as ZooKeeper's
+// authentication providers decide them on the server the client talks to:
+// digest adds digest:user:base64(sha1(user:password)), and super first when
+// that is this server's super digest; ip and x509 add nothing (they are the
+// connection's own identities), x509 failing without a verified client
+// certificate; any other scheme fails with AuthFailed. The identities go
+// through the log (the command), so that every server checks the session's
+// later writes alike; the credentials never do. It returns the entry's kind
+// and either its reply (kindDone) or its command (kindWrite).
+func (s *Session) addAuth(req *Request) (int, *Response, *cmdpb.Command) {
+	var ids []*cmdpb.Identity
+	switch req.AuthScheme {
+	case fsm.SchemeDigest:
+		digest := fsm.Digest(req.Auth)
+		if super := s.e.cfg.SuperDigest; super != "" && digest == super {
+			ids = append(ids, &cmdpb.Identity{Scheme: fsm.SchemeSuper})
+		}
+		ids = append(ids, &cmdpb.Identity{Scheme: fsm.SchemeDigest, Id: digest})
+	case fsm.SchemeIP:
+		return kindDone, &Response{}, nil
+	case fsm.SchemeX509:
+		if s.conn.X509 != "" {
+			return kindDone, &Response{}, nil
+		}
+		return kindDone, errResponse(req, AuthFailed, "x509: the connection has no verified client certificate"), nil
+	default:
+		scheme := req.AuthScheme
+		if len(scheme) > 64 {
+			scheme = scheme[:64] + "..."
+		}
+		return kindDone, errResponse(req, AuthFailed, fmt.Sprintf("unknown authentication scheme %q (digest, ip, x509)", scheme)), nil
+	}
+	return kindWrite, nil, &cmdpb.Command{Cmd: &cmdpb.Command_AddAuth{AddAuth: &cmdpb.AddAuth{SessionId: s.id, Xid: req.Xid, Ids: ids, Server: s.e.cfg.ServerID}}}
 }
 
 // Reject queues an error reply for a request the front-end could not make
@@ -183,7 +237,7 @@ func (s *Session) enqueue(en *entry) {
 	if ready {
 		e.cfg.FSM.Read(func(v fsm.View) {
 			s.mu.Lock()
-			s.drainLocked(v.Tree, v.Applied)
+			s.drainLocked(v)
 			s.mu.Unlock()
 		})
 	}
@@ -203,10 +257,18 @@ func (s *Session) admit(req *Request) *Response {
 	if size, limit := requestSize(req), cfg.MaxRequestSize; limit > 0 && size > limit {
 		return errResponse(req, BadArguments, fmt.Sprintf("request of %d bytes exceeds the limit of %d bytes", size, limit))
 	}
+	if req.Op == OpSetACL && len(req.ACL) == 0 {
+		if err := tree.ValidatePath(req.Path); err != nil {
+			return errResponse(req, BadArguments, fsm.Detail(err))
+		}
+		return errResponse(req, InvalidACL, "an ACL needs at least one entry")
+	}
 	if cfg.DisableTTL && createsTTL(req) {
 		return errResponse(req, Unimplemented, "TTL nodes are disabled on this server (--ttl-nodes=false)")
 	}
-	if p := writesSystemPath(req); p != "" {
+	if p := writesSystemPath(req); p != "" && req.Op == OpSetACL {
+		return errResponse(req, BadArguments, p+" is ZooKeeper's system subtree: its ACLs are fixed")
+	} else if p != "" {
 		return errResponse(req, BadArguments, p+" is ZooKeeper's system subtree and cannot be written")
 	}
 	return nil
@@ -239,7 +301,7 @@ func (s *Session) runSync(en *entry) {
 	e.cfg.FSM.Read(func(v fsm.View) {
 		s.mu.Lock()
 		en.resp = resp
-		s.drainLocked(v.Tree, v.Applied)
+		s.drainLocked(v)
 		s.mu.Unlock()
 	})
 }
@@ -261,7 +323,7 @@ func (s *Session) reconfig(r Reconfig) (int64, error) {
 
 // completeWrite records the FSM's result for the write with this xid and
 // answers whatever is now at the head. Called with the FSM's write lock held.
-func (s *Session) completeWrite(xid int64, r *cmdpb.Result, t *tree.Tree, applied int64) {
+func (s *Session) completeWrite(xid int64, r *cmdpb.Result, v fsm.View) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, en := range s.queue {
@@ -270,13 +332,13 @@ func (s *Session) completeWrite(xid int64, r *cmdpb.Result, t *tree.Tree, applie
 			break
 		}
 	}
-	s.drainLocked(t, applied)
+	s.drainLocked(v)
 }
 
 // drainLocked answers the queue from its head for as long as it can: done
 // entries are sent, reads run now (the caller holds the FSM lock, read or
 // write, so they see a consistent state), a pending write or sync stops it.
-func (s *Session) drainLocked(t *tree.Tree, applied int64) {
+func (s *Session) drainLocked(v fsm.View) {
 	if s.ended {
 		return // nothing more is sent, and no watch may be left behind
 	}
@@ -287,10 +349,10 @@ func (s *Session) drainLocked(t *tree.Tree, applied int64) {
 			if en.kind != kindRead {
 				break
 			}
-			en.resp = s.read(en.req, t, applied)
+			en.resp = s.read(en.req, v)
 		}
 		if en.kind != kindWrite {
-			en.resp.Zxid = applied
+			en.resp.Zxid = v.Applied
 		}
 		en.resp.Xid, en.resp.Op = en.req.Xid, en.req.Op
 		s.pushLocked(Message{Response: en.resp})

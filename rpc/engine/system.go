@@ -51,9 +51,27 @@ func (s *Session) systemStat(p string) ([]byte, tree.Stat, error) {
 		return nil, tree.Stat{}, nil
 	case systemConfig:
 		data, version := s.e.cfg.ConfigData()
-		return data, tree.Stat{DataLength: int32(len(data)), Mzxid: version}, nil
+		// ZooKeeper sets the config node's ACL with version -1, which
+		// leaves its aversion -1.
+		return data, tree.Stat{DataLength: int32(len(data)), Mzxid: version, Aversion: -1}, nil
 	}
 	return nil, tree.Stat{}, tree.ErrNoNode
+}
+
+// readOnlyACL is world:anyone with READ: ZooKeeper's READ_ACL_UNSAFE, the
+// ACL of /zookeeper/config.
+var readOnlyACL = []tree.ACL{{Perms: tree.PermRead, Scheme: "world", ID: "anyone"}}
+
+// systemACL returns a system node's ACL (ZooKeeper's: /zookeeper/config
+// world:anyone:r, the others world:anyone:cdrwa), nil for other paths.
+func systemACL(p string) []tree.ACL {
+	switch {
+	case p == systemConfig:
+		return readOnlyACL
+	case isSystemPath(p):
+		return tree.OpenACL()
+	}
+	return nil
 }
 
 func (s *Session) getData(t *tree.Tree, p string) ([]byte, tree.Stat, error) {

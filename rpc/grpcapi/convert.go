@@ -32,8 +32,29 @@ func statToAPI(s *tree.Stat) *apipb.Stat {
 }
 
 func createOf(c *apipb.CreateRequest) engine.Request {
-	return engine.Request{Op: engine.OpCreate, Path: c.Path, Data: c.Data,
+	return engine.Request{Op: engine.OpCreate, Path: c.Path, Data: c.Data, ACL: aclOf(c.Acl),
 		Create: engine.Create{Kind: tree.Kind(c.Kind), Sequential: c.Sequential, TTL: c.TtlMs}}
+}
+
+// aclOf converts an ACL from the public API.
+func aclOf(acl []*apipb.ACL) []tree.ACL {
+	if len(acl) == 0 {
+		return nil
+	}
+	out := make([]tree.ACL, len(acl))
+	for i, a := range acl {
+		out[i] = tree.ACL{Perms: tree.Perms(a.Perms), Scheme: a.Scheme, ID: a.Id}
+	}
+	return out
+}
+
+// aclToAPI converts an ACL to the public API.
+func aclToAPI(acl []tree.ACL) []*apipb.ACL {
+	out := make([]*apipb.ACL, len(acl))
+	for i, a := range acl {
+		out[i] = &apipb.ACL{Perms: int32(a.Perms), Scheme: a.Scheme, Id: a.ID}
+	}
+	return out
 }
 
 // watcherType maps the public API's watch kinds to ZooKeeper's.
@@ -101,6 +122,14 @@ func requestOf(r *apipb.Request) (req engine.Request, ok bool) {
 		req = engine.Request{Op: engine.OpCheckWatches, Path: op.CheckWatches.Path, WatcherType: watcherTypeOf(op.CheckWatches.Kind)}
 	case *apipb.Request_AddWatch:
 		req = engine.Request{Op: engine.OpAddWatch, Path: op.AddWatch.Path, Recursive: op.AddWatch.Recursive}
+	case *apipb.Request_GetAcl:
+		req = engine.Request{Op: engine.OpGetACL, Path: op.GetAcl.Path}
+	case *apipb.Request_SetAcl:
+		req = engine.Request{Op: engine.OpSetACL, Path: op.SetAcl.Path, ACL: aclOf(op.SetAcl.Acl), Version: op.SetAcl.Version}
+	case *apipb.Request_AddAuth:
+		req = engine.Request{Op: engine.OpAddAuth, AuthScheme: op.AddAuth.Scheme, Auth: op.AddAuth.Auth}
+	case *apipb.Request_WhoAmI:
+		req = engine.Request{Op: engine.OpWhoAmI}
 	default:
 		return engine.Request{Xid: r.Xid}, false
 	}
@@ -128,6 +157,16 @@ func responseToAPI(r *engine.Response) *apipb.Response {
 		out.Result = &apipb.Response_GetChildren{GetChildren: &apipb.GetChildrenResponse{Children: r.Children, Stat: statToAPI(r.Stat)}}
 	case engine.OpSync:
 		out.Result = &apipb.Response_Sync{Sync: &apipb.SyncResponse{Path: r.Path}}
+	case engine.OpGetACL:
+		out.Result = &apipb.Response_GetAcl{GetAcl: &apipb.GetACLResponse{Acl: aclToAPI(r.ACL), Stat: statToAPI(r.Stat)}}
+	case engine.OpSetACL:
+		out.Result = &apipb.Response_SetAcl{SetAcl: &apipb.SetACLResponse{Stat: statToAPI(r.Stat)}}
+	case engine.OpWhoAmI:
+		w := &apipb.WhoAmIResponse{Identities: make([]*apipb.Identity, 0, len(r.Identities))}
+		for _, id := range r.Identities {
+			w.Identities = append(w.Identities, &apipb.Identity{Scheme: id.Scheme, Id: id.ID})
+		}
+		out.Result = &apipb.Response_WhoAmI{WhoAmI: w}
 	case engine.OpMulti:
 		m := &apipb.MultiResponse{Results: make([]*apipb.MultiResult, 0, len(r.Results))}
 		for i := range r.Results {

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/coordd/coordd/rpc/apipb"
@@ -102,6 +105,7 @@ func (s *Service) Session(stream apipb.Coord_SessionServer) error {
 		Watches: engine.Watches{RelZxid: creq.LastZxid, Data: creq.DataWatches, Exist: creq.ExistWatches, Child: creq.ChildWatches,
 			Persistent: creq.PersistentWatches, PersistentRecursive: creq.PersistentRecursiveWatches},
 		Vouches: creq.Vouches,
+		Conn:    connOf(ctx),
 	})
 	if err != nil {
 		var ce *engine.ConnectError
@@ -191,6 +195,24 @@ func (s *Service) message(m *engine.Message) *apipb.ServerMessage {
 	default:
 		return &apipb.ServerMessage{Kind: &apipb.ServerMessage_Vouch{Vouch: &apipb.Vouch{Xid: m.Vouch}}}
 	}
+}
+
+// connOf returns what the stream's transport says of the client: its
+// address, and the subject of its certificate when the server verified one
+// (a TLS listener that asks for client certificates).
+func connOf(ctx context.Context) engine.Conn {
+	var c engine.Conn
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return c
+	}
+	if ap, err := netip.ParseAddrPort(p.Addr.String()); err == nil {
+		c.IP = ap.Addr().Unmap()
+	}
+	if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok {
+		c.X509 = engine.VerifiedSubject(ti.State)
+	}
+	return c
 }
 
 func recvWithin(stream apipb.Coord_SessionServer, d time.Duration) (*apipb.ClientMessage, error) {

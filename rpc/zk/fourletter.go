@@ -8,12 +8,19 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/coordd/coordd/rpc/engine"
 )
 
+// FourLetterWords are the words coordd answers, when allowed.
+var FourLetterWords = []string{"conf", "cons", "dirs", "envi", "isro", "mntr", "ruok", "srvr", "stat", "wchc", "wchp", "wchs"}
+
 // DefaultFourLetterWords are the words answered unless configured
-// otherwise: those that only report (ZooKeeper answers only srvr by
-// default; coordd's client port listens on loopback by default, and tools
-// such as kazoo ask envi to learn the server's version).
+// otherwise: those that only report, and cheaply (ZooKeeper answers only
+// srvr by default; coordd's client port listens on loopback by default, and
+// tools such as kazoo ask envi to learn the server's version). wchc and
+// wchp list every watch, which costs time in the size of the watch table:
+// ZooKeeper warns they are expensive, and they must be asked for.
 var DefaultFourLetterWords = []string{"conf", "cons", "dirs", "envi", "isro", "mntr", "ruok", "srvr", "stat", "wchs"}
 
 // Stats are the server's figures the four-letter words report.
@@ -161,10 +168,40 @@ func (s *Server) answer(word string) string {
 		}
 	case "wchs":
 		fmt.Fprintf(&b, "%d connections watching %d paths\nTotal watches:%d\n", st.WatchingSessions, st.WatchedPaths, st.Watches)
+	case "wchc", "wchp":
+		s.dumpWatches(&b, word == "wchp")
 	case "dirs":
 		fmt.Fprintf(&b, "datadir_size: %d\nlogdir_size: 0\n", st.DataDirBytes)
 	}
 	return b.String()
+}
+
+// dumpWatches writes ZooKeeper's wchc (by session: "0x<id>" then a tab and
+// a path per line) or, byPath, its wchp (a path, then a tab and "0x<id>" per
+// session), then an empty line. As ZooKeeper 3.8 and 3.9 answer them, it
+// lists what ZooKeeper keeps in its data-watch table: getData and exists
+// watches, and the persistent and recursive ones; a path watched only by
+// getChildren is not listed. Sessions come in ascending id, paths sorted
+// (ZooKeeper's order is its hash tables').
+func (s *Server) dumpWatches(b *strings.Builder, byPath bool) {
+	regs := s.cfg.Engine.Watches().Registrations(engine.KindData | engine.KindPersistent | engine.KindPersistentRecursive)
+	if byPath {
+		sort.SliceStable(regs, func(i, j int) bool { return regs[i].Path < regs[j].Path })
+		for i, r := range regs {
+			if i == 0 || regs[i-1].Path != r.Path {
+				b.WriteString(r.Path + "\n")
+			}
+			fmt.Fprintf(b, "\t0x%x\n", r.Session)
+		}
+	} else {
+		for i, r := range regs {
+			if i == 0 || regs[i-1].Session != r.Session {
+				fmt.Fprintf(b, "0x%x\n", r.Session)
+			}
+			b.WriteString("\t" + r.Path + "\n")
+		}
+	}
+	b.WriteString("\n")
 }
 
 // ms formats milliseconds as ZooKeeper does (whole when whole).

@@ -2,6 +2,7 @@ package zk
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/coordd/coordd/rpc/engine"
 	"github.com/coordd/coordd/rpc/zk/jute"
@@ -34,12 +35,9 @@ func bad(code engine.Code, format string, args ...any) *badRequest {
 // the container mode, createTTL a TTL mode and a TTL, and the other creates
 // neither.
 func createOf(op jute.OpCode, path string, data []byte, acl []jute.ACL, mode jute.CreateMode, ttl int64) (engine.Request, *badRequest) {
-	req := engine.Request{Op: engine.OpCreate, Path: path, Data: data}
+	req := engine.Request{Op: engine.OpCreate, Path: path, Data: data, ACL: aclOf(acl)}
 	if !mode.Valid() {
 		return req, bad(engine.BadArguments, "invalid create mode %d", int32(mode))
-	}
-	if len(acl) == 0 {
-		return req, bad(engine.InvalidACL, "a node needs at least one ACL entry")
 	}
 	switch {
 	case op == jute.OpCreateContainer && !mode.IsContainer(),
@@ -48,6 +46,15 @@ func createOf(op jute.OpCode, path string, data []byte, acl []jute.ACL, mode jut
 	case op == jute.OpCreateTTL && !mode.IsTTL(),
 		op != jute.OpCreateTTL && mode.IsTTL():
 		return req, bad(engine.BadArguments, "create mode %s needs createTTL, and createTTL needs a TTL mode", mode)
+	}
+	// ZooKeeper's order: a path without a parent, then the ACL (an empty
+	// one is InvalidACL; for the public API empty means open, so the
+	// engine cannot tell), then everything else.
+	if !strings.Contains(path, "/") || strings.Contains(path, "\x00") {
+		return req, bad(engine.BadArguments, "invalid path %q", path)
+	}
+	if len(acl) == 0 {
+		return req, bad(engine.InvalidACL, "a node needs at least one ACL entry")
 	}
 	req.Create.Sequential = mode.IsSequential()
 	switch {
@@ -98,7 +105,7 @@ func requestOf(h jute.RequestHeader, rec jute.Record) (engine.Request, *badReque
 	case *jute.GetACLRequest:
 		req = engine.Request{Op: engine.OpGetACL, Path: x.Path}
 	case *jute.SetACLRequest:
-		req = engine.Request{Op: engine.OpSetACL, Path: x.Path, Version: x.Version}
+		req = engine.Request{Op: engine.OpSetACL, Path: x.Path, Version: x.Version, ACL: aclOf(x.ACL)}
 	case *jute.GetAllChildrenNumberRequest:
 		req = engine.Request{Op: engine.OpGetAllChildrenNumber, Path: x.Path}
 	case *jute.GetEphemeralsRequest:
@@ -109,13 +116,13 @@ func requestOf(h jute.RequestHeader, rec jute.Record) (engine.Request, *badReque
 		req = engine.Request{Op: engine.OpRemoveWatches, Path: x.Path, WatcherType: engine.WatcherType(x.Type)}
 	case *jute.SetWatches:
 		req = engine.Request{Op: engine.OpSetWatches, Watches: engine.Watches{
-			RelZxid: x.RelativeZxid, Data: x.DataWatches, Exist: x.ExistWatches, Child: x.ChildWatches}}
+			RelZxid: x.RelativeZxid, Data: x.DataWatches, Exist: x.ExistWatches, Child: x.ChildWatches, ListOrder: true}}
 	case *jute.SetWatches2:
 		req = engine.Request{Op: engine.OpSetWatches, Watches: engine.Watches{
 			RelZxid: x.RelativeZxid, Data: x.DataWatches, Exist: x.ExistWatches, Child: x.ChildWatches,
-			Persistent: x.PersistentWatches, PersistentRecursive: x.PersistentRecursiveWatches}}
+			Persistent: x.PersistentWatches, PersistentRecursive: x.PersistentRecursiveWatches, ListOrder: true}}
 	case *jute.AuthPacket:
-		req = engine.Request{Op: engine.OpAddAuth}
+		req = engine.Request{Op: engine.OpAddAuth, AuthScheme: x.Scheme, Auth: x.Auth}
 	case *jute.ReconfigRequest:
 		req = engine.Request{Op: engine.OpReconfig, Reconfig: engine.Reconfig{
 			Joining: deref(x.JoiningServers), Leaving: deref(x.LeavingServers), NewMembers: deref(x.NewMembers), FromConfig: x.CurConfigID}}
@@ -171,10 +178,31 @@ func requestOf(h jute.RequestHeader, rec jute.Record) (engine.Request, *badReque
 
 func isWrite(op engine.Op) bool {
 	switch op {
-	case engine.OpCreate, engine.OpDelete, engine.OpSetData, engine.OpCheck, engine.OpMulti:
+	case engine.OpCreate, engine.OpDelete, engine.OpSetData, engine.OpCheck, engine.OpMulti, engine.OpSetACL:
 		return true
 	}
 	return false
+}
+
+// aclOf converts an ACL from the wire.
+func aclOf(acl []jute.ACL) []tree.ACL {
+	if len(acl) == 0 {
+		return nil
+	}
+	out := make([]tree.ACL, len(acl))
+	for i, a := range acl {
+		out[i] = tree.ACL{Perms: tree.Perms(a.Perms), Scheme: a.ID.Scheme, ID: a.ID.ID}
+	}
+	return out
+}
+
+// aclToWire converts an ACL to the wire.
+func aclToWire(acl []tree.ACL) []jute.ACL {
+	out := make([]jute.ACL, len(acl))
+	for i, a := range acl {
+		out[i] = jute.ACL{Perms: jute.Perm(a.Perms), ID: jute.ID{Scheme: a.Scheme, ID: a.ID}}
+	}
+	return out
 }
 
 func deref(s *string) string {

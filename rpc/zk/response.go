@@ -127,7 +127,7 @@ func reply(dst []byte, p pending, r *engine.Response) []byte {
 	case jute.OpSync:
 		body = &jute.SyncResponse{Path: r.Path}
 	case jute.OpGetACL:
-		body = &jute.GetACLResponse{ACL: jute.OpenACL(), Stat: statOf(r.Stat)}
+		body = &jute.GetACLResponse{ACL: aclToWire(r.ACL), Stat: statOf(r.Stat)}
 	case jute.OpSetACL:
 		body = &jute.SetACLResponse{Stat: statOf(r.Stat)}
 	case jute.OpGetAllChildrenNumber:
@@ -135,7 +135,11 @@ func reply(dst []byte, p pending, r *engine.Response) []byte {
 	case jute.OpGetEphemerals:
 		body = &jute.GetEphemeralsResponse{Ephemerals: nonNil(r.Children)}
 	case jute.OpWhoAmI:
-		body = &jute.WhoAmIResponse{ClientInfo: p.whoAmI}
+		w := &jute.WhoAmIResponse{ClientInfo: make([]jute.ClientInfo, 0, len(r.Identities))}
+		for _, id := range r.Identities {
+			w.ClientInfo = append(w.ClientInfo, jute.ClientInfo{AuthScheme: id.Scheme, User: id.ID})
+		}
+		body = w
 	case jute.OpAddWatch:
 		body = &jute.ErrorResponse{} // ZooKeeper's addWatch reply carries a 0
 	case jute.OpMulti:
@@ -164,9 +168,14 @@ func reply(dst []byte, p pending, r *engine.Response) []byte {
 	return jute.AppendFrame(dst, &h, body)
 }
 
-// notification encodes a watch event.
+// notification encodes a watch event. One whose zxid is unknown (a
+// NodeDeleted fired by setWatches) carries -1, ZooKeeper's NO_ZXID.
 func notification(dst []byte, ev *engine.Event) []byte {
+	zxid := ev.Zxid
+	if zxid == 0 {
+		zxid = -1
+	}
 	return jute.AppendFrame(dst,
-		&jute.ReplyHeader{Xid: jute.XidNotification, Zxid: ev.Zxid},
+		&jute.ReplyHeader{Xid: jute.XidNotification, Zxid: zxid},
 		&jute.WatcherEvent{Type: jute.EventType(ev.Type), State: jute.StateSyncConnected, Path: ev.Path})
 }

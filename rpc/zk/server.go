@@ -3,10 +3,12 @@ package zk
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -110,9 +112,8 @@ type conn struct {
 type pending struct {
 	xid      int32
 	op       jute.OpCode
-	ops      []jute.OpCode     // a multi's ops
-	whoAmI   []jute.ClientInfo // whoAmI's answer
-	badOp    int               // a multi's op the front-end refused (-1: none)
+	ops      []jute.OpCode // a multi's ops
+	badOp    int           // a multi's op the front-end refused (-1: none)
 	received time.Time
 }
 
@@ -164,6 +165,7 @@ func (s *Server) serve(nc net.Conn, creq *jute.ConnectRequest) {
 	defer cancel()
 	sess, err := s.cfg.Engine.Connect(ctx, engine.ConnectRequest{
 		SessionID: creq.SessionID, Password: creq.Passwd, TimeoutMs: int64(creq.TimeOut), LastZxid: creq.LastZxidSeen,
+		Conn: connOf(nc),
 	})
 	if err != nil {
 		var ce *engine.ConnectError
@@ -261,9 +263,6 @@ func (c *conn) recvLoop() {
 					p.ops[i] = o.Type
 				}
 			}
-			if h.Type == jute.OpWhoAmI {
-				p.whoAmI = []jute.ClientInfo{{AuthScheme: "ip", User: hostOf(c.remote)}}
-			}
 		}
 		if b != nil {
 			p.badOp = b.op
@@ -288,6 +287,7 @@ func (c *conn) sendLoop(ctx context.Context, readOnlyFlag bool) {
 	for {
 		batch, ended := c.sess.Next(ctx)
 		buf = buf[:0]
+	encode:
 		for i := range batch {
 			m := &batch[i]
 			switch {
@@ -305,6 +305,13 @@ func (c *conn) sendLoop(ctx context.Context, readOnlyFlag bool) {
 				}
 				buf = reply(buf, p, m.Response)
 				c.srv.stats.latency(time.Since(p.received))
+				if p.op == jute.OpAuth && m.Response.Code == engine.AuthFailed {
+					// ZooKeeper answers a failed addAuth and closes the
+					// connection (the session lives on until it expires
+					// or a client resumes it): nothing after it is sent.
+					ended, batch = true, batch[:i+1]
+					break encode
+				}
 			case m.Event != nil:
 				buf = notification(buf, m.Event)
 			}
@@ -345,11 +352,26 @@ func (c *conn) popPending() (pending, bool) {
 	return p, true
 }
 
-func hostOf(addr string) string {
-	if h, _, err := net.SplitHostPort(addr); err == nil {
-		return h
+// connOf returns what the connection says of the client: its address, and
+// the subject of its certificate when it is a TLS connection (or wraps one)
+// whose client certificate the server verified.
+func connOf(nc net.Conn) engine.Conn {
+	var c engine.Conn
+	if ap, err := netip.ParseAddrPort(nc.RemoteAddr().String()); err == nil {
+		c.IP = ap.Addr().Unmap()
 	}
-	return addr
+	for x := nc; x != nil; {
+		if tc, ok := x.(interface{ ConnectionState() tls.ConnectionState }); ok {
+			c.X509 = engine.VerifiedSubject(tc.ConnectionState())
+			break
+		}
+		u, ok := x.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
+		x = u.NetConn()
+	}
+	return c
 }
 
 // opAbbrev is an opcode's four-letter abbreviation, as cons reports a

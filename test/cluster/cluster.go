@@ -31,6 +31,8 @@ type Options struct {
 	MaxDataSize int
 	// Verbose routes server logs to t.Log.
 	Verbose bool
+	// SuperDigest is rpc.Config's (the super user's digest).
+	SuperDigest string
 	// ElectionTimeout is Raft's heartbeat and election timeout (default
 	// 500ms). A server with no leader for twice that closes its client
 	// streams.
@@ -145,6 +147,7 @@ func newCluster(t testing.TB, n int, opts Options) *Cluster {
 			TrailingLogs: opts.TrailingLogs, SnapshotInterval: 200 * time.Millisecond,
 			Logger: logger.With("server", id), DialPeer: c.Net.Dialer(id),
 			ReapInterval: opts.ReapInterval, DisableTTL: opts.DisableTTL, MaxDataSize: opts.MaxDataSize,
+			SuperDigest: opts.SuperDigest,
 		}})
 	}
 	for _, m := range c.Members {

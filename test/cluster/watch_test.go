@@ -78,6 +78,16 @@ func TestWatchCheckerDetectsViolations(t *testing.T) {
 	ev := func(typ apipb.EventType, p string, zxid int64) wireMsg {
 		return wireMsg{event: &apipb.WatchEvent{Type: typ, Path: p, Zxid: zxid}}
 	}
+	kev := func(typ apipb.EventType, p string, zxid int64, kinds uint32) wireMsg {
+		return wireMsg{event: &apipb.WatchEvent{Type: typ, Path: p, Zxid: zxid, Kinds: kinds}}
+	}
+	addW := func(xid int64, p string, recursive bool, zxid int64) wireMsg {
+		return wireMsg{
+			req:  &apipb.Request{Xid: xid, Op: &apipb.Request_AddWatch{AddWatch: &apipb.AddWatchRequest{Path: p, Recursive: recursive}}},
+			resp: &apipb.Response{Xid: xid, Zxid: zxid},
+		}
+	}
+	resume := func(zxid int64) wireMsg { return wireMsg{connected: &apipb.ConnectResponse{Zxid: zxid}} }
 	cases := []struct {
 		name string
 		msgs []wireMsg
@@ -92,6 +102,17 @@ func TestWatchCheckerDetectsViolations(t *testing.T) {
 		{"zxid backwards", []wireMsg{getW(1, "/a", 5, 9, true), ev(apipb.EventType_NODE_DATA_CHANGED, "/a", 8)}, true},
 		{"created shown before NodeCreated", []wireMsg{existsW(1, "/b", nil, 5), getW(2, "/b", 6, 6, false), ev(apipb.EventType_NODE_CREATED, "/b", 6)}, true},
 		{"deleted shown before NodeDeleted", []wireMsg{existsW(1, "/b", &apipb.Stat{Mzxid: 3}, 5), existsW(2, "/b", nil, 6), ev(apipb.EventType_NODE_DELETED, "/b", 6)}, true},
+		{"persistent correct", []wireMsg{addW(1, "/p", false, 5), addW(2, "/r", true, 5), kev(apipb.EventType_NODE_DATA_CHANGED, "/p", 6, 4),
+			kev(apipb.EventType_NODE_CHILDREN_CHANGED, "/p", 7, 4), kev(apipb.EventType_NODE_CREATED, "/r/a/b", 8, 8), getW(3, "/p", 6, 8, false),
+			getW(4, "/r/a/b", 8, 8, false), resume(12), getW(5, "/p", 11, 12, false), kev(apipb.EventType_NODE_DELETED, "/r", 13, 8)}, false},
+		{"persistent event without watch", []wireMsg{addW(1, "/p", false, 5), kev(apipb.EventType_NODE_DATA_CHANGED, "/q", 6, 4)}, true},
+		{"recursive event outside", []wireMsg{addW(1, "/r", true, 5), kev(apipb.EventType_NODE_CREATED, "/rx", 6, 8)}, true},
+		{"recursive children changed", []wireMsg{addW(1, "/r", true, 5), kev(apipb.EventType_NODE_CHILDREN_CHANGED, "/r", 6, 8)}, true},
+		{"persistent duplicate", []wireMsg{addW(1, "/p", false, 5), kev(apipb.EventType_NODE_DATA_CHANGED, "/p", 6, 4), kev(apipb.EventType_NODE_DATA_CHANGED, "/p", 6, 4)}, true},
+		{"reply before persistent event", []wireMsg{addW(1, "/r", true, 5), getW(2, "/r/a", 6, 6, false), kev(apipb.EventType_NODE_DATA_CHANGED, "/r/a", 6, 8)}, true},
+		{"removed persistent fires", []wireMsg{addW(1, "/p", false, 5),
+			{req: &apipb.Request{Xid: 2, Op: &apipb.Request_RemoveWatches{RemoveWatches: &apipb.RemoveWatchesRequest{Path: "/p", Kind: apipb.WatchKind_WATCH_ANY}}}, resp: &apipb.Response{Xid: 2, Zxid: 5}},
+			kev(apipb.EventType_NODE_DATA_CHANGED, "/p", 6, 4)}, true},
 	}
 	for _, tc := range cases {
 		if bad := checkWire(tc.msgs); (len(bad) > 0) != tc.bad {
@@ -979,7 +1000,8 @@ func TestWatchSurvivesReconnectToSameServer(t *testing.T) {
 // TestWatchRemovedOnSessionClose: closing a session removes its watches on
 // every server (their channels get EventNotWatching with ErrClosed); its
 // ephemerals' deletion fires other sessions' watches, whose other watches
-// are untouched.
+// are untouched, and, before the close completes, the closing session's own
+// watches it matches (ZooKeeper's rule, docs/zookeeper-watches.md W8).
 func TestWatchRemovedOnSessionClose(t *testing.T) {
 	c := New(t, 3, Options{})
 	ctx := ctxT(t)
@@ -1023,6 +1045,10 @@ func TestWatchRemovedOnSessionClose(t *testing.T) {
 	if err := w.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// The child watch on /s saw the session's own ephemeral go.
+	childOfS := mine[2]
+	mine = mine[:2]
+	expectEvent(t, childOfS, client.EventNodeChildrenChanged, "/s", -1, "closing session's child watch on its ephemeral's parent")
 	for i, ch := range mine {
 		ev := recvEvent(t, ch, 5*time.Second, fmt.Sprintf("closed session's watch %d", i))
 		if ev.Type != client.EventNotWatching || !errors.Is(ev.Err, client.ErrClosed) {

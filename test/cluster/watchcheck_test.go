@@ -37,7 +37,7 @@ type wireMsg struct {
 func (m wireMsg) String() string {
 	switch {
 	case m.event != nil:
-		return fmt.Sprintf("event %v %s zxid=%d", m.event.Type, m.event.Path, m.event.Zxid)
+		return fmt.Sprintf("event %v %s zxid=%d kinds=%d", m.event.Type, m.event.Path, m.event.Zxid, m.event.Kinds)
 	case m.connected != nil:
 		return fmt.Sprintf("connected to %s zxid=%d", m.connected.ServerId, m.connected.Zxid)
 	case m.resp != nil:
@@ -191,7 +191,17 @@ type armed struct {
 //   - every event fires a watch the session holds, with a zxid newer than the
 //     state the watch was set on, and disarms it: an event with no armed
 //     watch (a duplicate, an event for a getData/getChildren that returned
-//     NoNode, for a removed watch...) is a violation.
+//     NoNode, for a removed watch...) is a violation;
+//   - an event that names persistent kinds (WatchEvent.kinds 4, 8) has a
+//     persistent watch (AddWatch, not removed since) on its path, or a
+//     recursive one on its path or an ancestor; a recursive watch never gets
+//     NodeChildrenChanged; no event arrives twice (same type, path, zxid);
+//   - while a persistent or recursive watch covers a path, no reply shows
+//     the path's data or creation newer than the watch before its event
+//     (Mzxid), nor, for a persistent watch, its children (Pzxid).
+//
+// A resume (a ConnectResponse) re-arms the persistent watches at the new
+// server's applied zxid.
 func checkWire(msgs []wireMsg) []string {
 	var bad []string
 	report := func(i int, format string, args ...any) {
@@ -207,9 +217,51 @@ func checkWire(msgs []wireMsg) []string {
 		return a
 	}
 	var last int64
+	pers := map[string]int64{} // persistent watches: path -> zxid armed at
+	rec := map[string]int64{}  // recursive watches likewise
+	dataEv := map[string]int64{}
+	childEv := map[string]int64{}
+	type evKey struct {
+		t    apipb.EventType
+		p    string
+		zxid int64
+	}
+	seen := map[evKey]bool{}
+	// covered returns the zxid the oldest persistent or recursive watch on
+	// p (recursive: or an ancestor) was armed at, and false if none.
+	covered := func(p string, recursiveOnly bool) (int64, bool) {
+		var at int64
+		found := false
+		take := func(z int64) {
+			if !found || z < at {
+				at, found = z, true
+			}
+		}
+		if z, ok := pers[p]; ok && !recursiveOnly {
+			take(z)
+		}
+		for q := p; ; q = path.Dir(q) {
+			if z, ok := rec[q]; ok {
+				take(z)
+			}
+			if q == "/" {
+				break
+			}
+		}
+		return at, found
+	}
 	for i, m := range msgs {
 		switch {
 		case m.connected != nil:
+			// A resume re-registers the persistent watches without firing
+			// what changed meanwhile (ZooKeeper's rule; the client tells its
+			// readers with an EventResync): they cover changes after the
+			// new server's applied zxid.
+			for _, w := range []map[string]int64{pers, rec} {
+				for p, z := range w {
+					w[p] = max(z, m.connected.Zxid)
+				}
+			}
 			continue
 		case m.event != nil:
 			ev := m.event
@@ -218,6 +270,31 @@ func checkWire(msgs []wireMsg) []string {
 					report(i, "%v: zxid went backwards (last %d)", m, last)
 				}
 				last = ev.Zxid
+				k := evKey{ev.Type, ev.Path, ev.Zxid}
+				if seen[k] {
+					report(i, "%v: received twice", m)
+				}
+				seen[k] = true
+			}
+			if ev.Kinds&4 != 0 {
+				if _, ok := pers[ev.Path]; !ok {
+					report(i, "%v: no persistent watch on the path", m)
+				}
+			}
+			if ev.Kinds&8 != 0 {
+				if ev.Type == apipb.EventType_NODE_CHILDREN_CHANGED {
+					report(i, "%v: NodeChildrenChanged for a recursive watch", m)
+				} else if _, ok := covered(ev.Path, true); !ok {
+					report(i, "%v: no recursive watch on the path or above", m)
+				}
+			}
+			if ev.Type == apipb.EventType_NODE_CHILDREN_CHANGED {
+				childEv[ev.Path] = max(childEv[ev.Path], ev.Zxid)
+			} else {
+				dataEv[ev.Path] = max(dataEv[ev.Path], ev.Zxid)
+			}
+			if ev.Kinds != 0 && ev.Kinds&3 == 0 {
+				continue // persistent kinds only: no one-shot watch involved
 			}
 			a := get(ev.Path)
 			switch ev.Type {
@@ -264,6 +341,12 @@ func checkWire(msgs []wireMsg) []string {
 			}
 			// present reports a reply showing p exists with stat st.
 			present := func(p string, st *apipb.Stat) {
+				if at, ok := covered(p, false); ok && st.Mzxid > at && st.Mzxid > dataEv[p] {
+					report(i, "%v: shows %s at mzxid %d before its event (persistent watch set at %d)", m, p, st.Mzxid, at)
+				}
+				if at, ok := pers[p]; ok && st.Pzxid > at && st.Pzxid > childEv[p] {
+					report(i, "%v: shows %s at pzxid %d before its event (persistent watch set at %d)", m, p, st.Pzxid, at)
+				}
 				a := get(p)
 				if a.data && a.absent {
 					report(i, "%v: shows %s exists before NodeCreated", m, p)
@@ -351,16 +434,33 @@ func checkWire(msgs []wireMsg) []string {
 					absent(op.Delete.Path)
 					childChanged(op.Delete.Path)
 				}
+			case *apipb.Request_AddWatch:
+				if ok {
+					if op.AddWatch.Recursive {
+						if _, had := rec[op.AddWatch.Path]; !had {
+							rec[op.AddWatch.Path] = r.Zxid
+						}
+					} else if _, had := pers[op.AddWatch.Path]; !had {
+						pers[op.AddWatch.Path] = r.Zxid
+					}
+				}
 			case *apipb.Request_RemoveWatches:
 				if ok || r.Error == apipb.ErrorCode_NO_WATCHER {
-					a := get(op.RemoveWatches.Path)
+					p := op.RemoveWatches.Path
+					a := get(p)
 					switch op.RemoveWatches.Kind {
 					case apipb.WatchKind_WATCH_DATA:
 						a.data, a.absent = false, false
 					case apipb.WatchKind_WATCH_CHILD:
 						a.child = false
+					case apipb.WatchKind_WATCH_PERSISTENT:
+						delete(pers, p)
+					case apipb.WatchKind_WATCH_PERSISTENT_RECURSIVE:
+						delete(rec, p)
 					default:
 						a.data, a.absent, a.child = false, false, false
+						delete(pers, p)
+						delete(rec, p)
 					}
 				}
 			}
@@ -604,6 +704,7 @@ type wopts struct {
 	pin     string        // connect only to this server (then any may be used)
 	timeout time.Duration // requested session timeout (default 4s)
 	keepPin bool          // keep the pin after connecting
+	opts    []client.Option
 }
 
 // wconnect opens a recorded session on c's servers.
@@ -619,9 +720,9 @@ func wconnect(t testing.TB, servers []string, o wopts) *wclient {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	cl, err := client.Connect(ctx, servers,
+	cl, err := client.Connect(ctx, servers, append([]client.Option{
 		client.WithSessionTimeout(o.timeout),
-		client.WithDialOptions(grpc.WithContextDialer(cn.dial), grpc.WithStreamInterceptor(rec.interceptor)))
+		client.WithDialOptions(grpc.WithContextDialer(cn.dial), grpc.WithStreamInterceptor(rec.interceptor))}, o.opts...)...)
 	if err != nil {
 		t.Fatalf("connect %v: %v", servers, err)
 	}

@@ -534,6 +534,10 @@ func TestZKSessionMovesOnServerDeath(t *testing.T) {
 	if _, err := other.Create("/data", []byte("0"), 0, zkACL); err != nil {
 		t.Fatal(err)
 	}
+	// other may be on another server: cl syncs before it reads /data.
+	if _, err := cl.Sync("/data"); err != nil {
+		t.Fatal(err)
+	}
 	_, _, dch, err := cl.GetW("/data")
 	if err != nil {
 		t.Fatal(err)
