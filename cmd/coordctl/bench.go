@@ -664,6 +664,11 @@ func (b *bench) runOne(s benchSpec) (benchResult, error) {
 		if err := b.createKeys(workers, all); err != nil {
 			return r, err
 		}
+		// The keys were created through every server: a session's server
+		// may not have applied the others' creates yet.
+		if err := b.syncAll(workers, root); err != nil {
+			return r, err
+		}
 		op = b.kvOp(s.workload)
 	case "create-eph":
 		op = func(ctx context.Context, w *benchWorker) (time.Duration, error) {
@@ -1057,6 +1062,37 @@ func (b *bench) createKeys(workers []*benchWorker, keys []string) error {
 				mu.Lock()
 				if first == nil {
 					first = fmt.Errorf("creating %s: %w", k, err)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+// syncAll makes every worker's server catch up with the leader (sync), so
+// that what other sessions created is there for it to read.
+func (b *bench) syncAll(workers []*benchWorker, path string) error {
+	var mu sync.Mutex
+	var first error
+	var wg sync.WaitGroup
+	for _, w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var err error
+			if w.zc != nil {
+				_, err = w.zc.Sync(path)
+			} else {
+				ctx, cancel := context.WithTimeout(b.x.ctx, b.x.timeout)
+				err = w.cl.Sync(ctx, path)
+				cancel()
+			}
+			if err != nil {
+				mu.Lock()
+				if first == nil {
+					first = fmt.Errorf("sync %s: %w", path, err)
 				}
 				mu.Unlock()
 			}

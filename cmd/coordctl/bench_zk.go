@@ -337,6 +337,9 @@ func (b *bench) runOneZK(s benchSpec, r benchResult, root string) (benchResult, 
 		if err := b.zkCreateKeys(workers, all); err != nil {
 			return r, err
 		}
+		if err := b.syncAll(workers, root); err != nil {
+			return r, err
+		}
 	case "lock":
 		r.Latency = "acquire"
 		for _, w := range workers {
