@@ -90,8 +90,9 @@ certs: build
 
 ## bench: Go micro-benchmarks, then coordctl bench's sweep against a local
 ## 3-node cluster (scripts/bench.sh; BENCH_DURATION, BENCH_SWEEP,
-## BENCH_PROTOCOL=zk for ZooKeeper's protocol through go-zookeeper; TLS=1
-## runs the cluster with TLS on both ports).
+## BENCH_PROTOCOL=zk for ZooKeeper's protocol through go-zookeeper,
+## BENCH_SERVERS=5 for five servers; TLS=1 runs the cluster with TLS on both
+## ports).
 bench: $(if $(filter 1,$(TLS)),certs)
 	$(GO) test -run='^$$' -bench=. -benchmem ./tree/ ./session/ ./watch/ ./fsm/
 	$(if $(filter 1,$(TLS)),TLS_DIR=$(CERTS_DIR)) GO=$(GO) BIN=$(BIN) bash scripts/bench.sh

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The end-to-end benchmark of make bench: builds coordd and coordctl, starts
-# a 3-node cluster on 127.0.0.1 (clients on 2281-2283, peers on 2981-2983,
-# data in a temporary directory, all removed on exit), waits for a leader and
+# a cluster of BENCH_SERVERS servers (default 3) on 127.0.0.1 (clients on
+# 2281 and up, peers on 2981 and up, data in a temporary directory, all
+# removed on exit), waits for a leader and
 # runs a short sweep of coordctl bench workloads, printing one table (the
 # idle row is the servers' memory and CPU before any load).
 #
@@ -17,6 +18,7 @@ duration=${BENCH_DURATION:-5s}
 format=${BENCH_FORMAT:-text}
 sweep=${BENCH_SWEEP:-"idle write:1,64 read:16,64 read-sync:64 create-eph:64 session:64 lock:16,64 watch:1000"}
 protocol=${BENCH_PROTOCOL:-grpc}
+nservers=${BENCH_SERVERS:-3}
 go=${GO:-go}
 
 # Static, as make release builds it (no C library mapped in: 1.5 MB less
@@ -27,7 +29,7 @@ CGO_ENABLED=0 "$go" build -trimpath -o "$bin/coordd" ./cmd/coordd
 dir=$(mktemp -d "${TMPDIR:-/tmp}/coordd-bench.XXXXXX")
 . "$(dirname "$0")/local-cluster.sh"
 cleanup_on_exit "$dir"
-start_local_cluster "$dir" || { echo "bench: no cluster" >&2; exit 1; }
+start_local_cluster "$dir" "$nservers" || { echo "bench: no cluster" >&2; exit 1; }
 
 ctl() { "$bin/coordctl" --servers "$servers" "$@"; }
 
