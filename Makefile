@@ -25,7 +25,7 @@ LDFLAGS   := -X main.version=$(VERSION)
 DIST      ?= dist
 PLATFORMS ?= linux/amd64 linux/arm64 darwin/arm64
 
-.PHONY: all build test unit lint fmt vet deps docs raftfork proto proto-check cluster certs bench compare-zookeeper compare-etcd scale fuzz clean release release-check deploy-check
+.PHONY: all build test unit lint fmt vet deps docs raftfork proto proto-check cluster certs bench compare-zookeeper compare-etcd compat scale fuzz clean release release-check deploy-check
 
 all: build
 
@@ -107,6 +107,16 @@ compare-zookeeper:
 compare-etcd:
 	GO=$(GO) BIN=$(BIN) bash scripts/compare.sh etcd
 
+## compat: ZooKeeper's own clients, unchanged (zkCli.sh, the Java client,
+## Curator, kazoo) and WatchProbe's scenarios against a 3-node cluster it
+## starts on 127.0.200.11-13 (scripts/compat.sh; installs Debian's packages
+## when root; about 5 minutes; not part of make test). TARGET=zookeeper runs
+## the same suites against ZooKeeper 3.8; UPDATE=1 rewrites coordd's
+## WatchProbe goldens; SUITES="zkcli java curator kazoo probe" picks some;
+## WATCH_FIXES=ZOOKEEPER_CLONE probes with ZooKeeper 3.9's watch fixes.
+compat:
+	GO=$(GO) BIN=$(BIN) LDFLAGS="$(LDFLAGS)" TARGET="$(TARGET)" UPDATE="$(UPDATE)" SUITES="$(SUITES)" WATCH_FIXES="$(WATCH_FIXES)" bash scripts/compat.sh
+
 ## scale: 1 000 000 znodes loaded, snapshotted and restored, and a follower
 ## catching up 100 000 writes, in a 3-node cluster in one process (a few
 ## minutes, ~3 GB of memory); SCALE_ZNODES and SCALE_WRITES change the sizes.
@@ -124,6 +134,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzReadFrame -fuzztime=30s ./rpc/zk/jute/
 	$(GO) test -run='^$$' -fuzz=FuzzDecodeRequest -fuzztime=30s ./rpc/zk/jute/
 	$(GO) test -run='^$$' -fuzz=FuzzDecodeResponse -fuzztime=30s ./rpc/zk/jute/
+	$(GO) test -run='^$$' -fuzz=FuzzRead -fuzztime=30s ./rpc/backup/
 
 ## release: coordd and coordctl for each of PLATFORMS, static (CGO off),
 ## -trimpath, VERSION stamped, as $(DIST)/coordd-VERSION-OS-ARCH.tar.gz, and
@@ -148,14 +159,20 @@ clean:
 ## chaos: the fault-injection suite against real coordd processes (needs root
 ## and iptables for partitions and slow links; skipped with a log line if not).
 ## SEED=0 picks a random seed (printed); failures land in test/cluster/chaos/chaos-out/<seed>.
-## TLS=1 runs the servers with TLS on both ports (and client certificates).
+## TLS=1 runs the servers with TLS on both ports (and client certificates);
+## ACL=1 protects every workload node with an ACL (authenticated clients, a
+## super user for the checkers, an unauthenticated observer); SECURE=1 is both.
 SEED     ?= 0
 DURATION ?= 5m
 NODES    ?= 3
-.PHONY: chaos chaos-ci
+.PHONY: chaos chaos-ci chaos-ci-secure
 chaos:
-	$(GO) test ./test/cluster/chaos -run '^TestChaos$$' -timeout 3h -count=1 -v -args -chaos.seed=$(SEED) -chaos.duration=$(DURATION) -chaos.nodes=$(NODES) $(if $(filter 1,$(TLS)),-chaos.tls)
+	$(GO) test ./test/cluster/chaos -run '^TestChaos$$' -timeout 3h -count=1 -v -args -chaos.seed=$(SEED) -chaos.duration=$(DURATION) -chaos.nodes=$(NODES) $(if $(filter 1,$(TLS) $(SECURE)),-chaos.tls) $(if $(filter 1,$(ACL) $(SECURE)),-chaos.acl)
 
 ## chaos-ci: a fixed-seed pass of about 2.5 minutes (3 nodes), run by .ci/run.
+## chaos-ci-secure: a shorter one (50s of faults, about 70s) with TLS and
+## ACLs on, also run by .ci/run.
 chaos-ci:
 	$(GO) test ./test/cluster/chaos -run '^TestChaos$$' -timeout 20m -count=1 -v -args -chaos.seed=20260601 -chaos.duration=2m -chaos.nodes=3
+chaos-ci-secure:
+	$(GO) test ./test/cluster/chaos -run '^TestChaos$$' -timeout 20m -count=1 -v -args -chaos.seed=20260602 -chaos.duration=50s -chaos.nodes=3 -chaos.tls -chaos.acl

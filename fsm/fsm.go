@@ -49,6 +49,12 @@ type Applied struct {
 	Resumed *Resumed
 	// Closed lists the sessions this entry closed.
 	Closed []int64
+	// ClosedIdentities are the identities (addAuth) the sessions in Closed
+	// held until this entry, which the registry has forgotten: the events
+	// a closing session's own watches match (its ephemerals' deletion) are
+	// delivered under them, as ZooKeeper's connection keeps its auth info
+	// to the end. Nil when none held one; shared, not modified.
+	ClosedIdentities map[int64][]session.Identity
 	// Tree and Sessions are the state right after the entry, for reads run
 	// inside the callback (the caller holds the write lock; do not keep them).
 	Tree     *tree.Tree
@@ -99,7 +105,8 @@ type FSM struct {
 	mu       sync.RWMutex
 	tree     *tree.Tree
 	sessions *session.Registry
-	now      int64 // max leader time seen, ms
+	now      int64  // max leader time seen, ms
+	term     uint64 // Raft term of the last applied entry (0: unknown, after a restore)
 	applied  atomic.Int64
 	changed  atomic.Int64 // see LastChange
 	observer Observer
@@ -203,6 +210,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	out := make([]interface{}, len(logs))
 	f.mu.Lock()
 	for i, l := range logs {
+		f.term = l.Term
 		if l.Type == raft.LogCommand {
 			if r := f.applyCommand(int64(l.Index), l.Term, l.Data); r != nil {
 				out[i] = r
@@ -322,6 +330,12 @@ func (f *FSM) closeSession(a *Applied, tx *tree.Tx, id int64) *cmdpb.Result {
 		if err := f.tree.Delete(p, -1, tx); err != nil {
 			f.log.Error("deleting ephemeral of closed session", "session", id, "path", p, "err", err)
 		}
+	}
+	if ids := f.sessions.Identities(id); len(ids) > 0 {
+		if a.ClosedIdentities == nil {
+			a.ClosedIdentities = map[int64][]session.Identity{}
+		}
+		a.ClosedIdentities[id] = ids
 	}
 	f.sessions.Close(id)
 	a.Closed = append(a.Closed, id)
@@ -624,7 +638,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		return err
 	}
 	f.mu.Lock()
-	f.tree, f.sessions, f.now = t, reg, now
+	f.tree, f.sessions, f.now, f.term = t, reg, now, 0
 	f.changed.Store(applied)
 	f.applied.Store(applied)
 	if f.observer != nil {

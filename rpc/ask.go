@@ -225,7 +225,12 @@ func (a *asker) stream(ctx context.Context) (*askStream, error) {
 	if a.cur != nil {
 		return a.cur, nil
 	}
-	return nil, a.openErr
+	if a.openErr != nil {
+		return nil, a.openErr
+	}
+	// It opened and ended already: its receiver cleared a.cur before this
+	// caller could take it.
+	return nil, errAskBroken
 }
 
 func (a *asker) open(done chan struct{}) {
@@ -241,7 +246,7 @@ func (a *asker) open(done chan struct{}) {
 		return
 	}
 	s := &askStream{cs: cs, cancel: cancel, pending: make(map[uint64]chan *peerpb.AskResponse)}
-	a.cur = s
+	a.cur, a.openErr = s, nil
 	go func() {
 		s.receive()
 		a.mu.Lock()

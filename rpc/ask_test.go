@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/coordd/coordd/rpc/peerpb"
 )
@@ -276,5 +278,20 @@ func TestAskServesAServersQuestions(t *testing.T) {
 	}
 	if n := toFollower.unaryTill; !n.IsZero() {
 		t.Error("the asker fell back to unary calls with a peer that has Ask")
+	}
+}
+
+// TestAskStreamEndingAtOnce: a peer that ends every Ask stream as soon as
+// it opens gets an error for each question, never a panic (the stream can
+// end before the question's sender has taken it).
+func TestAskStreamEndingAtOnce(t *testing.T) {
+	f := &fakePeer{stream: func(peerpb.Peer_AskServer) error { return status.Error(codes.Unavailable, "going away") }}
+	a := askServer(t, f)
+	for range 300 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if _, err := a.ask(ctx, &peerpb.AskRequest{}); err == nil {
+			t.Fatal("a question on a stream that ended was answered")
+		}
+		cancel()
 	}
 }

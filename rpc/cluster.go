@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 
 	"github.com/hashicorp/raft"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/coordd/coordd/fsm"
@@ -59,6 +58,9 @@ type observer struct{ n *Node }
 func (o observer) Applied(a *fsm.Applied) {
 	o.n.leader.applied(a)
 	o.n.engine.Applied(a)
+	if cs := a.Cmd.GetCloseSession(); cs != nil && cs.Expired && len(a.Closed) > 0 {
+		o.n.metrics.SessionExpired()
+	}
 }
 
 // Restored implements fsm.Observer.
@@ -170,10 +172,10 @@ func (c cluster) Reconfig(ctx context.Context, r engine.Reconfig) (int64, error)
 	do := func(req *peerpb.ChangeMembersRequest) error {
 		if _, err := n.changeMembers(ctx, req); err != nil {
 			code := engine.NewConfigNoQuorum
-			switch status.Code(err) {
-			case codes.InvalidArgument, codes.AlreadyExists, codes.NotFound:
+			switch reasonOf(err) {
+			case reasonBadArguments, reasonMemberExists, reasonNoMember, reasonLastVoter, reasonNotJoining:
 				code = engine.BadArguments
-			case codes.FailedPrecondition:
+			case reasonInProgress:
 				code = engine.ReconfigInProgress
 			}
 			return &engine.Error{Code: code, Message: status.Convert(err).Message()}

@@ -35,13 +35,17 @@ type Config struct {
 	// address other servers dial and the local address this server dials
 	// from (default 127.0.0.1:2888).
 	PeerAddr string
-	// Peers lists every initial voter, this server included. Empty means a
-	// single-node cluster of this server alone. Used only to bootstrap an
-	// empty data dir.
+	// Peers lists every initial voter, this server included (unless it
+	// joins). Empty means a single-node cluster of this server alone. Used
+	// only to bootstrap an empty data dir.
 	Peers []Peer
-	// Join starts a server with an empty data dir without bootstrapping a
-	// cluster: it waits for an existing cluster's leader to add it (coordctl
-	// member add) and catches up from it.
+	// Join starts a server that is not among Peers with an empty data dir
+	// without bootstrapping a cluster: it waits for a running cluster's
+	// leader to add it (coordctl member add), catches up from it, and
+	// serves no client until it is a member. A server among Peers
+	// bootstraps as usual, so that one set of flags fits every server (a
+	// Kubernetes StatefulSet). A data dir that holds the state of a server
+	// that did not join is refused (ErrJoinNotEmpty).
 	Join bool
 
 	// Tick is the session time unit; timeouts are negotiated into
@@ -110,6 +114,14 @@ type Config struct {
 	// Version is this server's build version, reported by status (default
 	// "dev").
 	Version string
+
+	// MetricsAddr is where the admin HTTP server listens: Prometheus
+	// metrics at /metrics, /livez and /readyz, and whatever is mounted on
+	// Node.Admin. Empty: no admin server (the default).
+	MetricsAddr string
+	// MetricsPprof also serves Go's profiles under /debug/pprof/ on
+	// MetricsAddr.
+	MetricsPprof bool
 
 	// Logger receives structured logs (default: discard). Raft's own logs
 	// are routed into it.
@@ -210,9 +222,6 @@ func (c *Config) setDefaults() error {
 	if c.DataDir == "" {
 		return errors.New("rpc: a data dir is required")
 	}
-	if c.Join && len(c.Peers) > 0 {
-		return errors.New("rpc: a joining server takes no peers list: the cluster it joins has its membership")
-	}
 	if len(c.Peers) > 0 {
 		self := false
 		seen := map[string]bool{}
@@ -231,8 +240,8 @@ func (c *Config) setDefaults() error {
 				}
 			}
 		}
-		if !self {
-			return fmt.Errorf("rpc: this server's id %q is not in the peers list", c.ID)
+		if !self && !c.Join {
+			return fmt.Errorf("rpc: this server's id %q is not in the peers list (to add a server to a running cluster, start it with --join)", c.ID)
 		}
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -22,8 +23,73 @@ import (
 // or promotion must leave a majority of the new voters reachable; and a
 // majority must confirm the leader's term before anything is proposed.
 
+// Why a membership change was refused. Each refusal carries one as the
+// reason of a google.rpc.ErrorInfo detail (domain errorDomain), so that a
+// client (coordctl's -o json) tells them apart without reading messages;
+// the names are ZooKeeper's where it has one (KeeperException.Code).
+const (
+	errorDomain        = "coordd"
+	reasonBadArguments = "BadArguments"       // no id, a bad address
+	reasonMemberExists = "MemberExists"       // the id or peer address is a member's
+	reasonNoMember     = "NoMember"           // no member has that id
+	reasonInProgress   = "ReconfigInProgress" // another change is under way
+	reasonNoQuorum     = "NewConfigNoQuorum"  // no reachable majority would remain, or none confirmed the leader
+	reasonLastVoter    = "LastVoter"          // removing the only voter
+	reasonNotCaughtUp  = "NotCaughtUp"        // a non-voter to promote is behind
+	reasonAlreadyVoter = "AlreadyVoter"       // promoting a voter
+	reasonNotVoter     = "NotVoter"           // a non-voter cannot lead
+	reasonNotJoining   = "NotJoining"         // the server to add runs a cluster of its own
+	reasonNoLeader     = "NoLeader"           // no leader known: nothing was done, ask again
+	reasonUnavailable  = "Unavailable"        // Raft failed the change (it may have been made), or shutting down
+)
+
+// refuse returns a gRPC status error with code, reason and message.
+func refuse(code codes.Code, reason, format string, args ...any) error {
+	st := status.New(code, fmt.Sprintf(format, args...))
+	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: errorDomain}); err == nil {
+		st = d
+	}
+	return st.Err()
+}
+
+// reasonOf returns the reason a refusal carries ("" for another error).
+func reasonOf(err error) string {
+	st, ok := status.FromError(err)
+	if !ok {
+		return ""
+	}
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.Domain == errorDomain {
+			return info.Reason
+		}
+	}
+	return ""
+}
+
+// leaderUnreachable passes on the leader's answer to a change taken there;
+// a failure to reach it at all (no reason from the leader: it has just
+// stopped, or is cut off, and an election is coming) is NoLeader, which
+// the asker may ask again.
+func leaderUnreachable(err error) error {
+	if err == nil || reasonOf(err) != "" {
+		return err
+	}
+	return refuse(codes.Unavailable, reasonNoLeader,
+		"the leader could not be reached (%s); if it had begun the change, coordctl member list shows whether it was made", status.Convert(err).Message())
+}
+
+// withHint adds a hint to a refusal's message, keeping its code and reason.
+func withHint(err error, hint string) error {
+	st := status.Convert(err)
+	return refuse(st.Code(), reasonOf(err), "%s (%s)", st.Message(), hint)
+}
+
 // defaultCatchUp bounds the wait for a new server to catch up.
 const defaultCatchUp = 60 * time.Second
+
+// commitWait bounds the wait for the configuration to commit before a
+// change is refused as one in progress.
+const commitWait = 3 * time.Second
 
 // configTimeout bounds the commit of one configuration change.
 const configTimeout = 10 * time.Second
@@ -32,7 +98,7 @@ const configTimeout = 10 * time.Second
 func (n *Node) members(ctx context.Context) (*apipb.MembersResponse, error) {
 	cf := n.raft.GetConfiguration()
 	if err := cf.Error(); err != nil {
-		return nil, status.Errorf(codes.Unavailable, "reading the configuration: %v", err)
+		return nil, refuse(codes.Unavailable, reasonUnavailable, "reading the configuration: %v", err)
 	}
 	_, infos := n.memberInfos(ctx)
 	_, leader := n.raft.LeaderWithID()
@@ -64,12 +130,13 @@ func (n *Node) changeMembers(ctx context.Context, req *peerpb.ChangeMembersReque
 	if n.raft.State() != raft.Leader {
 		c, err := n.peers.leader()
 		if err != nil {
-			return nil, status.Error(codes.Unavailable, "no leader to make the change: the cluster has no majority now")
+			return nil, refuse(codes.Unavailable, reasonNoLeader, "no leader to make the change (an election under way, or no majority)")
 		}
-		return c.ChangeMembers(ctx, req)
+		resp, err := c.ChangeMembers(ctx, req)
+		return resp, leaderUnreachable(err)
 	}
 	if !n.memberMu.TryLock() {
-		return nil, status.Error(codes.FailedPrecondition, "another membership change is in progress on the leader; try again once it is done")
+		return nil, refuse(codes.FailedPrecondition, reasonInProgress, "another membership change is in progress on the leader; try again once it is done")
 	}
 	defer n.memberMu.Unlock()
 	var err error
@@ -81,7 +148,7 @@ func (n *Node) changeMembers(ctx context.Context, req *peerpb.ChangeMembersReque
 	case *peerpb.ChangeMembersRequest_Promote:
 		err = n.promoteMember(ctx, c.Promote.Id, c.Promote.CatchUpMs)
 	default:
-		err = status.Error(codes.InvalidArgument, "no change given")
+		err = refuse(codes.InvalidArgument, reasonBadArguments, "no change given")
 	}
 	if err != nil {
 		return nil, err
@@ -90,24 +157,37 @@ func (n *Node) changeMembers(ctx context.Context, req *peerpb.ChangeMembersReque
 }
 
 // stableConfig returns the configuration, refusing to go on while an
-// earlier change has not committed.
-func (n *Node) stableConfig() (raft.Configuration, uint64, error) {
-	cf := n.raft.GetConfiguration()
-	if err := cf.Error(); err != nil {
-		return raft.Configuration{}, 0, status.Errorf(codes.Unavailable, "reading the configuration: %v", err)
+// earlier change has not committed. It waits a moment for that first: a
+// new leader learns that the configuration committed only once the first
+// entry of its term has.
+func (n *Node) stableConfig(ctx context.Context) (raft.Configuration, uint64, error) {
+	deadline := time.Now().Add(commitWait)
+	for {
+		cf := n.raft.GetConfiguration()
+		if err := cf.Error(); err != nil {
+			return raft.Configuration{}, 0, refuse(codes.Unavailable, reasonUnavailable, "reading the configuration: %v", err)
+		}
+		if n.raft.CommitIndex() >= cf.Index() {
+			return cf.Configuration(), cf.Index(), nil
+		}
+		if !time.Now().Before(deadline) || ctx.Err() != nil {
+			return raft.Configuration{}, 0, refuse(codes.FailedPrecondition, reasonInProgress,
+				"a membership change is in progress (configuration %d is not committed yet); try again once it is", cf.Index())
+		}
+		select {
+		case <-ctx.Done():
+		case <-n.ctx.Done():
+			return raft.Configuration{}, 0, refuse(codes.Unavailable, reasonUnavailable, "the server is shutting down")
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
-	if n.raft.CommitIndex() < cf.Index() {
-		return raft.Configuration{}, 0, status.Errorf(codes.FailedPrecondition,
-			"a membership change is in progress (configuration %d is not committed yet); try again once it is", cf.Index())
-	}
-	return cf.Configuration(), cf.Index(), nil
 }
 
 // confirmMajority has a majority of the voters confirm this leader's term
 // now, so that a change is proposed only when it can commit.
 func (n *Node) confirmMajority(ctx context.Context) error {
 	if _, err := n.leaderReadIndex(ctx); err != nil {
-		return status.Errorf(codes.Unavailable, "no majority of the voters confirmed the leader just now (%v): the change could not commit", err)
+		return refuse(codes.Unavailable, reasonNoQuorum, "no majority of the voters confirmed the leader just now (%v): the change could not commit", err)
 	}
 	return nil
 }
@@ -150,7 +230,7 @@ func (n *Node) keepsMajority(ctx context.Context, newVoters []raft.Server) error
 		}
 	}
 	if count <= len(newVoters)/2 {
-		return status.Errorf(codes.FailedPrecondition,
+		return refuse(codes.FailedPrecondition, reasonNoQuorum,
 			"after this change %d of its %d voters would be reachable, not a majority: the cluster would stop", count, len(newVoters))
 	}
 	return nil
@@ -168,28 +248,32 @@ func voterList(servers []raft.Server) []raft.Server {
 
 func (n *Node) addMember(ctx context.Context, req *apipb.AddMemberRequest) error {
 	if req.Id == "" || req.PeerAddress == "" {
-		return status.Error(codes.InvalidArgument, "a member needs an id and a peer address")
+		return refuse(codes.InvalidArgument, reasonBadArguments, "a member needs an id and a peer address")
 	}
 	if _, err := ParsePeers(req.Id + "=" + req.PeerAddress); err != nil {
-		return status.Error(codes.InvalidArgument, err.Error())
+		return refuse(codes.InvalidArgument, reasonBadArguments, "%v", err)
 	}
-	conf, index, err := n.stableConfig()
+	conf, index, err := n.stableConfig(ctx)
 	if err != nil {
 		return err
 	}
 	for _, s := range conf.Servers {
 		switch {
 		case string(s.ID) == req.Id:
-			return status.Errorf(codes.AlreadyExists, "id %s is already a member (peer address %s)", s.ID, s.Address)
+			return refuse(codes.AlreadyExists, reasonMemberExists, "id %s is already a member (peer address %s)", s.ID, s.Address)
 		case string(s.Address) == req.PeerAddress:
-			return status.Errorf(codes.AlreadyExists, "peer address %s is already member %s's", s.Address, s.ID)
+			return refuse(codes.AlreadyExists, reasonMemberExists, "peer address %s is already member %s's", s.Address, s.ID)
 		}
+	}
+	in, err := n.peerInfo(ctx, req.PeerAddress)
+	if err := checkNewcomer(req.Id, req.PeerAddress, in, err); err != nil {
+		return err
 	}
 	if err := n.confirmMajority(ctx); err != nil {
 		return err
 	}
 	if err := n.raft.AddNonvoter(raft.ServerID(req.Id), raft.ServerAddress(req.PeerAddress), index, configTimeout).Error(); err != nil {
-		return status.Errorf(codes.Unavailable, "adding %s as a non-voter: %v", req.Id, err)
+		return refuse(codes.Unavailable, reasonUnavailable, "adding %s as a non-voter: %v", req.Id, err)
 	}
 	n.log.Info("member added as a non-voter", "id", req.Id, "peer", req.PeerAddress)
 	if req.NonVoter {
@@ -200,7 +284,27 @@ func (n *Node) addMember(ctx context.Context, req *apipb.AddMemberRequest) error
 		wait = defaultCatchUp
 	}
 	if err := n.promoteMember(ctx, req.Id, wait.Milliseconds()); err != nil {
-		return fmt.Errorf("%w (server %s was added as a non-voter; promote it with coordctl member promote %s once it runs and has caught up)", err, req.Id, req.Id)
+		return withHint(err, fmt.Sprintf("server %s was added as a non-voter; promote it with coordctl member promote %s once it runs and has caught up", req.Id, req.Id))
+	}
+	return nil
+}
+
+// checkNewcomer looks at what a server about to be added as id says of
+// itself, when it answers (one that does not answer yet is added all the
+// same, and catches up once it runs): it must have that id, and must not
+// lead a cluster of its own. A server started without --join on an empty
+// data dir bootstraps one and elects itself; the leader's log would then
+// seem to match its own (every cluster's first entry has index 1 and term
+// 1) while its state machine has applied entries the cluster never had.
+func checkNewcomer(id, addr string, in *peerpb.InfoResponse, err error) error {
+	switch {
+	case err != nil:
+		return nil
+	case in.Id != id:
+		return refuse(codes.InvalidArgument, reasonBadArguments, "the server at %s is server %s, not %s", addr, in.Id, id)
+	case in.Role == "leader":
+		return refuse(codes.FailedPrecondition, reasonNotJoining,
+			"the server at %s leads a cluster of its own (it was not started with --join): stop it, empty its data dir and start it with --join", addr)
 	}
 	return nil
 }
@@ -208,7 +312,7 @@ func (n *Node) addMember(ctx context.Context, req *apipb.AddMemberRequest) error
 // promoteMember makes non-voter id a voter once it has caught up, waiting
 // up to catchUpMs for that.
 func (n *Node) promoteMember(ctx context.Context, id string, catchUpMs int64) error {
-	conf, _, err := n.stableConfig()
+	conf, _, err := n.stableConfig(ctx)
 	if err != nil {
 		return err
 	}
@@ -220,14 +324,14 @@ func (n *Node) promoteMember(ctx context.Context, id string, catchUpMs int64) er
 	}
 	switch {
 	case target == nil:
-		return status.Errorf(codes.NotFound, "no member with id %s", id)
+		return refuse(codes.NotFound, reasonNoMember, "no member with id %s", id)
 	case target.Suffrage == raft.Voter:
-		return status.Errorf(codes.FailedPrecondition, "member %s is a voter already", id)
+		return refuse(codes.FailedPrecondition, reasonAlreadyVoter, "member %s is a voter already", id)
 	}
 	if err := n.waitCaughtUp(ctx, *target, time.Duration(catchUpMs)*time.Millisecond); err != nil {
 		return err
 	}
-	conf, index, err := n.stableConfig()
+	conf, index, err := n.stableConfig(ctx)
 	if err != nil {
 		return err
 	}
@@ -238,7 +342,7 @@ func (n *Node) promoteMember(ctx context.Context, id string, catchUpMs int64) er
 		return err
 	}
 	if err := n.raft.AddVoter(target.ID, target.Address, index, configTimeout).Error(); err != nil {
-		return status.Errorf(codes.Unavailable, "promoting %s: %v", id, err)
+		return refuse(codes.Unavailable, reasonUnavailable, "promoting %s: %v", id, err)
 	}
 	n.log.Info("member promoted to voter", "id", id)
 	return nil
@@ -261,18 +365,18 @@ func (n *Node) waitCaughtUp(ctx context.Context, s raft.Server, d time.Duration)
 			last = fmt.Sprintf("it has applied %d of %d", in.Applied, commit)
 		}
 		if !time.Now().Before(deadline) {
-			return status.Errorf(codes.FailedPrecondition, "server %s has not caught up: %s", s.ID, last)
+			return refuse(codes.FailedPrecondition, reasonNotCaughtUp, "server %s has not caught up: %s", s.ID, last)
 		}
 		select {
 		case <-ctx.Done():
-			return status.Errorf(codes.DeadlineExceeded, "server %s has not caught up: %s", s.ID, last)
+			return refuse(codes.DeadlineExceeded, reasonNotCaughtUp, "server %s has not caught up: %s", s.ID, last)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }
 
 func (n *Node) removeMember(ctx context.Context, req *apipb.RemoveMemberRequest) error {
-	conf, index, err := n.stableConfig()
+	conf, index, err := n.stableConfig(ctx)
 	if err != nil {
 		return err
 	}
@@ -286,12 +390,12 @@ func (n *Node) removeMember(ctx context.Context, req *apipb.RemoveMemberRequest)
 		}
 	}
 	if target == nil {
-		return status.Errorf(codes.NotFound, "no member with id %s", req.Id)
+		return refuse(codes.NotFound, reasonNoMember, "no member with id %s", req.Id)
 	}
 	if target.Suffrage == raft.Voter {
 		voters := voterList(rest)
 		if len(voters) == 0 {
-			return status.Errorf(codes.FailedPrecondition, "member %s is the last voter: the cluster would have none", req.Id)
+			return refuse(codes.FailedPrecondition, reasonLastVoter, "member %s is the last voter: the cluster would have none", req.Id)
 		}
 		if err := n.keepsMajority(ctx, voters); err != nil {
 			return err
@@ -301,7 +405,7 @@ func (n *Node) removeMember(ctx context.Context, req *apipb.RemoveMemberRequest)
 		return err
 	}
 	if err := n.raft.RemoveServer(target.ID, index, configTimeout).Error(); err != nil {
-		return status.Errorf(codes.Unavailable, "removing %s: %v", req.Id, err)
+		return refuse(codes.Unavailable, reasonUnavailable, "removing %s: %v", req.Id, err)
 	}
 	n.log.Info("member removed", "id", req.Id)
 	return nil
@@ -313,10 +417,10 @@ func (n *Node) transferLeadership(ctx context.Context, req *apipb.TransferLeader
 	if n.raft.State() != raft.Leader {
 		c, err := n.peers.leader()
 		if err != nil {
-			return nil, status.Error(codes.Unavailable, "no leader to hand over from")
+			return nil, refuse(codes.Unavailable, reasonNoLeader, "no leader to hand over from (an election under way, or no majority)")
 		}
 		if _, err := c.ChangeMembers(ctx, &peerpb.ChangeMembersRequest{Change: &peerpb.ChangeMembersRequest_Transfer{Transfer: req}}); err != nil {
-			return nil, err
+			return nil, leaderUnreachable(err)
 		}
 		return n.awaitLeader(ctx, "")
 	}
@@ -327,7 +431,7 @@ func (n *Node) transferLeadership(ctx context.Context, req *apipb.TransferLeader
 		if req.Id == n.cfg.ID {
 			return &apipb.TransferLeadershipResponse{Leader: n.cfg.ID}, nil
 		}
-		conf, _, err := n.stableConfig()
+		conf, _, err := n.stableConfig(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -339,14 +443,14 @@ func (n *Node) transferLeadership(ctx context.Context, req *apipb.TransferLeader
 		}
 		switch {
 		case target == nil:
-			return nil, status.Errorf(codes.NotFound, "no member with id %s", req.Id)
+			return nil, refuse(codes.NotFound, reasonNoMember, "no member with id %s", req.Id)
 		case target.Suffrage != raft.Voter:
-			return nil, status.Errorf(codes.FailedPrecondition, "member %s is not a voter and cannot lead", req.Id)
+			return nil, refuse(codes.FailedPrecondition, reasonNotVoter, "member %s is not a voter and cannot lead", req.Id)
 		}
 		f = n.raft.LeadershipTransferToServer(target.ID, target.Address)
 	}
 	if err := f.Error(); err != nil {
-		return nil, status.Errorf(codes.Unavailable, "leadership transfer: %v", err)
+		return nil, refuse(codes.Unavailable, reasonUnavailable, "leadership transfer: %v", err)
 	}
 	return n.awaitLeader(ctx, n.cfg.ID)
 }
@@ -364,7 +468,7 @@ func (n *Node) awaitLeader(ctx context.Context, not string) (*apipb.TransferLead
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	return nil, status.Error(codes.Unavailable, "no new leader within 10s")
+	return nil, refuse(codes.Unavailable, reasonUnavailable, "no new leader within 10s")
 }
 
 // admin answers the public API's calls about the cluster (grpcapi.Admin).

@@ -171,8 +171,18 @@ func TestTransferLeadership(t *testing.T) {
 // TestZKReconfig: ZooKeeper's incremental reconfig adds and removes a
 // server; getConfig shows the membership, and its watch fires on change.
 func TestZKReconfig(t *testing.T) {
-	_, leader := threeNodes(t)
+	_, leader := threeNodes(t, func(c *Config) { c.SuperDigest = "super:lK75jTNcA+U9vtVEw5vB51mj/w4=" }) // super:secret
 	z := zkSession(t, leader)
+	// Only the super user may reconfigure, as in ZooKeeper.
+	leaving := "3"
+	if h, _ := z.call(jute.OpReconfig, &jute.ReconfigRequest{LeavingServers: &leaving, CurConfigID: -1}); h.Err != jute.CodeNoAuth {
+		t.Fatalf("reconfig without the super user: %v, want NoAuth", h.Err)
+	}
+	z.write(jute.AppendFrame(nil, &jute.RequestHeader{Xid: jute.XidAuth, Type: jute.OpAuth}, &jute.AuthPacket{Scheme: "digest", Auth: []byte("super:secret")}))
+	var ah jute.ReplyHeader
+	if err := ah.Decode(jute.NewReader(z.frame())); err != nil || ah.Err != jute.CodeOK {
+		t.Fatalf("addauth super: %v %v", ah.Err, err)
+	}
 	h, r := z.call(jute.OpGetData, &jute.GetDataRequest{Path: "/zookeeper/config", Watch: true})
 	var before jute.GetDataResponse
 	if h.Err != jute.CodeOK || before.Decode(r) != nil {
@@ -198,7 +208,7 @@ func TestZKReconfig(t *testing.T) {
 	if stale == 0 || after.Stat.Mzxid <= stale {
 		t.Fatalf("config versions %d then %d: the version must grow", stale, after.Stat.Mzxid)
 	}
-	leaving := "4"
+	leaving = "4"
 	if h, _ := z.call(jute.OpReconfig, &jute.ReconfigRequest{LeavingServers: &leaving, CurConfigID: stale}); h.Err != jute.CodeBadVersion {
 		t.Fatalf("reconfig from a stale version: %v, want BadVersion", h.Err)
 	}

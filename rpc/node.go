@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,12 +22,16 @@ import (
 	"go.etcd.io/bbolt"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
 
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/rpc/apipb"
 	"github.com/coordd/coordd/rpc/engine"
 	"github.com/coordd/coordd/rpc/grpcapi"
+	"github.com/coordd/coordd/rpc/metrics"
 	"github.com/coordd/coordd/rpc/peerpb"
 	"github.com/coordd/coordd/rpc/tlsutil"
 	"github.com/coordd/coordd/rpc/zk"
@@ -52,6 +57,7 @@ type Node struct {
 	mux     *peerMux
 
 	clientLn    net.Listener
+	adminLn     net.Listener    // nil without Config.MetricsAddr
 	clientTLS   *tls.Config     // nil: the client port is plaintext
 	peerTLS     *tlsutil.Source // nil: the peer port is plaintext
 	refusals    *refusals       // refused connections, logged once a while
@@ -69,6 +75,14 @@ type Node struct {
 	asked    *roundGroup // read-index calls to the leader as a follower
 
 	memberMu sync.Mutex // one membership change at a time, on the leader
+
+	metrics     *metrics.Metrics
+	adminMux    *http.ServeMux
+	adminSrv    *http.Server
+	health      *health.Server // gRPC's health service, from readiness
+	ready       readiness
+	liveReading atomic.Bool // a /livez read of the FSM is under way
+	peerLogs    *peerLogs   // how Raft's failures to reach a peer are logged
 
 	leaderSeen      sync.Mutex
 	leaderlessSince time.Time
@@ -174,7 +188,17 @@ func NewNode(cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("rpc: client address %s: %w", cfg.ClientAddr, err)
 	}
 	cleanup = append(cleanup, func() { n.clientLn.Close() })
+	if cfg.MetricsAddr != "" {
+		n.adminLn, err = net.Listen("tcp", cfg.MetricsAddr)
+		if err != nil {
+			return nil, fmt.Errorf("rpc: metrics address %s: %w", cfg.MetricsAddr, err)
+		}
+		cleanup = append(cleanup, func() { n.adminLn.Close() })
+	}
 
+	if err := checkJoinDir(&cfg); err != nil {
+		return nil, err
+	}
 	if err := claimDataDir(cfg.DataDir, cfg.ID); err != nil {
 		return nil, err
 	}
@@ -183,12 +207,19 @@ func NewNode(cfg Config) (_ *Node, err error) {
 	if dial == nil {
 		dial = defaultDialer(cfg.PeerAddr)
 	}
-	n.mux = newPeerMux(peerLn, dial, n.peerTLS, n.refusals)
+	n.peerLogs = newPeerLogs()
+	n.mux = newPeerMux(peerLn, n.peerLogs.trackDials(dial), n.peerTLS, n.refusals)
 	cleanup = append(cleanup, n.mux.close)
 
+	n.metrics = metrics.New(metrics.Options{Version: cfg.Version, State: n.state})
+	n.adminMux = n.newAdmin()
+	n.health = newHealth()
 	n.peers = newPeerClients(n)
+	cleanup = append(cleanup, n.peers.close)
 	n.verified = newRoundGroup(n.ctx, n.verifyCommitIndex)
+	n.verified.observe = func(d time.Duration, err error) { n.metrics.ReadIndexRound(true, d, err) }
 	n.asked = newRoundGroup(n.ctx, n.askLeaderReadIndex)
+	n.asked.observe = func(d time.Duration, err error) { n.metrics.ReadIndexRound(false, d, err) }
 	n.prop = newProposer(n)
 	n.leader = newLeaderDuties(n)
 	n.fsm = fsm.New(fsm.Options{MaxDataSize: cfg.MaxDataSize, Logger: n.log})
@@ -196,7 +227,7 @@ func NewNode(cfg Config) (_ *Node, err error) {
 		ServerID: cfg.ID, FSM: n.fsm, Cluster: cluster{n},
 		Tick: cfg.Tick, MinSessionTimeout: cfg.MinSessionTimeout, MaxSessionTimeout: cfg.MaxSessionTimeout,
 		MaxRequestSize: cfg.maxMessageSize(), MaxReplySize: cfg.wireLimit(),
-		DisableTTL: cfg.DisableTTL, ConfigData: n.configData, Logger: n.log,
+		DisableTTL: cfg.DisableTTL, ConfigData: n.configData, Meter: n.metrics, Logger: n.log,
 		SuperDigest: cfg.SuperDigest,
 	})
 	n.fsm.SetObserver(observer{n})
@@ -210,6 +241,7 @@ func NewNode(cfg Config) (_ *Node, err error) {
 	if cfg.wrapLogStore != nil {
 		store = cfg.wrapLogStore(store)
 	}
+	store = timedLogStore{LogStore: store, m: n.metrics, writeTime: boltWriteTime(n.store.Stats)}
 	// The cache also holds a leader's new entries while it writes them, so
 	// that they are replicated meanwhile (rpc/third_party/raft/FORK.md); it
 	// must hold a whole batch, MaxAppendEntries, to do that.
@@ -218,11 +250,12 @@ func NewNode(cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	logs.SetMaxBytes(logCacheBytes)
-	hl := newHCLogger(n.log)
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, hl.Named("snapshot"))
+	hl := newHCLogger(n.log, n.peerLogs)
+	fileSnaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, hl.Named("snapshot"))
 	if err != nil {
 		return nil, fmt.Errorf("rpc: snapshot store: %w", err)
 	}
+	snaps := timedSnapshotStore{SnapshotStore: fileSnaps, m: n.metrics}
 	advertise, err := net.ResolveTCPAddr("tcp", cfg.PeerAddr)
 	if err != nil {
 		return nil, err
@@ -256,10 +289,11 @@ func NewNode(cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if !existing && cfg.Join {
+	joining := !existing && (cfg.joins() || cfg.Join && n.peersHaveCluster())
+	if joining {
 		n.log.Info("joining: waiting for the leader to add this server", "peer", cfg.PeerAddr)
 	}
-	if !existing && !cfg.Join {
+	if !existing && !joining {
 		peers := cfg.Peers
 		if len(peers) == 0 {
 			peers = []Peer{{ID: cfg.ID, Addr: cfg.PeerAddr}}
@@ -273,11 +307,12 @@ func NewNode(cfg Config) (_ *Node, err error) {
 		}
 		n.log.Info("bootstrapped a new cluster", "voters", len(peers))
 	}
-	n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.store, snaps, n.trans)
+	n.raft, err = raft.NewRaft(rc, meteredFSM{f: n.fsm, m: n.metrics}, logs, n.store, snaps, n.trans)
 	if err != nil {
 		return nil, fmt.Errorf("rpc: starting raft: %w", err)
 	}
 	n.raftSet.Store(true)
+	n.peerLogs.setAddrOf(n.addrOfServer)
 	cleanup = append(cleanup, func() { _ = n.raft.Shutdown().Error() })
 
 	kp := keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true}
@@ -293,6 +328,10 @@ func NewNode(cfg Config) (_ *Node, err error) {
 	apipb.RegisterCoordServer(n.clientGRPC, grpcapi.New(n.engine, grpcapi.Config{
 		ServerID: cfg.ID, MaxRequestBytes: int64(cfg.maxMessageSize()), Admin: admin{n},
 	}))
+	// gRPC's standard health service (its status follows readiness) and
+	// server reflection, so that grpcurl and gRPC health probes work.
+	healthpb.RegisterHealthServer(n.clientGRPC, n.health)
+	reflection.Register(n.clientGRPC)
 	n.peerGRPC = grpc.NewServer(
 		grpc.MaxRecvMsgSize(peerMessageLimit),
 		grpc.MaxSendMsgSize(peerMessageLimit),
@@ -314,7 +353,12 @@ func NewNode(cfg Config) (_ *Node, err error) {
 	n.start(n.leader.run)
 	n.start(func() { n.engine.RunTouches(n.ctx) })
 	n.start(n.watchQuorum)
-	n.log.Info("server started", "client", n.clientLn.Addr().String(), "peer", cfg.PeerAddr)
+	n.start(n.trackReadiness)
+	n.start(n.countLeaderChanges)
+	if n.adminLn != nil {
+		n.serveAdmin(n.adminLn)
+	}
+	n.log.Info("server started", "client", n.clientLn.Addr().String(), "peer", cfg.PeerAddr, "metrics", n.MetricsAddr())
 	return n, nil
 }
 
@@ -361,6 +405,10 @@ func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		n.log.Info("shutting down")
 		n.cancel()
+		n.health.Shutdown()
+		if n.adminSrv != nil {
+			n.adminSrv.Close()
+		}
 		n.clientLn.Close()
 		n.engine.EndAll()
 		n.zk.Close()
@@ -419,7 +467,10 @@ var routineRaftLogs = map[string]slog.Level{
 
 // hclog routing: Raft logs through an intercept logger whose sink writes to
 // slog; the intercept logger itself prints nothing.
-type slogSink struct{ l *slog.Logger }
+type slogSink struct {
+	l     *slog.Logger
+	peers *peerLogs // nil: every peer failure at Raft's level
+}
 
 func (s slogSink) Accept(name string, level hclog.Level, msg string, args ...interface{}) {
 	lvl := slog.LevelDebug
@@ -434,15 +485,18 @@ func (s slogSink) Accept(name string, level hclog.Level, msg string, args ...int
 	if l, ok := routineRaftLogs[msg]; ok && l < lvl {
 		lvl = l
 	}
+	if s.peers != nil {
+		lvl = s.peers.level(msg, lvl, args)
+	}
 	if !s.l.Enabled(context.Background(), lvl) {
 		return
 	}
 	s.l.Log(context.Background(), lvl, msg, append([]any{"component", name}, args...)...)
 }
 
-func newHCLogger(l *slog.Logger) hclog.InterceptLogger {
+func newHCLogger(l *slog.Logger, peers *peerLogs) hclog.InterceptLogger {
 	il := hclog.NewInterceptLogger(&hclog.LoggerOptions{Name: "", Output: io.Discard, Level: hclog.Off})
-	il.RegisterSink(slogSink{l: l})
+	il.RegisterSink(slogSink{l: l, peers: peers})
 	return il
 }
 

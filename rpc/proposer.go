@@ -52,6 +52,7 @@ func (p *proposer) submit(cmd *cmdpb.Command) {
 	p.nextSeq++
 	p.pending = append(p.pending, &proposal{seq: p.nextSeq, data: data, cmd: cmd})
 	p.mu.Unlock()
+	p.n.metrics.Proposed()
 	p.poke()
 }
 
@@ -222,6 +223,7 @@ func (p *proposer) runForward(addr string) error {
 			if err := stream.Send(&peerpb.ForwardRequest{Seq: q.seq, Command: q.data}); err != nil {
 				return err
 			}
+			p.n.metrics.Forwarded()
 			sent = q.seq
 		}
 		select {

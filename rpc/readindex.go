@@ -239,6 +239,8 @@ func (n *Node) readIndex(done <-chan struct{}) (int64, error) {
 type roundGroup struct {
 	ctx   context.Context // ends every round when the node stops
 	round func(ctx context.Context) (int64, error)
+	// observe, if set, is told each round's duration and error (metrics).
+	observe func(d time.Duration, err error)
 
 	mu      sync.Mutex
 	running int
@@ -286,7 +288,11 @@ func (g *roundGroup) startLocked() {
 	r := g.next
 	g.next = nil
 	go func() {
+		start := time.Now()
 		r.idx, r.err = g.round(g.ctx)
+		if g.observe != nil {
+			g.observe(time.Since(start), r.err)
+		}
 		close(r.done)
 		g.mu.Lock()
 		g.running--

@@ -141,16 +141,18 @@ func (n *Node) sessionList(ctx context.Context) (*apipb.SessionsResponse, error)
 	return resp, nil
 }
 
-// serving reports whether this server can serve clients: it knows a leader
-// (or lost it only moments ago).
+// serving reports whether this server can serve clients: it is a member
+// (a joining server is not until it is added) and knows a leader (or lost
+// it only moments ago).
 func (n *Node) serving() bool {
+	if !n.inConfiguration() {
+		return false
+	}
 	// A leader known now counts at once: watchQuorum notices it only at
 	// its next tick, and a server whose first election was slow would
 	// otherwise refuse clients for that long after it has a leader.
-	if n.raftSet.Load() {
-		if _, id := n.raft.LeaderWithID(); id != "" {
-			return true
-		}
+	if _, id := n.raft.LeaderWithID(); id != "" {
+		return true
 	}
 	n.leaderSeen.Lock()
 	defer n.leaderSeen.Unlock()
@@ -162,8 +164,9 @@ func (n *Node) leaderlessLimit() time.Duration {
 }
 
 // watchQuorum closes client streams when this server has had no leader for
-// longer than an election takes (it is likely in a minority partition), so
-// that its clients move to a server that can serve them.
+// longer than an election takes (it is likely in a minority partition), or
+// at once when it is no longer a member (it was removed), so that its
+// clients move to a server that can serve them.
 func (n *Node) watchQuorum() {
 	tk := time.NewTicker(n.cfg.Tick / 4)
 	defer tk.Stop()
@@ -183,25 +186,33 @@ func (n *Node) watchQuorum() {
 		}
 		cut := !n.leaderlessSince.IsZero() && time.Since(n.leaderlessSince) >= n.leaderlessLimit()
 		n.leaderSeen.Unlock()
+		why := "no leader"
+		if !n.inConfiguration() {
+			cut, why = true, "not a member (removed)"
+		}
 		if cut {
 			if ids := n.engine.Local(); len(ids) > 0 {
-				n.log.Info("no leader: disconnecting clients", "sessions", len(ids))
+				n.log.Info(why+": disconnecting clients", "sessions", len(ids))
 				n.engine.EndAll()
 			}
 		}
 	}
 }
 
-// zkStats are the figures ZooKeeper's four-letter words report.
+// zkStats are the figures ZooKeeper's four-letter words report: read from
+// the same state and counters as the metrics (state, n.metrics), so that
+// mntr and /metrics agree.
 func (n *Node) zkStats() zk.Stats {
-	st := zk.Stats{Version: n.cfg.Version, Zxid: n.fsm.AppliedIndex()}
-	n.fsm.Read(func(v fsm.View) {
-		st.Znodes = int64(v.Tree.Len()) + 3 // and /zookeeper, its quota and config
-		st.Ephemerals = int64(v.Tree.Ephemerals())
-		st.DataSize = v.Tree.ApproximateDataSize()
-	})
-	ws := n.engine.Watches().Stats()
-	st.Watches, st.WatchedPaths, st.WatchingSessions = int64(ws.Watches), int64(ws.Paths), int64(ws.Sessions)
+	ms := n.state()
+	rs := n.metrics.Requests()
+	st := zk.Stats{
+		Version: n.cfg.Version, Zxid: int64(ms.Raft.AppliedIndex),
+		Znodes: ms.Znodes, Ephemerals: ms.EphemeralZnodes, DataSize: ms.ApproximateDataSize,
+		Watches: ms.Watches.Total(), WatchedPaths: ms.WatchedPaths, WatchingSessions: ms.WatchingSessions,
+		Connections: ms.SessionsConnected, GlobalSessions: ms.Sessions, Outstanding: ms.OutstandingRequests,
+		Received: int64(rs.Received), Sent: int64(rs.Sent),
+		MinLatency: rs.MinLatency, AvgLatency: rs.AvgLatency, MaxLatency: rs.MaxLatency,
+	}
 	var servers []raft.Server
 	if f := n.raft.GetConfiguration(); f.Error() == nil {
 		servers = f.Configuration().Servers

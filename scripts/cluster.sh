@@ -7,10 +7,12 @@
 # Environment: BIN (default bin), LOG_LEVEL (default warn), GOMAXPROCS (of
 # each server; default cores / N, at least 1), CLUSTER_HOST (default
 # 127.0.0.1), CLIENT_PORT and PEER_PORT (server 1's ports, default 2181 and
-# 2888; server i uses the port + i - 1), CLUSTER_DIR (default .cluster; data
-# in CLUSTER_DIR/<id>), TLS_DIR (when set, both ports speak TLS with the
-# files coordctl certs init wrote there, client certificates required; make
-# cluster TLS=1 makes them in .cluster/tls).
+# 2888; server i uses the port + i - 1), METRICS_PORT (server 1's admin HTTP
+# port, metrics and health, likewise; default 9181, empty for none),
+# CLUSTER_DIR (default .cluster; data in CLUSTER_DIR/<id>), TLS_DIR (when
+# set, both ports speak TLS with the files coordctl certs init wrote there,
+# client certificates required; make cluster TLS=1 makes them in
+# .cluster/tls).
 set -euo pipefail
 n=${1:-3}
 case $n in 1|3|5|7) ;; *) echo "cluster: N must be 1, 3, 5 or 7" >&2; exit 2 ;; esac
@@ -19,6 +21,7 @@ host=${CLUSTER_HOST:-127.0.0.1}
 client_port=${CLIENT_PORT:-2181}
 peer_port=${PEER_PORT:-2888}
 dir=${CLUSTER_DIR:-.cluster}
+metrics_port=${METRICS_PORT-9181}
 peers=""
 servers=""
 for i in $(seq 1 "$n"); do
@@ -43,7 +46,8 @@ for i in $(seq 1 "$n"); do
   # stop only the seds); the sed ends when the server closes its output.
   GOMAXPROCS=$procs "$bin/coordd" --id "$i" --data-dir "$dir/$i" \
     --client-addr "$host:$((client_port + i - 1))" --peer-addr "$host:$((peer_port + i - 1))" \
-    --peers "$peers" --log-level "${LOG_LEVEL:-warn}" ${tls_flags[@]+"${tls_flags[@]}"} > >(sed -u "s/^/[$i] /") 2>&1 &
+    --peers "$peers" --log-level "${LOG_LEVEL:-warn}" ${tls_flags[@]+"${tls_flags[@]}"} \
+    ${metrics_port:+--metrics-addr "$host:$((metrics_port + i - 1))"} > >(sed -u "s/^/[$i] /") 2>&1 &
   pids+=($!)
 done
 echo
@@ -54,5 +58,8 @@ if [ -n "${TLS_DIR:-}" ]; then
   echo "  (TLS on both ports, client certificates required; the README shows zkCli.sh and kazoo)"
 fi
 echo "  $bin/coordctl status"
+if [ -n "$metrics_port" ]; then
+  echo "Metrics and health: http://$host:$metrics_port/metrics (/livez, /readyz), ports $metrics_port-$((metrics_port + n - 1))."
+fi
 echo "Ctrl-C stops them all."
 wait

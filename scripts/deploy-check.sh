@@ -9,9 +9,16 @@
 #    it with the example env file;
 #  - deploy/kubernetes: deploy/kubecheck (a module of its own) decodes every
 #    manifest strictly into the k8s.io/api types and checks them as a
-#    cluster, and has coordd parse each pod's arguments.
-# Installs Debian's systemd package if systemd-analyze is missing; the Go
-# module proxy must be reachable the first time (k8s.io/api).
+#    cluster, and has coordd parse each pod's arguments;
+#  - deploy/prometheus: promtool checks the example configuration and the
+#    alert rules, and runs the rules' unit tests (alerts_test.yml);
+#  - deploy/grafana: promtool parses every query of the dashboard (its
+#    variables filled in), and rpc/metrics' tests check every metric and
+#    label the dashboard and the rules use against the server's registry,
+#    whose names and types testdata/metrics.golden pins.
+# Installs Debian's systemd package if systemd-analyze is missing, and its
+# prometheus package (for promtool) if promtool is; the Go module proxy
+# must be reachable the first time (k8s.io/api).
 set -euo pipefail
 GO=${GO:-go}
 cd "$(dirname "$0")/.."
@@ -98,4 +105,37 @@ echo "deploy-check: deploy/kubecheck deploy/kubernetes"
   "$GO" test -count=1 .
   "$GO" run . -coordd "$tmp/coordd" ../kubernetes
 )
+if ! command -v promtool >/dev/null || ! command -v jq >/dev/null; then
+  echo "deploy-check: installing promtool (Debian's prometheus package) and jq"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus jq >/dev/null
+fi
+echo "deploy-check: promtool deploy/prometheus"
+(
+  cd deploy/prometheus
+  promtool check config prometheus.yml
+  promtool check rules alerts.yml
+  promtool test rules alerts_test.yml
+)
+
+echo "deploy-check: promtool parses deploy/grafana/coordd.json's queries"
+# Each query, its dashboard variables given a value, becomes a recording
+# rule, which promtool parses.
+{
+  echo "groups:"
+  echo "  - name: dashboard"
+  echo "    rules:"
+  i=0
+  jq -r '.. | objects | select(has("expr")) | .expr' deploy/grafana/coordd.json |
+    sed -e 's/\$job/coordd/g' -e 's/\$instance/.*/g' -e 's/\$__rate_interval/1m/g' -e "s/'/''/g" |
+    while IFS= read -r expr; do
+      i=$((i + 1))
+      echo "      - record: dashboard:query_$i"
+      echo "        expr: '$expr'"
+    done
+} > "$tmp/dashboard-rules.yml"
+promtool check rules "$tmp/dashboard-rules.yml" | sed 's/^/  /'
+
+echo "deploy-check: metric names in deploy/ against the registry (rpc/metrics)"
+"$GO" test -count=1 -run 'TestNamesArePinned|TestDashboardUsesKnownMetrics|TestAlertsUseKnownMetrics' ./rpc/metrics/
 echo "deploy-check: ok"

@@ -3,6 +3,7 @@
 package scripts_test
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"strings"
@@ -28,6 +29,34 @@ func TestRaftForkCheckSaysWhatIsMissing(t *testing.T) {
 	} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestCompatRefusesBadSettings: make compat's script refuses an unknown
+// target or suite, and UPDATE=1 (which rewrites coordd's goldens) with
+// another target, before it installs, builds or starts anything.
+func TestCompatRefusesBadSettings(t *testing.T) {
+	for _, c := range []struct {
+		env  []string
+		want string
+	}{
+		{[]string{"TARGET=etcd"}, "TARGET is coordd or zookeeper, not etcd"},
+		{[]string{"SUITES=zkcli nope"}, "no suite nope"},
+		{[]string{"TARGET=zookeeper", "UPDATE=1"}, "UPDATE=1 rewrites coordd's goldens: not with TARGET=zookeeper"},
+		{[]string{"UPDATE=1", "WATCH_FIXES=/nowhere"}, "not with WATCH_FIXES"},
+	} {
+		cmd := exec.Command("bash", "scripts/compat.sh")
+		cmd.Dir = ".."
+		cmd.Env = append(os.Environ(), "TARGET=", "SUITES=", "UPDATE=", "WATCH_FIXES=")
+		cmd.Env = append(cmd.Env, c.env...)
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 2 {
+			t.Errorf("%v: want exit status 2, got %v:\n%s", c.env, err, out)
+		}
+		if !strings.Contains(string(out), c.want) || !strings.Contains(string(out), "usage: make compat") {
+			t.Errorf("%v: output lacks %q and the usage:\n%s", c.env, c.want, out)
 		}
 	}
 }

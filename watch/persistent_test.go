@@ -49,6 +49,7 @@ func checkTable(t *testing.T, m *Manager) {
 		return out
 	}
 	n, nrec := 0, 0
+	var byKind [4]int
 	for path, pw := range m.byPath {
 		if pw.path != path {
 			t.Fatalf("byPath[%q].path = %q", path, pw.path)
@@ -65,6 +66,11 @@ func checkTable(t *testing.T, m *Manager) {
 				t.Fatalf("path %q session %d: byPath %v, bySession %v", path, s, k, got)
 			}
 			n += popcount(k)
+			for i := range byKind {
+				if k&(1<<i) != 0 {
+					byKind[i]++
+				}
+			}
 			if k&PersistentRecursive != 0 {
 				nrec++
 				rw := m.rec[path]
@@ -98,6 +104,47 @@ func checkTable(t *testing.T, m *Manager) {
 	if n != m.n || nrec != m.nrec {
 		t.Fatalf("n, nrec = %d, %d; counted %d, %d", m.n, m.nrec, n, nrec)
 	}
+	if byKind != m.byKind {
+		t.Fatalf("registrations by kind (data, child, persistent, recursive) = %v; counted %v", m.byKind, byKind)
+	}
+}
+
+// TestStatsByKind: Stats counts the registrations of each kind as they are
+// added, fired, removed and reset, and they add up to Watches.
+func TestStatsByKind(t *testing.T) {
+	m := NewManager()
+	want := func(data, child, persistent, recursive int) {
+		t.Helper()
+		checkTable(t, m)
+		st := m.Stats()
+		got := [4]int{st.Data, st.Child, st.Persistent, st.PersistentRecursive}
+		if got != [4]int{data, child, persistent, recursive} {
+			t.Fatalf("by kind (data, child, persistent, recursive) = %v, want %v", got, [4]int{data, child, persistent, recursive})
+		}
+		if sum := data + child + persistent + recursive; st.Watches != sum {
+			t.Fatalf("Watches = %d, the kinds add up to %d", st.Watches, sum)
+		}
+	}
+	want(0, 0, 0, 0)
+	m.Add(1, "/a", Data|Child)
+	m.Add(2, "/a", Persistent)
+	m.Add(2, "/", PersistentRecursive)
+	m.Add(3, "/b", Data)
+	want(2, 1, 1, 1)
+	m.Trigger([]tree.Event{{Type: changed, Path: "/a", Zxid: 5}}) // session 1's data watch fires
+	want(1, 1, 1, 1)
+	m.Trigger([]tree.Event{{Type: deleted, Path: "/a", Zxid: 6}}) // and its child watch
+	want(1, 0, 1, 1)
+	if !m.Remove(2, "/a", Persistent) {
+		t.Fatal("Remove(2, /a, Persistent) found nothing")
+	}
+	want(1, 0, 0, 1)
+	m.RemoveSession(2)
+	want(1, 0, 0, 0)
+	m.Add(4, "/c", AllKinds)
+	want(2, 1, 1, 1)
+	m.Reset()
+	want(0, 0, 0, 0)
 }
 
 // TestEveryKindEveryEvent: one watch of each kind on /w, one event of each
@@ -597,7 +644,7 @@ func TestPersistentSessionLifecycle(t *testing.T) {
 	if got := m.Len(); got != 4+1+1+1+1 {
 		t.Fatalf("Len = %d, want 8", got)
 	}
-	if got, want := m.Stats(), (Stats{Sessions: 2, Paths: 4, Watches: 8}); got != want {
+	if got, want := m.Stats(), (Stats{Sessions: 2, Paths: 4, Watches: 8, Data: 2, Child: 1, Persistent: 2, PersistentRecursive: 3}); got != want {
 		t.Fatalf("Stats = %+v, want %+v", got, want)
 	}
 	want := Paths{Data: []string{"/a", "/c"}, Child: []string{"/a"}, Persistent: []string{"/a"}, PersistentRecursive: []string{"/a", "/a/b"}}

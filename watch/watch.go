@@ -159,6 +159,9 @@ type Manager struct {
 	rec  map[string]*pathWatches
 	nrec int // PersistentRecursive registrations; 0 skips the ancestor walk
 	n    int // registrations: one per (session, path, kind)
+	// byKind counts the registrations of each kind, by the kind's bit
+	// (Data, Child, Persistent, PersistentRecursive).
+	byKind [4]int
 
 	matches []match // Trigger's scratch space, reused under mu
 }
@@ -248,6 +251,15 @@ func NewManager() *Manager {
 
 func popcount(k Kind) int { return bits.OnesCount8(uint8(k & AllKinds)) }
 
+// countKinds adds d to the count of each kind in k.
+func (m *Manager) countKinds(k Kind, d int) {
+	for i := range m.byKind {
+		if k&(1<<i) != 0 {
+			m.byKind[i] += d
+		}
+	}
+}
+
 // setLocked sets session s's watches on path to exactly k (possibly 0),
 // keeping the indexes and the counts in step.
 func (m *Manager) setLocked(s int64, path string, k Kind) {
@@ -261,6 +273,8 @@ func (m *Manager) setLocked(s int64, path string, k Kind) {
 		return
 	}
 	m.n += popcount(k) - popcount(old)
+	m.countKinds(old&^k, -1)
+	m.countKinds(k&^old, 1)
 	if pw == nil {
 		pw = &pathWatches{path: path}
 		m.byPath[path] = pw
@@ -400,6 +414,7 @@ func (m *Manager) RemoveSession(session int64) int {
 	removed := 0
 	for path, k := range sm {
 		removed += popcount(k)
+		m.countKinds(k, -1)
 		if k&PersistentRecursive != 0 {
 			m.setRecLocked(session, path, false)
 		}
@@ -539,6 +554,7 @@ func (m *Manager) Reset() {
 	m.rec = make(map[string]*pathWatches)
 	m.nrec = 0
 	m.n = 0
+	m.byKind = [4]int{}
 }
 
 // Len returns the number of registrations: one per (session, path, kind),
@@ -555,13 +571,18 @@ type Stats struct {
 	Sessions int // sessions holding at least one watch
 	Paths    int // paths with at least one watch
 	Watches  int // registrations, as Len counts them
+	// The registrations of each kind; they add up to Watches.
+	Data, Child, Persistent, PersistentRecursive int
 }
 
 // Stats returns the sizes of the table, in O(1).
 func (m *Manager) Stats() Stats {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return Stats{Sessions: len(m.bySession), Paths: len(m.byPath), Watches: m.n}
+	return Stats{
+		Sessions: len(m.bySession), Paths: len(m.byPath), Watches: m.n,
+		Data: m.byKind[0], Child: m.byKind[1], Persistent: m.byKind[2], PersistentRecursive: m.byKind[3],
+	}
 }
 
 // Watches returns the paths session watches with a Data watch and with a

@@ -31,11 +31,6 @@ var zkACL = zk.WorldACL(zk.PermAll)
 // 30 GB of client memory.
 func (b *bench) zkBuffer() int { return max(256<<10, b.o.valueSize+64<<10) }
 
-// quietZK discards go-zookeeper's log lines (it logs every connection).
-type quietZK struct{}
-
-func (quietZK) Printf(string, ...any) {}
-
 // zkConnect opens a go-zookeeper session on server and waits until it is
 // established. onEvent, if set, sees every event of the connection.
 func (b *bench) zkConnect(ctx context.Context, servers []string, onEvent func(zk.Event)) (*zk.Conn, error) {

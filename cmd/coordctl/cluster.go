@@ -19,7 +19,7 @@ import (
 var statusVerb = &verb{
 	name:     "status",
 	synopsis: "status",
-	summary:  "show every member of the cluster: id, client address, role, applied zxid, version; and the leader",
+	summary:  "show every member of the cluster: id, client address, voter or not, role, applied zxid, version; and the leader",
 	detail: `
 Asks the first server that answers (the shell's own server first) for its
 view of the cluster. A member that server cannot reach shows as unreachable.
@@ -43,7 +43,7 @@ server answered.`,
 			}
 			out := statusJSON{Leader: resp.GetLeader(), Members: []memberJSON{}}
 			for _, m := range resp.GetMembers() {
-				out.Members = append(out.Members, memberJSON{ID: m.GetId(), Address: m.GetClientAddress(), Role: m.GetRole(), Applied: m.GetApplied(), Version: m.GetVersion()})
+				out.Members = append(out.Members, memberJSON{ID: m.GetId(), Address: m.GetClientAddress(), Voter: m.GetVoter(), Role: m.GetRole(), Applied: m.GetApplied(), Version: m.GetVersion()})
 			}
 			if err := x.out.emit(out, func(w io.Writer) { writeStatus(w, out) }); err != nil {
 				return err
@@ -127,7 +127,7 @@ func (x *cmd) unary(call func(ctx context.Context, c apipb.CoordClient) error) e
 			continue
 		}
 		err := func() error {
-			cc, err := grpc.NewClient(addr, x.grpcCredentials())
+			cc, err := x.dialAPI(addr)
 			if err != nil {
 				return err
 			}
@@ -146,4 +146,10 @@ func (x *cmd) unary(call func(ctx context.Context, c apipb.CoordClient) error) e
 	}
 	lastErr := func(addr string) error { return later[addr] }
 	return &connectError{what: "no server answered", servers: x.explainTLS(failures(servers, failed, lastErr), lastErr)}
+}
+
+// dialAPI opens a connection to the public API of the server at addr, with
+// the invocation's TLS settings.
+func (c *cli) dialAPI(addr string) (*grpc.ClientConn, error) {
+	return grpc.NewClient(addr, c.grpcCredentials())
 }

@@ -373,9 +373,9 @@ func TestJSONOutput(t *testing.T) {
 	if err := json.Unmarshal(m["members"], &members); err != nil || len(members) != 1 {
 		t.Fatalf("members %s (%v)", m["members"], err)
 	}
-	mem := decode(t, mustMarshal(t, members[0]), "id", "address", "role", "applied", "version")
+	mem := decode(t, mustMarshal(t, members[0]), "id", "address", "voter", "role", "applied", "version")
 	if unmarshal[string](t, mem["id"]) != "1" || unmarshal[string](t, mem["address"]) != srvNode.ClientAddr() ||
-		unmarshal[string](t, mem["role"]) != "leader" || unmarshal[int64](t, mem["applied"]) <= 0 ||
+		unmarshal[string](t, mem["role"]) != "leader" || !unmarshal[bool](t, mem["voter"]) || unmarshal[int64](t, mem["applied"]) <= 0 ||
 		unmarshal[string](t, mem["version"]) != testServerVersion {
 		t.Errorf("member %v", members[0])
 	}

@@ -73,6 +73,7 @@ type statusJSON struct {
 type memberJSON struct {
 	ID      string `json:"id"`
 	Address string `json:"address"`
+	Voter   bool   `json:"voter"` // false: a non-voter (an observer)
 	Role    string `json:"role"`
 	Applied int64  `json:"applied"`
 	Version string `json:"version"` // "" when unreachable
@@ -128,7 +129,7 @@ func (p *printer) emitEvent(ev client.Event) error {
 
 func writeStatus(w io.Writer, st statusJSON) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tADDRESS\tROLE\tAPPLIED\tVERSION")
+	fmt.Fprintln(tw, "ID\tADDRESS\tVOTER\tROLE\tAPPLIED\tVERSION")
 	dash := func(s string) string {
 		if s == "" {
 			return "-"
@@ -136,7 +137,7 @@ func writeStatus(w io.Writer, st statusJSON) {
 		return s
 	}
 	for _, m := range st.Members {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", m.ID, dash(m.Address), m.Role, m.Applied, dash(m.Version))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", m.ID, dash(m.Address), yesNo(m.Voter), m.Role, m.Applied, dash(m.Version))
 	}
 	tw.Flush()
 	leader := st.Leader

@@ -32,7 +32,7 @@ func init() {
 	verbs = []*verb{
 		createVerb, getVerb, setVerb, deleteVerb, deleteallVerb, lsVerb, statVerb, syncVerb,
 		getaclVerb, setaclVerb, addauthVerb, whoamiVerb, digestVerb,
-		watchVerb, statusVerb, sessionsVerb, benchVerb, lockVerb, electVerb, locksVerb,
+		watchVerb, statusVerb, sessionsVerb, memberVerb, leaderVerb, snapshotVerb, copyVerb, benchVerb, lockVerb, electVerb, locksVerb,
 		certsVerb, shellVerb, helpVerb, versionVerb,
 	}
 }

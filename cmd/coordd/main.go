@@ -1,6 +1,7 @@
 // Command coordd is the coordd server: one member of a Raft-replicated
 // ZooKeeper-style coordination service. With no flags it runs a single-node
-// server with its data in ./coordd-data.
+// server with its data in ./coordd-data. "coordd restore FILE" seeds the
+// data dir of a new cluster's server from a backup instead.
 //
 // It only turns flags into an rpc.Config and runs the node until SIGINT or
 // SIGTERM; all logic lives in package rpc.
@@ -44,6 +45,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // runUntil is run, with the server stopping at the first signal from stop.
 func runUntil(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) int {
+	if len(args) > 0 && args[0] == "restore" {
+		return runRestore(args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("coordd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
@@ -52,6 +56,7 @@ func runUntil(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) in
 		clientAddr  = fs.String("client-addr", "127.0.0.1:2181", "address the client API listens on")
 		peerAddr    = fs.String("peer-addr", "127.0.0.1:2888", "address for Raft and peer traffic; other servers dial it and this server dials from its host")
 		peers       = fs.String("peers", "", "all initial voters as id=host:port,... (their peer addresses, this server included); omit for a single-node server")
+		join        = fs.Bool("join", false, "join a running cluster instead of bootstrapping one (unless this server is among --peers): start with an empty data dir and wait to be added with coordctl member add")
 		tick        = fs.Duration("tick", time.Second, "session time unit; session timeouts are negotiated into [2, 20] ticks")
 		minSession  = fs.Duration("min-session-timeout", 0, "smallest session timeout granted (default 2 ticks)")
 		maxSession  = fs.Duration("max-session-timeout", 0, "largest session timeout granted (default 20 ticks)")
@@ -73,12 +78,13 @@ func runUntil(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) in
 		peerCert    = fs.String("peer-cert-file", "", "peer port TLS: this server's peer certificate (PEM), presented when it accepts and when it dials; it must name the host of --peer-addr and allow server and client authentication. With the key and CA, the peer port (Raft and forwarding) is TLS-only and peers always verify each other")
 		peerKey     = fs.String("peer-key-file", "", "peer port TLS: the private key of --peer-cert-file (PEM)")
 		peerCA      = fs.String("peer-trusted-ca-file", "", "peer port TLS: the CA bundle (PEM) that verifies the other servers' peer certificates")
-		pprofAddr   = fs.String("pprof-addr", "", "serve Go's net/http/pprof profiles on this address (e.g. 127.0.0.1:6060); off when empty")
+		metricsAddr = fs.String("metrics-addr", "", "serve the admin HTTP endpoints on this address (e.g. 127.0.0.1:9181): Prometheus metrics at /metrics, health probes at /livez and /readyz; off when empty")
+		pprofAddr   = fs.String("pprof-addr", "", "serve Go's net/http/pprof profiles on this address (e.g. 127.0.0.1:6060), or under /debug/pprof/ of the admin endpoints when it is --metrics-addr's; off when empty")
 		logLevel    = fs.String("log-level", "warn", "log level: debug, info, warn or error")
 		showVersion = fs.Bool("version", false, "print the version and exit")
 	)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: coordd [flags]\n\nRuns one coordd server. With no flags: a single-node server on 127.0.0.1:2181, data in ./coordd-data.\n\nA 3-node cluster on one machine:\n  coordd --id 1 --data-dir d1 --client-addr 127.0.0.1:2181 --peer-addr 127.0.0.1:2888 --peers 1=127.0.0.1:2888,2=127.0.0.1:2889,3=127.0.0.1:2890\n  (and the same for ids 2 and 3 with their own addresses)\n\nFlags:\n")
+		fmt.Fprintf(stderr, "Usage: coordd [flags]\n       coordd restore FILE [flags]   (seed a new cluster's data dir from a backup; coordd restore -h)\n\nRuns one coordd server. With no flags: a single-node server on 127.0.0.1:2181, data in ./coordd-data.\n\nA 3-node cluster on one machine:\n  coordd --id 1 --data-dir d1 --client-addr 127.0.0.1:2181 --peer-addr 127.0.0.1:2888 --peers 1=127.0.0.1:2888,2=127.0.0.1:2889,3=127.0.0.1:2890\n  (and the same for ids 2 and 3 with their own addresses)\n\nA fourth server, added to that running cluster:\n  coordd --id 4 --data-dir d4 --client-addr 127.0.0.1:2184 --peer-addr 127.0.0.1:2891 --join\n  coordctl member add 4 127.0.0.1:2891\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -107,20 +113,21 @@ func runUntil(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) in
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	node, err := rpc.NewNode(rpc.Config{
-		ID: *id, DataDir: *dataDir, ClientAddr: *clientAddr, PeerAddr: *peerAddr, Peers: peerList,
+		ID: *id, DataDir: *dataDir, ClientAddr: *clientAddr, PeerAddr: *peerAddr, Peers: peerList, Join: *join,
 		Tick: *tick, MinSessionTimeout: *minSession, MaxSessionTimeout: *maxSession,
 		SnapshotThreshold: *snapThresh, TrailingLogs: *trailing, SnapshotInterval: *snapEvery, MaxDataSize: *maxData,
 		HeartbeatTimeout: *heartbeat, ElectionTimeout: *election, Logger: logger,
 		DisableTTL: !*ttlNodes, ReapInterval: *reapEvery, Version: buildVersion(),
 		FourLetterWords: fourLetterWords(*fourLetter), SuperDigest: *superDigest,
 		ClientTLS: rpc.TLSFiles{Cert: *certFile, Key: *keyFile, CA: *trustedCA}, ClientCertAuth: *certAuth,
-		PeerTLS: rpc.TLSFiles{Cert: *peerCert, Key: *peerKey, CA: *peerCA},
+		PeerTLS: rpc.TLSFiles{Cert: *peerCert, Key: *peerKey, CA: *peerCA}, MetricsAddr: *metricsAddr,
+		MetricsPprof: *pprofAddr != "" && *pprofAddr == *metricsAddr,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "coordd: %v\n", err)
 		return 1
 	}
-	if *pprofAddr != "" {
+	if *pprofAddr != "" && *pprofAddr != *metricsAddr {
 		ln, err := net.Listen("tcp", *pprofAddr)
 		if err != nil {
 			fmt.Fprintf(stderr, "coordd: --pprof-addr: %v\n", err)
@@ -132,6 +139,9 @@ func runUntil(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) in
 	stopRelease := startIdleRelease(*idleRelease, os.Getenv("GOGC") == "off")
 	defer stopRelease()
 	fmt.Fprintf(stderr, "coordd %s: server %s serving clients on %s%s (peers on %s%s, data in %s)\n", buildVersion(), *id, node.ClientAddr(), tlsNote(*certFile, *certAuth), *peerAddr, peerTLSNote(*peerCert), *dataDir)
+	if a := node.MetricsAddr(); a != "" {
+		fmt.Fprintf(stderr, "coordd: metrics and health on http://%s (/metrics, /livez, /readyz)\n", a)
+	}
 	s := <-stop
 	fmt.Fprintf(stderr, "coordd: %v: shutting down\n", s)
 	if err := node.Close(); err != nil {

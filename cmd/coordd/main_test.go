@@ -46,6 +46,12 @@ func TestStartupErrors(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(otherDir, "server-id"), []byte("7\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	bootstrapped := t.TempDir() // as a server that bootstrapped leaves it
+	for _, f := range []string{"server-id", "raft.db"} {
+		if err := os.WriteFile(filepath.Join(bootstrapped, f), []byte("1\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -60,6 +66,7 @@ func TestStartupErrors(t *testing.T) {
 		{"busy peer port", []string{"--data-dir", t.TempDir(), "--client-addr", freeAddr(t), "--peer-addr", busy.Addr().String()}, 1, "address already in use"},
 		{"data dir of another id", []string{"--id", "1", "--data-dir", otherDir, "--client-addr", freeAddr(t), "--peer-addr", freeAddr(t)}, 1, `created by server "7"`},
 		{"self not in peers", []string{"--id", "4", "--data-dir", t.TempDir(), "--peers", "1=127.0.0.1:1,2=127.0.0.1:2,3=127.0.0.1:3"}, 1, "not in the peers list"},
+		{"join with a bootstrapped data dir", []string{"--id", "1", "--join", "--data-dir", bootstrapped, "--client-addr", freeAddr(t), "--peer-addr", freeAddr(t)}, 1, "--join needs an empty data dir"},
 		{"super digest with a password", []string{"--data-dir", t.TempDir(), "--superdigest", "super:secret"}, 1, "super digest: the part after"},
 		{"min above max", []string{"--data-dir", t.TempDir(), "--min-session-timeout", "30s", "--max-session-timeout", "10s"}, 1, "exceeds max"},
 	} {
@@ -76,7 +83,7 @@ func TestHelp(t *testing.T) {
 	if code := run([]string{"--help"}, io.Discard, &stderr); code != 0 {
 		t.Fatalf("--help exit %d", code)
 	}
-	for _, flag := range []string{"-id", "-data-dir", "-client-addr", "-peer-addr", "-peers", "-tick", "-ttl-nodes", "-idle-memory-check", "-cert-file", "-key-file", "-trusted-ca-file", "-client-cert-auth", "-peer-cert-file", "-peer-key-file", "-peer-trusted-ca-file"} {
+	for _, flag := range []string{"-id", "-data-dir", "-client-addr", "-peer-addr", "-peers", "-join", "-tick", "-ttl-nodes", "-idle-memory-check", "-cert-file", "-key-file", "-trusted-ca-file", "-client-cert-auth", "-peer-cert-file", "-peer-key-file", "-peer-trusted-ca-file"} {
 		if !strings.Contains(stderr.String(), flag) {
 			t.Errorf("--help does not document %s", flag)
 		}

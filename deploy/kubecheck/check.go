@@ -67,9 +67,9 @@ func check(m *manifests) []error {
 	for _, p := range c.Ports {
 		ports[p.Name] = p.ContainerPort
 	}
-	clientPort, peerPort := ports["client"], ports["peer"]
-	if clientPort == 0 || peerPort == 0 {
-		fail("%s: the coordd container must name its ports client and peer", name)
+	clientPort, peerPort, metricsPort := ports["client"], ports["peer"], ports["metrics"]
+	if clientPort == 0 || peerPort == 0 || metricsPort == 0 {
+		fail("%s: the coordd container must name its ports client, peer and metrics", name)
 		return errs
 	}
 	if !isImage(c.Image, m.images) {
@@ -78,12 +78,21 @@ func check(m *manifests) []error {
 	if c.SecurityContext == nil || c.SecurityContext.ReadOnlyRootFilesystem == nil || !*c.SecurityContext.ReadOnlyRootFilesystem {
 		fail("%s: the coordd container should have a read-only root filesystem (it writes only to its volume)", name)
 	}
+	// Readiness is /readyz (knows a leader, caught up), liveness /livez
+	// (Raft runs, the state machine answers), on the metrics port; a
+	// startup probe, if any, is /livez too.
 	for _, p := range []struct {
-		kind  string
-		probe *corev1.Probe
-	}{{"readiness", c.ReadinessProbe}, {"liveness", c.LivenessProbe}} {
-		if p.probe == nil || p.probe.TCPSocket == nil || !isPort(p.probe.TCPSocket.Port, "client", clientPort) {
-			fail("%s: want a %s probe on TCP port client", name, p.kind)
+		kind, path string
+		probe      *corev1.Probe
+		optional   bool
+	}{{"readiness", "/readyz", c.ReadinessProbe, false}, {"liveness", "/livez", c.LivenessProbe, false}, {"startup", "/livez", c.StartupProbe, true}} {
+		if p.probe == nil && p.optional {
+			continue
+		}
+		if p.probe == nil || p.probe.HTTPGet == nil || p.probe.HTTPGet.Path != p.path || !isPort(p.probe.HTTPGet.Port, "metrics", metricsPort) {
+			fail("%s: want a %s probe of HTTP GET %s on port metrics", name, p.kind, p.path)
+		} else if p.probe.TimeoutSeconds > 0 && p.probe.TimeoutSeconds < 3 {
+			fail("%s: the %s probe's timeoutSeconds %d is less than the 2 s /livez may take", name, p.kind, p.probe.TimeoutSeconds)
 		}
 	}
 	if err := checkMemLimit(c); err != nil {
@@ -145,7 +154,7 @@ func check(m *manifests) []error {
 			fail("%s: pod %s-%d: %v", name, sts.Name, i, err)
 			continue
 		}
-		if err := checkPodArgs(sts, c, args, i, peerPort, clientPort, dataMounts); err != nil {
+		if err := checkPodArgs(sts, c, args, i, peerPort, clientPort, metricsPort, dataMounts); err != nil {
 			fail("%s: pod %s-%d: %v", name, sts.Name, i, err)
 		}
 	}
@@ -154,8 +163,10 @@ func check(m *manifests) []error {
 
 // checkPodArgs checks pod i's expanded arguments: its id is its ordinal,
 // --peers names every replica at its address under the headless Service,
-// its own entry is its --peer-addr, and its data is on its volume.
-func checkPodArgs(sts *appsv1.StatefulSet, c *corev1.Container, args []string, i int, peerPort, clientPort int32, dataMounts map[string]bool) error {
+// its own entry is its --peer-addr, it joins when it is not among them
+// (--join), its data is on its volume, and its metrics are on the pod's
+// metrics port.
+func checkPodArgs(sts *appsv1.StatefulSet, c *corev1.Container, args []string, i int, peerPort, clientPort, metricsPort int32, dataMounts map[string]bool) error {
 	flags, err := parseFlags(args)
 	if err != nil {
 		return err
@@ -184,8 +195,15 @@ func checkPodArgs(sts *appsv1.StatefulSet, c *corev1.Container, args []string, i
 	if got, want := flags["peer-addr"], peers[strconv.Itoa(i)]; got != want {
 		return fmt.Errorf("--peer-addr is %q, its entry in --peers %q", got, want)
 	}
+	if flags["join"] != "true" {
+		return fmt.Errorf("no --join=true: a pod beyond --peers (kubectl scale) would refuse to start instead of waiting to be added with coordctl member add")
+	}
 	if _, port, err := net.SplitHostPort(flags["client-addr"]); err != nil || port != strconv.Itoa(int(clientPort)) {
 		return fmt.Errorf("--client-addr %q does not listen on the client port %d", flags["client-addr"], clientPort)
+	}
+	// The kubelet probes, and Prometheus scrapes, the pod's address.
+	if host, port, err := net.SplitHostPort(flags["metrics-addr"]); err != nil || port != strconv.Itoa(int(metricsPort)) || !wildcard(host) {
+		return fmt.Errorf("--metrics-addr %q does not listen on the pod's metrics port %d (want :%d)", flags["metrics-addr"], metricsPort, metricsPort)
 	}
 	dir := flags["data-dir"]
 	onVolume := false
@@ -372,6 +390,12 @@ func selects(sel *metav1.LabelSelector, set labels.Set) bool {
 	}
 	s, err := metav1.LabelSelectorAsSelector(sel)
 	return err == nil && !s.Empty() && s.Matches(set)
+}
+
+// wildcard reports whether host listens on every address of the pod.
+func wildcard(host string) bool {
+	ip := net.ParseIP(host)
+	return host == "" || ip != nil && ip.IsUnspecified()
 }
 
 func isPort(p intstr.IntOrString, name string, number int32) bool {

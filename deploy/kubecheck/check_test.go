@@ -94,6 +94,15 @@ func TestCheckCatches(t *testing.T) {
 		{"peers under another service", func(t *testing.T, m *manifests, sts *appsv1.StatefulSet, c *corev1.Container) {
 			setArg(t, c, "--peers", "0=coordd-0.coordd.$(POD_NAMESPACE).svc.cluster.local:2888,1=coordd-1.coordd.$(POD_NAMESPACE).svc.cluster.local:2888,2=coordd-2.coordd.$(POD_NAMESPACE).svc.cluster.local:2888")
 		}, "its name under the headless Service"},
+		{"no --join", func(t *testing.T, m *manifests, sts *appsv1.StatefulSet, c *corev1.Container) {
+			var args []string
+			for _, a := range c.Args {
+				if !strings.HasPrefix(a, "--join") {
+					args = append(args, a)
+				}
+			}
+			c.Args = args
+		}, "no --join=true"},
 		{"peer-addr not its own entry", func(t *testing.T, m *manifests, sts *appsv1.StatefulSet, c *corev1.Container) {
 			setArg(t, c, "--peer-addr", "coordd-0.coordd-peer.$(POD_NAMESPACE).svc.cluster.local:2888")
 		}, "pod coordd-1: --peer-addr is"},
@@ -107,8 +116,27 @@ func TestCheckCatches(t *testing.T) {
 			setArg(t, c, "--client-addr", "127.0.0.1:2182")
 		}, "does not listen on the client port 2181"},
 		{"readiness on the peer port", func(t *testing.T, m *manifests, sts *appsv1.StatefulSet, c *corev1.Container) {
-			c.ReadinessProbe.TCPSocket.Port = intstr.FromString("peer")
-		}, "want a readiness probe on TCP port client"},
+			c.ReadinessProbe.HTTPGet.Port = intstr.FromString("peer")
+		}, "want a readiness probe of HTTP GET /readyz on port metrics"},
+		{"readiness by TCP connect", func(t *testing.T, m *manifests, sts *appsv1.StatefulSet, c *corev1.Container) {
+			c.ReadinessProbe.HTTPGet = nil
+			c.ReadinessProbe.TCPSocket = &corev1.TCPSocketAction{Port: intstr.FromString("client")}
+		}, "want a readiness probe of HTTP GET /readyz"},
+		{"liveness on /readyz", func(t *testing.T, m *manifests, sts *appsv1.StatefulSet, c *corev1.Container) {
+			c.LivenessProbe.HTTPGet.Path = "/readyz"
+		}, "want a liveness probe of HTTP GET /livez on port metrics"},
+		{"startup probe on /metrics", func(t *testing.T, m *manifests, sts *appsv1.StatefulSet, c *corev1.Container) {
+			c.StartupProbe.HTTPGet.Path = "/metrics"
+		}, "want a startup probe of HTTP GET /livez"},
+		{"liveness timeout too short", func(t *testing.T, m *manifests, sts *appsv1.StatefulSet, c *corev1.Container) {
+			c.LivenessProbe.TimeoutSeconds = 1
+		}, "the liveness probe's timeoutSeconds 1"},
+		{"metrics on loopback", func(t *testing.T, m *manifests, sts *appsv1.StatefulSet, c *corev1.Container) {
+			setArg(t, c, "--metrics-addr", "127.0.0.1:9181")
+		}, `--metrics-addr "127.0.0.1:9181" does not listen on the pod's metrics port 9181`},
+		{"metrics on another port", func(t *testing.T, m *manifests, sts *appsv1.StatefulSet, c *corev1.Container) {
+			setArg(t, c, "--metrics-addr", ":9999")
+		}, `--metrics-addr ":9999" does not listen`},
 		{"GOMEMLIMIT above the limit", func(t *testing.T, m *manifests, sts *appsv1.StatefulSet, c *corev1.Container) {
 			c.Resources.Limits[corev1.ResourceMemory] = resource.MustParse("1Gi")
 		}, "GOMEMLIMIT 1800MiB is not below the memory limit 1Gi"},

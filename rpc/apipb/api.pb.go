@@ -4185,6 +4185,275 @@ func (x *TransferLeadershipResponse) GetLeader() string {
 	return ""
 }
 
+// SaveSnapshotRequest asks for a backup.
+type SaveSnapshotRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SaveSnapshotRequest) Reset() {
+	*x = SaveSnapshotRequest{}
+	mi := &file_rpc_apipb_api_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SaveSnapshotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SaveSnapshotRequest) ProtoMessage() {}
+
+func (x *SaveSnapshotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_apipb_api_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SaveSnapshotRequest.ProtoReflect.Descriptor instead.
+func (*SaveSnapshotRequest) Descriptor() ([]byte, []int) {
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{54}
+}
+
+// SnapshotChunk is the next part of a backup file.
+type SnapshotChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotChunk) Reset() {
+	*x = SnapshotChunk{}
+	mi := &file_rpc_apipb_api_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotChunk) ProtoMessage() {}
+
+func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_apipb_api_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
+func (*SnapshotChunk) Descriptor() ([]byte, []int) {
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *SnapshotChunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+// BackupHeader describes the state in a backup file.
+type BackupHeader struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// index is the zxid of the last entry the state includes; term its Raft
+	// term (0 when not known).
+	Index int64  `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	Term  uint64 `protobuf:"varint,2,opt,name=term,proto3" json:"term,omitempty"`
+	// znodes, sessions and ephemerals count what the state holds (znodes
+	// without "/" and ZooKeeper's /zookeeper subtree).
+	Znodes     int64 `protobuf:"varint,3,opt,name=znodes,proto3" json:"znodes,omitempty"`
+	Sessions   int64 `protobuf:"varint,4,opt,name=sessions,proto3" json:"sessions,omitempty"`
+	Ephemerals int64 `protobuf:"varint,5,opt,name=ephemerals,proto3" json:"ephemerals,omitempty"`
+	// members is the membership when the backup was taken, config_index the
+	// index of that configuration. A restore starts a new cluster with a
+	// membership of its own; these are for information.
+	Members     []*BackupMember `protobuf:"bytes,6,rep,name=members,proto3" json:"members,omitempty"`
+	ConfigIndex uint64          `protobuf:"varint,7,opt,name=config_index,json=configIndex,proto3" json:"config_index,omitempty"`
+	// created_unix_ms is when the backup was taken, by server server_id
+	// running server_version.
+	CreatedUnixMs int64  `protobuf:"varint,8,opt,name=created_unix_ms,json=createdUnixMs,proto3" json:"created_unix_ms,omitempty"`
+	ServerId      string `protobuf:"bytes,9,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	ServerVersion string `protobuf:"bytes,10,opt,name=server_version,json=serverVersion,proto3" json:"server_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupHeader) Reset() {
+	*x = BackupHeader{}
+	mi := &file_rpc_apipb_api_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupHeader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupHeader) ProtoMessage() {}
+
+func (x *BackupHeader) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_apipb_api_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupHeader.ProtoReflect.Descriptor instead.
+func (*BackupHeader) Descriptor() ([]byte, []int) {
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *BackupHeader) GetIndex() int64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *BackupHeader) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *BackupHeader) GetZnodes() int64 {
+	if x != nil {
+		return x.Znodes
+	}
+	return 0
+}
+
+func (x *BackupHeader) GetSessions() int64 {
+	if x != nil {
+		return x.Sessions
+	}
+	return 0
+}
+
+func (x *BackupHeader) GetEphemerals() int64 {
+	if x != nil {
+		return x.Ephemerals
+	}
+	return 0
+}
+
+func (x *BackupHeader) GetMembers() []*BackupMember {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *BackupHeader) GetConfigIndex() uint64 {
+	if x != nil {
+		return x.ConfigIndex
+	}
+	return 0
+}
+
+func (x *BackupHeader) GetCreatedUnixMs() int64 {
+	if x != nil {
+		return x.CreatedUnixMs
+	}
+	return 0
+}
+
+func (x *BackupHeader) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
+func (x *BackupHeader) GetServerVersion() string {
+	if x != nil {
+		return x.ServerVersion
+	}
+	return ""
+}
+
+// BackupMember is one member in a backup's header.
+type BackupMember struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	PeerAddress   string                 `protobuf:"bytes,2,opt,name=peer_address,json=peerAddress,proto3" json:"peer_address,omitempty"`
+	Voter         bool                   `protobuf:"varint,3,opt,name=voter,proto3" json:"voter,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupMember) Reset() {
+	*x = BackupMember{}
+	mi := &file_rpc_apipb_api_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupMember) ProtoMessage() {}
+
+func (x *BackupMember) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_apipb_api_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupMember.ProtoReflect.Descriptor instead.
+func (*BackupMember) Descriptor() ([]byte, []int) {
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *BackupMember) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *BackupMember) GetPeerAddress() string {
+	if x != nil {
+		return x.PeerAddress
+	}
+	return ""
+}
+
+func (x *BackupMember) GetVoter() bool {
+	if x != nil {
+		return x.Voter
+	}
+	return false
+}
+
 var File_rpc_apipb_api_proto protoreflect.FileDescriptor
 
 const file_rpc_apipb_api_proto_rawDesc = "" +
@@ -4436,7 +4705,28 @@ const file_rpc_apipb_api_proto_rawDesc = "" +
 	"\x19TransferLeadershipRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"4\n" +
 	"\x1aTransferLeadershipResponse\x12\x16\n" +
-	"\x06leader\x18\x01 \x01(\tR\x06leader*\x88\x05\n" +
+	"\x06leader\x18\x01 \x01(\tR\x06leader\"\x15\n" +
+	"\x13SaveSnapshotRequest\"#\n" +
+	"\rSnapshotChunk\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"\xd2\x02\n" +
+	"\fBackupHeader\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x03R\x05index\x12\x12\n" +
+	"\x04term\x18\x02 \x01(\x04R\x04term\x12\x16\n" +
+	"\x06znodes\x18\x03 \x01(\x03R\x06znodes\x12\x1a\n" +
+	"\bsessions\x18\x04 \x01(\x03R\bsessions\x12\x1e\n" +
+	"\n" +
+	"ephemerals\x18\x05 \x01(\x03R\n" +
+	"ephemerals\x125\n" +
+	"\amembers\x18\x06 \x03(\v2\x1b.coordd.api.v1.BackupMemberR\amembers\x12!\n" +
+	"\fconfig_index\x18\a \x01(\x04R\vconfigIndex\x12&\n" +
+	"\x0fcreated_unix_ms\x18\b \x01(\x03R\rcreatedUnixMs\x12\x1b\n" +
+	"\tserver_id\x18\t \x01(\tR\bserverId\x12%\n" +
+	"\x0eserver_version\x18\n" +
+	" \x01(\tR\rserverVersion\"W\n" +
+	"\fBackupMember\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12!\n" +
+	"\fpeer_address\x18\x02 \x01(\tR\vpeerAddress\x12\x14\n" +
+	"\x05voter\x18\x03 \x01(\bR\x05voter*\x88\x05\n" +
 	"\tErrorCode\x12\x06\n" +
 	"\x02OK\x10\x00\x12\x10\n" +
 	"\fSYSTEM_ERROR\x10\x01\x12\x19\n" +
@@ -4499,7 +4789,7 @@ const file_rpc_apipb_api_proto_rawDesc = "" +
 	"\fNODE_CREATED\x10\x01\x12\x10\n" +
 	"\fNODE_DELETED\x10\x02\x12\x15\n" +
 	"\x11NODE_DATA_CHANGED\x10\x03\x12\x19\n" +
-	"\x15NODE_CHILDREN_CHANGED\x10\x042\x93\x05\n" +
+	"\x15NODE_CHILDREN_CHANGED\x10\x042\xe7\x05\n" +
 	"\x05Coord\x12I\n" +
 	"\aSession\x12\x1c.coordd.api.v1.ClientMessage\x1a\x1c.coordd.api.v1.ServerMessage(\x010\x01\x12E\n" +
 	"\x06Status\x12\x1c.coordd.api.v1.StatusRequest\x1a\x1d.coordd.api.v1.StatusResponse\x12K\n" +
@@ -4508,7 +4798,8 @@ const file_rpc_apipb_api_proto_rawDesc = "" +
 	"\tAddMember\x12\x1f.coordd.api.v1.AddMemberRequest\x1a\x1e.coordd.api.v1.MembersResponse\x12R\n" +
 	"\fRemoveMember\x12\".coordd.api.v1.RemoveMemberRequest\x1a\x1e.coordd.api.v1.MembersResponse\x12T\n" +
 	"\rPromoteMember\x12#.coordd.api.v1.PromoteMemberRequest\x1a\x1e.coordd.api.v1.MembersResponse\x12i\n" +
-	"\x12TransferLeadership\x12(.coordd.api.v1.TransferLeadershipRequest\x1a).coordd.api.v1.TransferLeadershipResponseB$Z\"github.com/coordd/coordd/rpc/apipbb\x06proto3"
+	"\x12TransferLeadership\x12(.coordd.api.v1.TransferLeadershipRequest\x1a).coordd.api.v1.TransferLeadershipResponse\x12R\n" +
+	"\fSaveSnapshot\x12\".coordd.api.v1.SaveSnapshotRequest\x1a\x1c.coordd.api.v1.SnapshotChunk0\x01B$Z\"github.com/coordd/coordd/rpc/apipbb\x06proto3"
 
 var (
 	file_rpc_apipb_api_proto_rawDescOnce sync.Once
@@ -4523,7 +4814,7 @@ func file_rpc_apipb_api_proto_rawDescGZIP() []byte {
 }
 
 var file_rpc_apipb_api_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_rpc_apipb_api_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
+var file_rpc_apipb_api_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
 var file_rpc_apipb_api_proto_goTypes = []any{
 	(ErrorCode)(0),                     // 0: coordd.api.v1.ErrorCode
 	(NodeKind)(0),                      // 1: coordd.api.v1.NodeKind
@@ -4584,6 +4875,10 @@ var file_rpc_apipb_api_proto_goTypes = []any{
 	(*PromoteMemberRequest)(nil),       // 56: coordd.api.v1.PromoteMemberRequest
 	(*TransferLeadershipRequest)(nil),  // 57: coordd.api.v1.TransferLeadershipRequest
 	(*TransferLeadershipResponse)(nil), // 58: coordd.api.v1.TransferLeadershipResponse
+	(*SaveSnapshotRequest)(nil),        // 59: coordd.api.v1.SaveSnapshotRequest
+	(*SnapshotChunk)(nil),              // 60: coordd.api.v1.SnapshotChunk
+	(*BackupHeader)(nil),               // 61: coordd.api.v1.BackupHeader
+	(*BackupMember)(nil),               // 62: coordd.api.v1.BackupMember
 }
 var file_rpc_apipb_api_proto_depIdxs = []int32{
 	1,  // 0: coordd.api.v1.Stat.kind:type_name -> coordd.api.v1.NodeKind
@@ -4647,27 +4942,30 @@ var file_rpc_apipb_api_proto_depIdxs = []int32{
 	47, // 58: coordd.api.v1.StatusResponse.members:type_name -> coordd.api.v1.Member
 	50, // 59: coordd.api.v1.SessionsResponse.sessions:type_name -> coordd.api.v1.SessionInfo
 	47, // 60: coordd.api.v1.MembersResponse.members:type_name -> coordd.api.v1.Member
-	6,  // 61: coordd.api.v1.Coord.Session:input_type -> coordd.api.v1.ClientMessage
-	46, // 62: coordd.api.v1.Coord.Status:input_type -> coordd.api.v1.StatusRequest
-	49, // 63: coordd.api.v1.Coord.Sessions:input_type -> coordd.api.v1.SessionsRequest
-	52, // 64: coordd.api.v1.Coord.Members:input_type -> coordd.api.v1.MembersRequest
-	54, // 65: coordd.api.v1.Coord.AddMember:input_type -> coordd.api.v1.AddMemberRequest
-	55, // 66: coordd.api.v1.Coord.RemoveMember:input_type -> coordd.api.v1.RemoveMemberRequest
-	56, // 67: coordd.api.v1.Coord.PromoteMember:input_type -> coordd.api.v1.PromoteMemberRequest
-	57, // 68: coordd.api.v1.Coord.TransferLeadership:input_type -> coordd.api.v1.TransferLeadershipRequest
-	7,  // 69: coordd.api.v1.Coord.Session:output_type -> coordd.api.v1.ServerMessage
-	48, // 70: coordd.api.v1.Coord.Status:output_type -> coordd.api.v1.StatusResponse
-	51, // 71: coordd.api.v1.Coord.Sessions:output_type -> coordd.api.v1.SessionsResponse
-	53, // 72: coordd.api.v1.Coord.Members:output_type -> coordd.api.v1.MembersResponse
-	53, // 73: coordd.api.v1.Coord.AddMember:output_type -> coordd.api.v1.MembersResponse
-	53, // 74: coordd.api.v1.Coord.RemoveMember:output_type -> coordd.api.v1.MembersResponse
-	53, // 75: coordd.api.v1.Coord.PromoteMember:output_type -> coordd.api.v1.MembersResponse
-	58, // 76: coordd.api.v1.Coord.TransferLeadership:output_type -> coordd.api.v1.TransferLeadershipResponse
-	69, // [69:77] is the sub-list for method output_type
-	61, // [61:69] is the sub-list for method input_type
-	61, // [61:61] is the sub-list for extension type_name
-	61, // [61:61] is the sub-list for extension extendee
-	0,  // [0:61] is the sub-list for field type_name
+	62, // 61: coordd.api.v1.BackupHeader.members:type_name -> coordd.api.v1.BackupMember
+	6,  // 62: coordd.api.v1.Coord.Session:input_type -> coordd.api.v1.ClientMessage
+	46, // 63: coordd.api.v1.Coord.Status:input_type -> coordd.api.v1.StatusRequest
+	49, // 64: coordd.api.v1.Coord.Sessions:input_type -> coordd.api.v1.SessionsRequest
+	52, // 65: coordd.api.v1.Coord.Members:input_type -> coordd.api.v1.MembersRequest
+	54, // 66: coordd.api.v1.Coord.AddMember:input_type -> coordd.api.v1.AddMemberRequest
+	55, // 67: coordd.api.v1.Coord.RemoveMember:input_type -> coordd.api.v1.RemoveMemberRequest
+	56, // 68: coordd.api.v1.Coord.PromoteMember:input_type -> coordd.api.v1.PromoteMemberRequest
+	57, // 69: coordd.api.v1.Coord.TransferLeadership:input_type -> coordd.api.v1.TransferLeadershipRequest
+	59, // 70: coordd.api.v1.Coord.SaveSnapshot:input_type -> coordd.api.v1.SaveSnapshotRequest
+	7,  // 71: coordd.api.v1.Coord.Session:output_type -> coordd.api.v1.ServerMessage
+	48, // 72: coordd.api.v1.Coord.Status:output_type -> coordd.api.v1.StatusResponse
+	51, // 73: coordd.api.v1.Coord.Sessions:output_type -> coordd.api.v1.SessionsResponse
+	53, // 74: coordd.api.v1.Coord.Members:output_type -> coordd.api.v1.MembersResponse
+	53, // 75: coordd.api.v1.Coord.AddMember:output_type -> coordd.api.v1.MembersResponse
+	53, // 76: coordd.api.v1.Coord.RemoveMember:output_type -> coordd.api.v1.MembersResponse
+	53, // 77: coordd.api.v1.Coord.PromoteMember:output_type -> coordd.api.v1.MembersResponse
+	58, // 78: coordd.api.v1.Coord.TransferLeadership:output_type -> coordd.api.v1.TransferLeadershipResponse
+	60, // 79: coordd.api.v1.Coord.SaveSnapshot:output_type -> coordd.api.v1.SnapshotChunk
+	71, // [71:80] is the sub-list for method output_type
+	62, // [62:71] is the sub-list for method input_type
+	62, // [62:62] is the sub-list for extension type_name
+	62, // [62:62] is the sub-list for extension extendee
+	0,  // [0:62] is the sub-list for field type_name
 }
 
 func init() { file_rpc_apipb_api_proto_init() }
@@ -4728,7 +5026,7 @@ func file_rpc_apipb_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rpc_apipb_api_proto_rawDesc), len(file_rpc_apipb_api_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   54,
+			NumMessages:   58,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

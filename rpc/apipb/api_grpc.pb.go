@@ -37,6 +37,7 @@ const (
 	Coord_RemoveMember_FullMethodName       = "/coordd.api.v1.Coord/RemoveMember"
 	Coord_PromoteMember_FullMethodName      = "/coordd.api.v1.Coord/PromoteMember"
 	Coord_TransferLeadership_FullMethodName = "/coordd.api.v1.Coord/TransferLeadership"
+	Coord_SaveSnapshot_FullMethodName       = "/coordd.api.v1.Coord/SaveSnapshot"
 )
 
 // CoordClient is the client API for Coord service.
@@ -66,6 +67,13 @@ type CoordClient interface {
 	// TransferLeadership hands leadership to a voter (any caught-up one when
 	// id is empty).
 	TransferLeadership(ctx context.Context, in *TransferLeadershipRequest, opts ...grpc.CallOption) (*TransferLeadershipResponse, error)
+	// SaveSnapshot streams a backup of the whole state: the bytes of a backup
+	// file (rpc/backup: a header, the state machine's snapshot, a SHA-256),
+	// in order. The answering server first catches up with everything
+	// committed when the call began (a read index), so the backup holds every
+	// write acknowledged before it; capturing the state is O(1) and writes go
+	// on while it streams.
+	SaveSnapshot(ctx context.Context, in *SaveSnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotChunk], error)
 }
 
 type coordClient struct {
@@ -159,6 +167,25 @@ func (c *coordClient) TransferLeadership(ctx context.Context, in *TransferLeader
 	return out, nil
 }
 
+func (c *coordClient) SaveSnapshot(ctx context.Context, in *SaveSnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotChunk], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Coord_ServiceDesc.Streams[1], Coord_SaveSnapshot_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SaveSnapshotRequest, SnapshotChunk]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Coord_SaveSnapshotClient = grpc.ServerStreamingClient[SnapshotChunk]
+
 // CoordServer is the server API for Coord service.
 // All implementations must embed UnimplementedCoordServer
 // for forward compatibility.
@@ -186,6 +213,13 @@ type CoordServer interface {
 	// TransferLeadership hands leadership to a voter (any caught-up one when
 	// id is empty).
 	TransferLeadership(context.Context, *TransferLeadershipRequest) (*TransferLeadershipResponse, error)
+	// SaveSnapshot streams a backup of the whole state: the bytes of a backup
+	// file (rpc/backup: a header, the state machine's snapshot, a SHA-256),
+	// in order. The answering server first catches up with everything
+	// committed when the call began (a read index), so the backup holds every
+	// write acknowledged before it; capturing the state is O(1) and writes go
+	// on while it streams.
+	SaveSnapshot(*SaveSnapshotRequest, grpc.ServerStreamingServer[SnapshotChunk]) error
 	mustEmbedUnimplementedCoordServer()
 }
 
@@ -219,6 +253,9 @@ func (UnimplementedCoordServer) PromoteMember(context.Context, *PromoteMemberReq
 }
 func (UnimplementedCoordServer) TransferLeadership(context.Context, *TransferLeadershipRequest) (*TransferLeadershipResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method TransferLeadership not implemented")
+}
+func (UnimplementedCoordServer) SaveSnapshot(*SaveSnapshotRequest, grpc.ServerStreamingServer[SnapshotChunk]) error {
+	return status.Error(codes.Unimplemented, "method SaveSnapshot not implemented")
 }
 func (UnimplementedCoordServer) mustEmbedUnimplementedCoordServer() {}
 func (UnimplementedCoordServer) testEmbeddedByValue()               {}
@@ -374,6 +411,17 @@ func _Coord_TransferLeadership_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Coord_SaveSnapshot_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(SaveSnapshotRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(CoordServer).SaveSnapshot(m, &grpc.GenericServerStream[SaveSnapshotRequest, SnapshotChunk]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Coord_SaveSnapshotServer = grpc.ServerStreamingServer[SnapshotChunk]
+
 // Coord_ServiceDesc is the grpc.ServiceDesc for Coord service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -416,6 +464,11 @@ var Coord_ServiceDesc = grpc.ServiceDesc{
 			Handler:       _Coord_Session_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
+		},
+		{
+			StreamName:    "SaveSnapshot",
+			Handler:       _Coord_SaveSnapshot_Handler,
+			ServerStreams: true,
 		},
 	},
 	Metadata: "rpc/apipb/api.proto",

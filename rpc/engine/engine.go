@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coordd/coordd/fsm"
@@ -78,8 +79,36 @@ type Config struct {
 	// membership in ZooKeeper's dynamic-config format) and its version
 	// (the index of the configuration).
 	ConfigData func() ([]byte, int64)
-	Logger     *slog.Logger
+	// Meter is told of the requests and messages that pass (nil: nobody).
+	Meter  Meter
+	Logger *slog.Logger
 }
+
+// Meter counts what passes through the engine, for the server's metrics
+// and ZooKeeper's four-letter words: requests received, messages handed to
+// a front-end, and each request's latency. Its methods are called on the
+// request path, some with locks held: they must be quick and never block.
+//
+// An interface rather than a metrics library: the engine stays free of
+// exporters (the server's rpc/metrics implements it with Prometheus), and
+// its tests count with a few lines.
+type Meter interface {
+	// Received counts a request (a connect included) that arrived.
+	Received()
+	// Sent counts n messages handed to a front-end to send: replies,
+	// events, connects' answers, vouches.
+	Sent(n int)
+	// Answered is told that the reply to a request of op is queued, d
+	// after the request arrived.
+	Answered(op Op, d time.Duration)
+}
+
+// noMeter counts nothing.
+type noMeter struct{}
+
+func (noMeter) Received()                  {}
+func (noMeter) Sent(int)                   {}
+func (noMeter) Answered(Op, time.Duration) {}
 
 // Engine holds the sessions connected to this server. It is the FSM's
 // observer (see Applied): it routes each applied entry's reply and watch
@@ -98,6 +127,10 @@ type Engine struct {
 	// touched maps each session heard from since the last touch batch to
 	// the highest xid it sent meanwhile (0: none, only a connect).
 	touched map[int64]int64
+
+	// outstanding counts the requests queued on the connected sessions and
+	// not yet answered (ZooKeeper's outstanding requests).
+	outstanding atomic.Int64
 }
 
 // New returns an engine with no sessions.
@@ -107,6 +140,9 @@ func New(cfg Config) *Engine {
 	}
 	if cfg.ConfigData == nil {
 		cfg.ConfigData = func() ([]byte, int64) { return nil, 0 }
+	}
+	if cfg.Meter == nil {
+		cfg.Meter = noMeter{}
 	}
 	return &Engine{
 		cfg:        cfg,
@@ -121,6 +157,10 @@ func New(cfg Config) *Engine {
 
 // Watches returns the server's watch table (for status and tests).
 func (e *Engine) Watches() *watch.Manager { return e.watches }
+
+// Outstanding returns the number of requests of the sessions connected here
+// that have arrived and are not yet answered.
+func (e *Engine) Outstanding() int64 { return e.outstanding.Load() }
 
 func (e *Engine) get(id int64) *Session {
 	e.mu.Lock()
@@ -151,7 +191,7 @@ func (e *Engine) Applied(a *fsm.Applied) {
 	}
 	if len(a.Events) > 0 {
 		for _, nt := range e.watches.Trigger(a.Events) {
-			if s := e.get(nt.Session); s != nil && s.mayRead(nt.Event.ACL, a.Sessions) {
+			if s := e.get(nt.Session); s != nil && s.mayRead(nt.Event.ACL, a) {
 				s.pushEvent(Event{Type: nt.Event.Type, Path: nt.Event.Path, Zxid: nt.Event.Zxid, Kinds: nt.Kinds})
 			}
 		}
@@ -286,6 +326,13 @@ func (e *Engine) Local() []int64 {
 		out = append(out, id)
 	}
 	return out
+}
+
+// Connected returns the number of sessions connected here.
+func (e *Engine) Connected() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.sessions)
 }
 
 // EndAll ends every session's connection (the clients move elsewhere).
@@ -438,6 +485,7 @@ const ConnectWait = 2 * time.Second
 // caller feeds the session's requests to Submit, sends what Next returns,
 // and calls Detach when its connection ends. A failure is a *ConnectError.
 func (e *Engine) Connect(ctx context.Context, req ConnectRequest) (*Session, error) {
+	e.cfg.Meter.Received()
 	if !e.cfg.Cluster.Serving() {
 		return nil, &ConnectError{Unavailable, "server " + e.cfg.ServerID + " has no leader"}
 	}
@@ -465,10 +513,28 @@ func (e *Engine) Connect(ctx context.Context, req ConnectRequest) (*Session, err
 		}
 	} else {
 		var perr error
-		f.Read(func(v fsm.View) {
-			perr = v.Sessions.CheckPassword(req.SessionID, req.Password)
-			info, _ = v.Sessions.Get(req.SessionID)
-		})
+		check := func() {
+			f.Read(func(v fsm.View) {
+				perr = v.Sessions.CheckPassword(req.SessionID, req.Password)
+				info, _ = v.Sessions.Get(req.SessionID)
+			})
+		}
+		check()
+		if perr != nil && !errors.Is(perr, session.ErrBadPassword) {
+			// Unknown here may only mean not applied here yet: a client
+			// that moves before it has seen a zxid (ZooKeeper's clients
+			// learn none from the handshake) reports no lastZxid. Only the
+			// leader's commit index can say the session is gone, as only
+			// ZooKeeper's leader can when a follower revalidates one.
+			wctx, cancel := context.WithTimeout(ctx, ConnectWait)
+			idx, err := e.cfg.Cluster.ReadIndex(wctx.Done())
+			caughtUp := err == nil && f.WaitApplied(wctx.Done(), idx)
+			cancel()
+			if !caughtUp {
+				return nil, &ConnectError{Unavailable, fmt.Sprintf("server %s could not check session 0x%x against the leader's state", e.cfg.ServerID, req.SessionID)}
+			}
+			check()
+		}
 		switch {
 		case errors.Is(perr, session.ErrBadPassword):
 			return nil, &ConnectError{AuthFailed, "wrong session password"}
@@ -522,7 +588,10 @@ func (e *Engine) Connect(ctx context.Context, req ConnectRequest) (*Session, err
 // reregisterLocked registers a client's watches again and queues those that
 // fire at once: in zxid order like live events (a NodeDeleted whose zxid is
 // unknown carries 0 and goes first), or, with w.ListOrder, in ZooKeeper's
-// order. s.mu is held, and the FSM's lock.
+// order. As a live event, one about a node the session may not READ is not
+// sent (its watch is consumed all the same): it would tell the node exists
+// and when it changed. (ZooKeeper's setWatches does not check; its live
+// events do, since CVE-2024-23944.) s.mu is held, and the FSM's lock.
 func (s *Session) reregisterLocked(w *Watches, v fsm.View) {
 	fired := s.e.watches.ReregisterAll(s.id, watch.SetWatches{
 		RelZxid: w.RelZxid, Data: w.Data, Exist: w.Exist, Child: w.Child,
@@ -532,6 +601,9 @@ func (s *Session) reregisterLocked(w *Watches, v fsm.View) {
 		sort.SliceStable(fired, func(i, j int) bool { return fired[i].Event.Zxid < fired[j].Event.Zxid })
 	}
 	for _, nt := range fired {
+		if nt.Event.Type != tree.EventNodeDeleted && s.permitted(v, nt.Event.Path, tree.PermRead) != nil {
+			continue
+		}
 		s.pushLocked(Message{Event: &Event{Type: nt.Event.Type, Path: nt.Event.Path, Zxid: nt.Event.Zxid, Kinds: nt.Kinds}})
 	}
 }

@@ -25,6 +25,7 @@ type logCluster struct {
 	queue []*cmdpb.Command
 	wake  chan struct{}
 	index uint64
+	logs  []*raft.Log // applied so far, for a lagging replica to replay
 }
 
 func newLogCluster(t *testing.T, f *fsm.FSM) *logCluster {
@@ -50,7 +51,13 @@ func newLogCluster(t *testing.T, f *fsm.FSM) *logCluster {
 					panic(err)
 				}
 				c.index++
-				c.f.Apply(&raft.Log{Index: c.index, Term: 1, Type: raft.LogCommand, Data: data})
+				l := &raft.Log{Index: c.index, Term: 1, Type: raft.LogCommand, Data: data}
+				// Recorded before it applies, so that a reply the entry
+				// causes is never seen before a replica could replay it.
+				c.mu.Lock()
+				c.logs = append(c.logs, l)
+				c.mu.Unlock()
+				c.f.Apply(l)
 			}
 		}
 	}()

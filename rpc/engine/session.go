@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/fsm/cmdpb"
-	"github.com/coordd/coordd/session"
 	"github.com/coordd/coordd/tree"
 )
 
@@ -30,6 +30,7 @@ type entry struct {
 	resp       *Response
 	dispatched bool
 	cmd        *cmdpb.Command
+	arrived    time.Time
 }
 
 // Session is one session connected to this server, over either protocol:
@@ -85,15 +86,20 @@ func (s *Session) pushLocked(m Message) {
 }
 
 // mayRead reports whether the session may READ a node with acl, given the
-// identities in sessions: a watch event is delivered only then (ZooKeeper
-// 3.8.4 and 3.9.2, CVE-2024-23944: an event tells the path, which a
-// recursive watch would otherwise show of nodes the watcher may not read).
-// An open ACL costs no check.
-func (s *Session) mayRead(acl *[]tree.ACL, sessions *session.Registry) bool {
+// identities in a's registry (or, for a session a closed, those it held
+// until then): a watch event is delivered only then (ZooKeeper 3.8.4 and
+// 3.9.2, CVE-2024-23944: an event tells the path, which a recursive watch
+// would otherwise show of nodes the watcher may not read). An open ACL
+// costs no check.
+func (s *Session) mayRead(acl *[]tree.ACL, a *fsm.Applied) bool {
 	if acl == nil || len(*acl) == 0 || tree.IsOpen(*acl) {
 		return true
 	}
-	return s.requester(fsm.View{Sessions: sessions}).Allowed(*acl, tree.PermRead)
+	r := s.requester(fsm.View{Sessions: a.Sessions})
+	if ids, ok := a.ClosedIdentities[s.id]; ok {
+		r.IDs = ids
+	}
+	return r.Allowed(*acl, tree.PermRead)
 }
 
 func (s *Session) pushEvent(ev Event) {
@@ -117,6 +123,8 @@ func (s *Session) endLocked() {
 	if !s.ended {
 		s.ended = true
 		close(s.done)
+		// What is still queued is never answered now.
+		s.e.outstanding.Add(-int64(len(s.queue)))
 	}
 }
 
@@ -130,6 +138,9 @@ func (s *Session) Next(ctx context.Context) ([]Message, bool) {
 		s.out = nil
 		s.mu.Unlock()
 		if len(batch) > 0 || ended {
+			if len(batch) > 0 {
+				s.e.cfg.Meter.Sent(len(batch))
+			}
 			return batch, ended
 		}
 		select {
@@ -145,8 +156,9 @@ func (s *Session) Next(ctx context.Context) ([]Message, bool) {
 // front-end calls it from one goroutine, in the order the requests arrived.
 func (s *Session) Submit(req *Request) {
 	e := s.e
+	e.cfg.Meter.Received()
 	e.touch(s.id, req.Xid)
-	en := &entry{req: req, kind: kindRead}
+	en := &entry{req: req, kind: kindRead, arrived: time.Now()}
 	switch {
 	case req.Op == OpSync, req.Op == OpReconfig:
 		en.kind = kindSync
@@ -210,8 +222,9 @@ func (s *Session) addAuth(req *Request) (int, *Response, *cmdpb.Command) {
 // Reject queues an error reply for a request the front-end could not make
 // sense of, in its place among the session's replies.
 func (s *Session) Reject(req *Request, code Code, msg string) {
+	s.e.cfg.Meter.Received()
 	s.e.touch(s.id, req.Xid)
-	s.enqueue(&entry{req: req, kind: kindDone, resp: errResponse(req, code, msg)})
+	s.enqueue(&entry{req: req, kind: kindDone, resp: errResponse(req, code, msg), arrived: time.Now()})
 }
 
 // enqueue adds an entry at the tail and starts what can start.
@@ -225,6 +238,11 @@ func (s *Session) enqueue(en *entry) {
 		}
 	}
 	s.queue = append(s.queue, en)
+	if !s.ended {
+		// Counted while the session is connected: endLocked takes back
+		// what is left in the queue.
+		e.outstanding.Add(1)
+	}
 	if en.kind == kindWrite && !syncPending {
 		en.dispatched = true
 		e.cfg.Cluster.Submit(en.cmd)
@@ -307,8 +325,15 @@ func (s *Session) runSync(en *entry) {
 }
 
 // reconfig makes a reconfig's membership change and returns the index of
-// the new configuration.
+// the new configuration. Only the super user may, as in ZooKeeper, whose
+// reconfig needs WRITE on /zookeeper/config, readable by all and writable
+// by none.
 func (s *Session) reconfig(r Reconfig) (int64, error) {
+	super := false
+	s.e.cfg.FSM.Read(func(v fsm.View) { super = s.requester(v).Super() })
+	if !super {
+		return 0, &Error{Code: NoAuth, Message: "reconfig: only the super user may change the membership (addauth digest as the --superdigest user)"}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -355,10 +380,15 @@ func (s *Session) drainLocked(v fsm.View) {
 			en.resp.Zxid = v.Applied
 		}
 		en.resp.Xid, en.resp.Op = en.req.Xid, en.req.Op
-		s.pushLocked(Message{Response: en.resp})
 		s.queue[0] = nil
 		s.queue = s.queue[1:]
+		s.e.outstanding.Add(-1)
+		s.e.cfg.Meter.Answered(en.req.Op, time.Since(en.arrived))
+		s.pushLocked(Message{Response: en.resp})
 		popped = true
+		if s.ended {
+			break // the client was too slow (pushLocked): nothing more is sent
+		}
 		if en.kind == kindSync {
 			s.dispatchHeldLocked()
 		}

@@ -38,6 +38,8 @@ type Admin interface {
 	RemoveMember(context.Context, *apipb.RemoveMemberRequest) (*apipb.MembersResponse, error)
 	PromoteMember(context.Context, *apipb.PromoteMemberRequest) (*apipb.MembersResponse, error)
 	TransferLeadership(context.Context, *apipb.TransferLeadershipRequest) (*apipb.TransferLeadershipResponse, error)
+	// SaveSnapshot streams a backup file through send.
+	SaveSnapshot(ctx context.Context, send func(*apipb.SnapshotChunk) error) error
 }
 
 // Service implements apipb.CoordServer on an engine.
@@ -83,6 +85,11 @@ func (s *Service) PromoteMember(ctx context.Context, req *apipb.PromoteMemberReq
 // TransferLeadership hands the leadership over.
 func (s *Service) TransferLeadership(ctx context.Context, req *apipb.TransferLeadershipRequest) (*apipb.TransferLeadershipResponse, error) {
 	return s.cfg.Admin.TransferLeadership(ctx, req)
+}
+
+// SaveSnapshot streams a backup of the whole state.
+func (s *Service) SaveSnapshot(_ *apipb.SaveSnapshotRequest, stream apipb.Coord_SaveSnapshotServer) error {
+	return s.cfg.Admin.SaveSnapshot(stream.Context(), stream.Send)
 }
 
 // connectTimeout bounds the wait for a stream's first message.

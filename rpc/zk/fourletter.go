@@ -6,7 +6,6 @@ import (
 	"net"
 	"sort"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/coordd/coordd/rpc/engine"
@@ -41,6 +40,15 @@ type Stats struct {
 	Watches, WatchedPaths, WatchingSessions int64
 	// Followers and SyncedFollowers are the leader's (0 elsewhere).
 	Followers, SyncedFollowers int64
+	// Connections are the sessions connected to this server, over either
+	// protocol; GlobalSessions the open sessions of the whole cluster.
+	Connections, GlobalSessions int64
+	// Received and Sent count the requests and messages of every client,
+	// over either protocol (ZooKeeper's packets); Outstanding the requests
+	// received and not yet answered.
+	Received, Sent, Outstanding int64
+	// MinLatency, AvgLatency and MaxLatency are the requests' latencies.
+	MinLatency, AvgLatency, MaxLatency time.Duration
 	// Config lists the server's settings for conf, in order.
 	Config [][2]string
 	// DataDirBytes is the size of the data directory.
@@ -53,43 +61,6 @@ type Stats struct {
 // four-letter words report it before coordd's own (clients such as kazoo
 // parse the leading numbers to decide which requests the server knows).
 const ZooKeeperVersion = "3.8.4"
-
-// counters are the front-end's figures: requests received and replies sent
-// (ZooKeeper's packets), requests outstanding and their latency.
-type counters struct {
-	received, sent, outstanding atomic.Int64
-	latCount, latSumMicros      atomic.Int64
-	latMinMicros                atomic.Int64 // +1, so that 0 means none yet
-	latMaxMicros                atomic.Int64
-}
-
-func (c *counters) latency(d time.Duration) {
-	us := d.Microseconds()
-	c.latCount.Add(1)
-	c.latSumMicros.Add(us)
-	for {
-		old := c.latMinMicros.Load()
-		if old != 0 && old-1 <= us || c.latMinMicros.CompareAndSwap(old, us+1) {
-			break
-		}
-	}
-	for {
-		old := c.latMaxMicros.Load()
-		if old >= us || c.latMaxMicros.CompareAndSwap(old, us) {
-			break
-		}
-	}
-}
-
-// latencies returns min, average and max latency in milliseconds, as
-// ZooKeeper reports them.
-func (c *counters) latencies() (minMs, avgMs, maxMs float64) {
-	n := c.latCount.Load()
-	if n == 0 {
-		return 0, 0, 0
-	}
-	return float64(c.latMinMicros.Load()-1) / 1000, float64(c.latSumMicros.Load()) / float64(n) / 1000, float64(c.latMaxMicros.Load()) / 1000
-}
 
 // fourLetterWord answers a four-letter word in plain text; the caller
 // closes the connection.
@@ -108,7 +79,7 @@ func (s *Server) answer(word string) string {
 	var b strings.Builder
 	st := s.cfg.Stats()
 	version := fmt.Sprintf("%s-coordd-%s", ZooKeeperVersion, st.Version)
-	minL, avgL, maxL := s.stats.latencies()
+	minL, avgL, maxL := millis(st.MinLatency), millis(st.AvgLatency), millis(st.MaxLatency)
 	switch word {
 	case "ruok":
 		return "imok"
@@ -125,7 +96,7 @@ func (s *Server) answer(word string) string {
 		}
 		fmt.Fprintf(&b, "Latency min/avg/max: %s/%s/%s\n", ms(minL), ms(avgL), ms(maxL))
 		fmt.Fprintf(&b, "Received: %d\nSent: %d\nConnections: %d\nOutstanding: %d\nZxid: 0x%x\nMode: %s\nNode count: %d\n",
-			s.stats.received.Load(), s.stats.sent.Load(), len(s.connections()), s.stats.outstanding.Load(), st.Zxid, st.Mode, st.Znodes)
+			st.Received, st.Sent, st.Connections, st.Outstanding, st.Zxid, st.Mode, st.Znodes)
 	case "mntr":
 		kv := func(k string, v any) { fmt.Fprintf(&b, "zk_%s\t%v\n", k, v) }
 		kv("version", version)
@@ -133,14 +104,16 @@ func (s *Server) answer(word string) string {
 		kv("avg_latency", ms(avgL))
 		kv("max_latency", ms(maxL))
 		kv("min_latency", ms(minL))
-		kv("packets_received", s.stats.received.Load())
-		kv("packets_sent", s.stats.sent.Load())
-		kv("num_alive_connections", len(s.connections()))
-		kv("outstanding_requests", s.stats.outstanding.Load())
+		kv("packets_received", st.Received)
+		kv("packets_sent", st.Sent)
+		kv("num_alive_connections", st.Connections)
+		kv("outstanding_requests", st.Outstanding)
 		kv("znode_count", st.Znodes)
 		kv("watch_count", st.Watches)
 		kv("ephemerals_count", st.Ephemerals)
 		kv("approximate_data_size", st.DataSize)
+		kv("global_sessions", st.GlobalSessions)
+		kv("local_sessions", st.Connections)
 		kv("open_file_descriptor_count", st.OpenFiles)
 		kv("max_file_descriptor_count", st.MaxFiles)
 		kv("uptime", time.Since(s.started).Milliseconds())
@@ -175,6 +148,9 @@ func (s *Server) answer(word string) string {
 	}
 	return b.String()
 }
+
+// millis converts a duration to ZooKeeper's milliseconds.
+func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // dumpWatches writes ZooKeeper's wchc (by session: "0x<id>" then a tab and
 // a path per line) or, byPath, its wchp (a path, then a tab and "0x<id>" per

@@ -29,7 +29,9 @@ type Config struct {
 	// FourLetterWords are the words answered (the others get ZooKeeper's
 	// "not in the whitelist" answer); nil answers none.
 	FourLetterWords map[string]bool
-	// Stats reports the figures of the four-letter words.
+	// Stats reports the figures of the four-letter words: the server's,
+	// which also counts the requests of both protocols (the engine's
+	// Meter), so that mntr and the server's metrics agree.
 	Stats  func() Stats
 	Logger *slog.Logger
 }
@@ -61,8 +63,6 @@ type Server struct {
 	wg     sync.WaitGroup
 	ctx    context.Context // ends when the server closes
 	cancel context.CancelFunc
-
-	stats counters
 }
 
 // New returns a front-end on cfg.Engine.
@@ -117,11 +117,10 @@ type conn struct {
 
 // pending is what the encoding of a reply needs of its request.
 type pending struct {
-	xid      int32
-	op       jute.OpCode
-	ops      []jute.OpCode // a multi's ops
-	badOp    int           // a multi's op the front-end refused (-1: none)
-	received time.Time
+	xid   int32
+	op    jute.OpCode
+	ops   []jute.OpCode // a multi's ops
+	badOp int           // a multi's op the front-end refused (-1: none)
 }
 
 // ServeConn serves one connection whose first bytes are not gRPC's: a
@@ -191,10 +190,10 @@ func (s *Server) serve(nc net.Conn, creq *jute.ConnectRequest) {
 	}
 	c := &conn{srv: s, nc: nc, remote: nc.RemoteAddr().String(), sess: sess, established: time.Now()}
 	c.lastOp.Store("NA")
-	// ZooKeeper counts the ConnectRequest among the packets received (and
-	// the ConnectResponse among those sent).
+	// ZooKeeper counts the ConnectRequest among the connection's packets
+	// received (and the ConnectResponse among those sent). The server's
+	// totals are the engine's (Stats).
 	c.recved.Store(1)
-	s.stats.received.Add(1)
 	s.mu.Lock()
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
@@ -241,7 +240,6 @@ func (c *conn) recvLoop() {
 			return
 		}
 		c.recved.Add(1)
-		c.srv.stats.received.Add(1)
 		r := jute.NewReader(frame)
 		var h jute.RequestHeader
 		if err := h.Decode(r); err != nil {
@@ -250,7 +248,7 @@ func (c *conn) recvLoop() {
 		}
 		notYet := c.arrived.add(int64(h.Xid)) // the lowest xid not received yet
 		body := frame[jute.RequestHeaderSize:]
-		p := pending{xid: h.Xid, op: h.Type, badOp: -1, received: time.Now()}
+		p := pending{xid: h.Xid, op: h.Type, badOp: -1}
 		rec, err := jute.DecodeRequest(h.Type, body)
 		var req engine.Request
 		var b *badRequest
@@ -282,7 +280,6 @@ func (c *conn) recvLoop() {
 		c.mu.Lock()
 		c.pending = append(c.pending, p)
 		c.mu.Unlock()
-		c.srv.stats.outstanding.Add(1)
 		if b != nil {
 			req.Xid = int64(h.Xid)
 			c.sess.Reject(&req, b.code, b.msg)
@@ -315,7 +312,6 @@ func (c *conn) sendLoop(ctx context.Context, readOnlyFlag bool) {
 					return
 				}
 				buf = reply(buf, p, m.Response)
-				c.srv.stats.latency(time.Since(p.received))
 				if p.op == jute.OpAuth && m.Response.Code == engine.AuthFailed {
 					// ZooKeeper answers a failed addAuth and closes the
 					// connection (the session lives on until it expires
@@ -335,9 +331,7 @@ func (c *conn) sendLoop(ctx context.Context, readOnlyFlag bool) {
 			if _, err := c.nc.Write(buf); err != nil {
 				return
 			}
-			n := int64(len(batch))
-			c.sent.Add(n)
-			c.srv.stats.sent.Add(n)
+			c.sent.Add(int64(len(batch)))
 		}
 		if ended {
 			return
@@ -359,7 +353,6 @@ func (c *conn) popPending() (pending, bool) {
 	}
 	p := c.pending[0]
 	c.pending = c.pending[1:]
-	c.srv.stats.outstanding.Add(-1)
 	return p, true
 }
 

@@ -31,12 +31,19 @@ type Options struct {
 	MaxDataSize int
 	// Verbose routes server logs to t.Log.
 	Verbose bool
+	// Seed, if set, prepares each member's data dir before its first start
+	// (a test restores a backup into it); the members then start on it
+	// rather than bootstrap.
+	Seed func(cfg rpc.Config) error
 	// SuperDigest is rpc.Config's (the super user's digest).
 	SuperDigest string
 	// ElectionTimeout is Raft's heartbeat and election timeout (default
 	// 500ms). A server with no leader for twice that closes its client
 	// streams.
 	ElectionTimeout time.Duration
+	// Admin gives each server an admin HTTP address (rpc.Config.MetricsAddr:
+	// metrics, /livez, /readyz) of its own; Node().MetricsAddr() says which.
+	Admin bool
 }
 
 // Cluster is a set of in-process coordd servers.
@@ -61,18 +68,37 @@ func (m *Member) Node() *rpc.Node {
 	return m.node
 }
 
+// handedOut holds the ports FreeAddr has returned in this process: two
+// picks for one cluster must never be the same port (a cluster whose client
+// and peer addresses, or two servers' addresses, collide cannot start).
+var handedOut struct {
+	sync.Mutex
+	ports map[int]bool
+}
+
 // FreeAddr returns an unused 127.0.0.1 address whose port lies below the
 // kernel's ephemeral range (32768 and up on Linux), so that no outgoing
-// connection can be holding it when a stopped server binds it again.
+// connection can be holding it when a stopped server binds it again. It
+// never returns a port it returned before in this process (until most of
+// the range has been handed out).
 func FreeAddr(t testing.TB) string {
 	t.Helper()
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	if handedOut.ports == nil || len(handedOut.ports) > 9000 {
+		handedOut.ports = map[int]bool{}
+	}
 	for i := 0; i < 1000; i++ {
 		port := 20000 + rand.IntN(12000)
+		if handedOut.ports[port] {
+			continue
+		}
 		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err != nil {
 			continue
 		}
 		ln.Close()
+		handedOut.ports[port] = true
 		return ln.Addr().String()
 	}
 	t.Fatal("no free port in 20000-31999 on 127.0.0.1")
@@ -108,6 +134,13 @@ func New(t testing.TB, n int, opts Options) *Cluster {
 	for attempt := 1; ; attempt++ {
 		c := newCluster(t, n, opts)
 		var err error
+		if opts.Seed != nil {
+			for _, m := range c.Members {
+				if err := opts.Seed(m.Cfg); err != nil {
+					t.Fatalf("seeding server %s: %v", m.ID, err)
+				}
+			}
+		}
 		for i := range c.Members {
 			if err = c.start(i, 0); err != nil {
 				break
@@ -152,6 +185,9 @@ func newCluster(t testing.TB, n int, opts Options) *Cluster {
 	}
 	for _, m := range c.Members {
 		m.Cfg.Peers = peers
+		if opts.Admin {
+			m.Cfg.MetricsAddr = FreeAddr(t)
+		}
 	}
 	return c
 }

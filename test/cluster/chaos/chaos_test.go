@@ -34,9 +34,9 @@ var (
 const tlsRotateEvery = 15 * time.Second
 
 // shortDuration is the fault phase of the short pass (make test): about
-// one step of each fault kind; with the build, start-up, final checks and
-// shutdown it takes about 50s.
-const shortDuration = 40 * time.Second
+// one step of each of the eight fault kinds (seed 1 reaches all of them);
+// with the build, start-up, final checks and shutdown it takes about 60s.
+const shortDuration = 48 * time.Second
 
 type config struct {
 	seed     int64
@@ -46,10 +46,11 @@ type config struct {
 	outDir   string
 	checkFor time.Duration
 	tls      bool
+	acl      bool
 }
 
 func getConfig() config {
-	cfg := config{seed: *flagSeed, duration: *flagDuration, nodes: *flagNodes, outDir: *flagOut, checkFor: *flagCheckFor, tls: *flagTLS}
+	cfg := config{seed: *flagSeed, duration: *flagDuration, nodes: *flagNodes, outDir: *flagOut, checkFor: *flagCheckFor, tls: *flagTLS, acl: *flagACL}
 	if cfg.duration <= 0 {
 		cfg.short = true
 		cfg.duration = shortDuration
@@ -97,7 +98,12 @@ func TestChaosHelperClient(t *testing.T) {
 		fmt.Println("error", err)
 		os.Exit(1)
 	}
-	if _, err := c.Create(ctx, os.Getenv("COORDD_EPHEMERAL"), nil, client.CreateMode{Kind: client.Ephemeral}); err != nil {
+	acl, err := helperAuth(ctx, c)
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	if _, err := c.Create(ctx, os.Getenv("COORDD_EPHEMERAL"), nil, client.CreateMode{Kind: client.Ephemeral, ACL: acl}); err != nil {
 		fmt.Println("error", err)
 		os.Exit(1)
 	}
@@ -138,6 +144,9 @@ func TestChaos(t *testing.T) {
 	tlsNote, tlsArg := "", ""
 	if cfg.tls {
 		tlsNote, tlsArg = ", TLS on both ports (certificates rotated during the run)", " TLS=1"
+	}
+	if cfg.acl {
+		tlsNote, tlsArg = tlsNote+", ACLs on every workload node (clients authenticated, an unauthenticated observer)", tlsArg+" ACL=1"
 	}
 	logf("chaos: seed %d, %d nodes, %v of faults, %s%s; reproduce with: make chaos SEED=%d DURATION=%v NODES=%d%s",
 		cfg.seed, cfg.nodes, cfg.duration, mode, tlsNote, cfg.seed, cfg.duration, cfg.nodes, tlsArg)
@@ -199,6 +208,12 @@ func TestChaos(t *testing.T) {
 			t.Fatal(err)
 		}
 		logf("TLS on the client and peer ports, client certificates required; files in %s", c.tls.dir)
+	}
+	if cfg.acl {
+		if err := c.enableACL(); err != nil {
+			t.Fatal(err)
+		}
+		logf("ACLs: workload nodes under %v grant everything to digest %s only; checkers are the --superdigest user %s; an unauthenticated observer probes them", protectedRoots, aclUser, superUser)
 	}
 
 	nm := &nemesis{steps: plan(cfg.seed, cfg.nodes, cfg.duration), injected: map[faultKind]int{}, skipped: map[faultKind]int{}}
@@ -273,6 +288,11 @@ func TestChaos(t *testing.T) {
 	ses := newSessionsWork(e, cfg.seed, 2)
 	wat := newWatchWork(e, cfg.seed, 2, 3)
 	workloads := []workload{regs, newZKRegisters(regs, 1), seq, lk, ses, wat}
+	var aw *aclWork
+	if cfg.acl {
+		aw = newACLWork(e, cfg.seed, ses)
+		workloads = append(workloads, aw)
+	}
 	setupCl, _, err := e.newClient(ctx, "setup")
 	if err != nil {
 		saveLogs()
@@ -320,13 +340,16 @@ func TestChaos(t *testing.T) {
 		e.tl.healthyAt(e.since())
 	}
 	ses.waitDead(helperSessionTimeout + serverTiming.Tick + 15*time.Second)
-	checkCl, _, err := e.newClient(ctx, "checker")
+	checkCl, _, err := e.newAdminClient(ctx, "checker")
 	if err != nil {
 		saveLogs()
 		t.Fatalf("checker client: %v", err)
 	}
 	verdicts := map[string]*verdict{}
 	order := []string{"registers", "seqset", "lock", "sessions", "watches", "order", "cluster"}
+	if aw != nil {
+		order = append(order, "acl")
+	}
 	for _, n := range order {
 		verdicts[n] = &verdict{pass: true}
 	}
@@ -338,6 +361,9 @@ func TestChaos(t *testing.T) {
 	ses.check(cctx, checkCl, verdicts["sessions"])
 	wat.check(cctx, checkCl, verdicts["watches"])
 	checkOrder(e, verdicts["order"])
+	if aw != nil {
+		aw.check(cctx, checkCl, verdicts["acl"])
+	}
 	cv := verdicts["cluster"]
 	if !healthyOK {
 		cv.failf("cluster not healthy 60s after the last fault: %s", why)
@@ -352,7 +378,7 @@ func TestChaos(t *testing.T) {
 
 	// Summary.
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "==== chaos summary: seed %d, %d nodes, %v of faults (%s), run %v ====\n", cfg.seed, cfg.nodes, cfg.duration, mode, time.Since(start).Round(time.Second))
+	fmt.Fprintf(&sb, "==== chaos summary: seed %d, %d nodes, %v of faults (%s%s), run %v ====\n", cfg.seed, cfg.nodes, cfg.duration, mode, tlsNote, time.Since(start).Round(time.Second))
 	fmt.Fprintf(&sb, "timing: tick %v, heartbeat %v, election %v, client sessions %v, killed clients %v\n",
 		serverTiming.Tick, serverTiming.Heartbeat, serverTiming.Election, workloadSessionTimeout, helperSessionTimeout)
 	fmt.Fprintf(&sb, "operations:\n")

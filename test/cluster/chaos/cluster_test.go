@@ -44,12 +44,14 @@ type procNode struct {
 	dataDir    string
 	logPath    string
 
-	mu      sync.Mutex
-	cmd     *exec.Cmd
-	exited  chan struct{}
-	paused  bool
-	starts  int
-	logFile *os.File
+	mu         sync.Mutex
+	join       bool // start with --join (it was replaced: membership fault)
+	generation int  // how many times its data dir was replaced
+	cmd        *exec.Cmd
+	exited     chan struct{}
+	paused     bool
+	starts     int
+	logFile    *os.File
 }
 
 // procCluster runs real coordd processes.
@@ -65,6 +67,7 @@ type procCluster struct {
 	conns    map[string]*grpc.ClientConn
 
 	tls *clusterTLS // nil: plaintext (-chaos.tls)
+	acl *clusterACL // nil: every node open, nobody authenticates (-chaos.acl)
 	// filesMu keeps certificate rotation and server starts apart: a server
 	// reads its files as it starts, and must not read half a rotation.
 	filesMu   sync.Mutex
@@ -134,6 +137,10 @@ func (c *procCluster) start(i int) error {
 		"--log-level", "info"}
 	if c.tls != nil {
 		args = append(args, c.tls.flags(i)...)
+	}
+	args = append(args, c.aclFlags()...)
+	if n.join {
+		args = append(args, "--join")
 	}
 	cmd := exec.Command(c.bin, args...)
 	cmd.Stdout = n.logFile

@@ -5,7 +5,9 @@
 // random node or of the leader (then a restart on the same data dir),
 // SIGSTOP/SIGCONT of the leader for longer than the election timeout,
 // iptables partitions that cut Raft and forwarding traffic (leader isolated,
-// majority/minority split) and slow links between peers.
+// majority/minority split), slow links between peers, and a membership
+// change (member-replace: a follower removed, its data dir wiped, restarted
+// with --join, and added back, as a dead server is replaced).
 //
 // The workloads and their checkers are:
 //
@@ -26,19 +28,41 @@
 //   - watches: events arrive before the data they announce, never twice,
 //     never missing, for the change right after the watch was set;
 //   - order: every session's zxids (replies and events, as read off the
-//     gRPC stream) never go backwards, across moves between servers.
+//     gRPC stream) never go backwards, across moves between servers;
+//   - acl (with -chaos.acl): see below.
 //
 // Everything lives in the test files. Run it with
 //
 //	make chaos                     # 3 nodes, 5 minutes, random seed
 //	make chaos SEED=7 DURATION=2m NODES=5
 //	make chaos TLS=1               # TLS on both ports (-chaos.tls)
+//	make chaos ACL=1               # ACLs on every workload node (-chaos.acl)
+//	make chaos SECURE=1            # both
 //
 // With -chaos.tls every server has TLS on its client port (client
 // certificates required) and its peer port, with a peer certificate of its
 // own naming its address, and the server and peer certificates are
 // reissued every 15 seconds of the fault phase: the servers re-read them
 // under load, and the checkers see any request that failed.
+//
+// With -chaos.acl every workload node carries an ACL that grants
+// everything to the workloads' digest user only (persistent nodes:
+// digest:chaos; nodes created during the run: the auth scheme, which with
+// TLS adds the workloads' certificate subject). Every workload client,
+// go-zookeeper's and the killed helper processes included, authenticates
+// once per session and never again, so a session that moves to another
+// server relies on its replicated identity; a NoAuth answer to any of them
+// fails the run. The servers run with --superdigest and the checkers read
+// as that super user. The acl workload adds an unauthenticated observer
+// (with TLS, a certificate of its own) over gRPC and over ZooKeeper's
+// protocol, which reads, writes, creates, deletes, changes ACLs and sets
+// watches on protected nodes: every answer must be NoAuth (or unknown),
+// and its stream must carry no event about a protected node, though it
+// holds a recursive watch on / and exists watches on ephemerals the
+// sessions workload creates later; it must see the events of an open node
+// an authenticated ticker changes. An authenticated prober checks its
+// identity with whoAmI after every move. At the end the super user finds
+// every protected node's ACL unchanged.
 //
 // Without flags (as in make test) the package runs one short pass with a
 // fixed seed. Partitions and slow links need root and iptables; without them

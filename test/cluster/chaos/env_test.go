@@ -25,6 +25,9 @@ type env struct {
 	mu        sync.Mutex
 	observers []*zxObserver
 	clients   []*client.Client
+	// authProblems are refusals of authenticated requests that no
+	// zxObserver sees (ZooKeeper's protocol), with -chaos.acl.
+	authProblems []string
 }
 
 // since is the run time now.
@@ -38,17 +41,48 @@ const opTimeout = 5 * time.Second
 const workloadSessionTimeout = 6 * time.Second
 
 // newClient connects a workload client whose stream is observed for the
-// per-session order check.
+// per-session order check; with -chaos.acl it authenticates as the
+// workloads' user first.
 func (e *env) newClient(ctx context.Context, name string) (*client.Client, *zxObserver, error) {
-	obs := &zxObserver{name: name}
+	return e.newClientAs(ctx, name, asWorkload)
+}
+
+// newAdminClient connects a checker's client: with -chaos.acl, the super
+// user, who may read everything.
+func (e *env) newAdminClient(ctx context.Context, name string) (*client.Client, *zxObserver, error) {
+	return e.newClientAs(ctx, name, asSuper)
+}
+
+// newClientAs connects a client observed like newClient's, as who.
+func (e *env) newClientAs(ctx context.Context, name string, who identity) (*client.Client, *zxObserver, error) {
+	acl := e.c.acl != nil
+	obs := &zxObserver{name: name, anonymous: acl && who == asAnonymous}
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	cl, err := client.Connect(cctx, e.c.servers(), e.c.clientOptions(
+	opts := []client.Option{
 		client.WithSessionTimeout(workloadSessionTimeout),
 		client.WithDialTimeout(time.Second),
-		client.WithDialOptions(grpc.WithStreamInterceptor(obs.intercept)))...)
+		client.WithDialOptions(grpc.WithStreamInterceptor(obs.intercept))}
+	if obs.anonymous && e.c.tls != nil {
+		opts = append(opts, client.WithTLS(e.c.acl.observerTLS))
+	} else {
+		opts = e.c.clientOptions(opts...)
+	}
+	cl, err := client.Connect(cctx, e.c.servers(), opts...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect %s: %w", name, err)
+	}
+	if acl && who != asAnonymous {
+		user, password := aclUser, aclPassword
+		if who == asSuper {
+			user, password = superUser, superPassword
+		}
+		if err := authenticate(cctx, cl, user, password); err != nil {
+			closeCtx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			_ = cl.Close(closeCtx)
+			cancel()
+			return nil, nil, fmt.Errorf("%s: addAuth digest %s: %w", name, user, err)
+		}
 	}
 	obs.session = cl.SessionID()
 	e.mu.Lock()
@@ -143,6 +177,38 @@ type zxObserver struct {
 	// server fires when it re-registers the watches of a resumed session.
 	resuming bool
 	resumed  map[string]bool // path@zxid
+
+	// With -chaos.acl: an anonymous client's stream must carry no event
+	// about a protected node (leaks); any other client's, no NoAuth.
+	anonymous  bool
+	events     int64
+	leaks      []string
+	noAuth     int64
+	noAuthSeen []string
+}
+
+// checkACL looks at a message for what access control forbids; o.mu is
+// held.
+func (o *zxObserver) checkACL(target string, sm *apipb.ServerMessage) {
+	switch k := sm.Kind.(type) {
+	case *apipb.ServerMessage_Event:
+		if !o.anonymous {
+			return
+		}
+		o.events++
+		if protectedPath(k.Event.Path) && len(o.leaks) < 20 {
+			o.leaks = append(o.leaks, fmt.Sprintf("%s (session %#x, unauthenticated): event %v %s (zxid %d) from %s about a node it may not read",
+				o.name, o.session, k.Event.Type, k.Event.Path, k.Event.Zxid, target))
+		}
+	case *apipb.ServerMessage_Response:
+		if o.anonymous || k.Response.Error != apipb.ErrorCode_NO_AUTH {
+			return
+		}
+		o.noAuth++
+		if len(o.noAuthSeen) < 20 {
+			o.noAuthSeen = append(o.noAuthSeen, fmt.Sprintf("%s (session %#x): reply xid %d from %s: NoAuth %s", o.name, o.session, k.Response.Xid, target, k.Response.Message))
+		}
+	}
 }
 
 // resumeEvent says whether the event was fired by a watch re-registration.
@@ -195,6 +261,7 @@ func (o *zxObserver) observe(seq int, target string, sm *apipb.ServerMessage) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.messages++
+	o.checkACL(target, sm)
 	if seq != o.streams {
 		// A message of a stream the client has already replaced: not part
 		// of the session's current order.

@@ -72,7 +72,7 @@ func (l *lockWork) name() string        { return "lock" }
 func (l *lockWork) counters() *counters { return &l.cnt }
 
 func (l *lockWork) setup(ctx context.Context, cl *client.Client) error {
-	return createAll(ctx, cl, lockLog)
+	return createAll(ctx, cl, lockLog, l.e.dataACL())
 }
 
 func (l *lockWork) run(ctx context.Context) {
@@ -106,7 +106,7 @@ func (l *lockWork) worker(ctx context.Context, w int) {
 				continue
 			}
 			sess = lockrecipe.NewSession(cl)
-			m = lockrecipe.NewMutex(sess, lockPath)
+			m = lockrecipe.NewMutex(sess, lockPath, lockrecipe.WithACL(l.e.creatorACL()))
 		}
 		lctx, cancel := context.WithTimeout(ctx, 2*opTimeout)
 		tok, err := m.Lock(lctx)
@@ -147,7 +147,7 @@ func (l *lockWork) worker(ctx context.Context, w int) {
 			}
 			id := fmt.Sprintf("t%d-w%d-r%d-k%d", tok, w, round, k)
 			wctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-			res, err := m.GuardedMulti(wctx, client.CreateOp(lockLog+"/"+id+"-", nil, client.CreateMode{Sequential: true}))
+			res, err := m.GuardedMulti(wctx, client.CreateOp(lockLog+"/"+id+"-", nil, client.CreateMode{Sequential: true, ACL: l.e.creatorACL()}))
 			cancel()
 			l.mu.Lock()
 			switch {

@@ -120,6 +120,9 @@ func plan(seed int64, nodes int, total time.Duration) []step {
 			perm := r.Perm(nodes)
 			s.Minority = append([]int(nil), perm[:size]...)
 			sort.Ints(s.Minority)
+		case fMember:
+			// The replaced server stays out this long.
+			s.Hold = dur(r, 2*time.Second, 5*time.Second)
 		case fSlow:
 			s.Hold = dur(r, 3*time.Second, 8*time.Second)
 			all := r.IntN(3) == 0
@@ -337,6 +340,8 @@ func (nm *nemesis) inject(s step) (func(), string) {
 				nm.e.logf("nemesis: heal failed: %v", err)
 			}
 		}, fmt.Sprintf("partition %s %v | %v", who, ids(c, minority), ids(c, majority))
+	case fMember:
+		return nm.memberReplace(s)
 	case fSlow:
 		for _, l := range s.Links {
 			nm.net.px.setDelay(l.From, l.To, l.Delay)

@@ -141,11 +141,11 @@ func (r *registers) name() string        { return "registers" }
 func (r *registers) counters() *counters { return &r.cnt }
 
 func (r *registers) setup(ctx context.Context, cl *client.Client) error {
-	if err := createAll(ctx, cl, "/reg"); err != nil {
+	if err := createAll(ctx, cl, "/reg", r.e.dataACL()); err != nil {
 		return err
 	}
 	for _, k := range r.keys {
-		if _, err := cl.Create(ctx, k, []byte("init"), client.CreateMode{}); err != nil && !errors.Is(err, client.ErrNodeExists) {
+		if _, err := cl.Create(ctx, k, []byte("init"), client.CreateMode{ACL: r.e.dataACL()}); err != nil && !errors.Is(err, client.ErrNodeExists) {
 			return err
 		}
 	}
@@ -336,11 +336,12 @@ func (r *registers) check(ctx context.Context, v *verdict, timeout time.Duration
 	}
 }
 
-// createAll creates path and its ancestors as persistent nodes.
-func createAll(ctx context.Context, cl *client.Client, path string) error {
+// createAll creates path and its ancestors as persistent nodes, with acl
+// (nil: the open ACL).
+func createAll(ctx context.Context, cl *client.Client, path string, acl []client.ACL) error {
 	for i := 1; i <= len(path); i++ {
 		if i == len(path) || path[i] == '/' {
-			if _, err := cl.Create(ctx, path[:i], nil, client.CreateMode{}); err != nil && !errors.Is(err, client.ErrNodeExists) {
+			if _, err := cl.Create(ctx, path[:i], nil, client.CreateMode{ACL: acl}); err != nil && !errors.Is(err, client.ErrNodeExists) {
 				return fmt.Errorf("create %s: %w", path[:i], err)
 			}
 		}

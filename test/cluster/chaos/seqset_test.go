@@ -37,7 +37,7 @@ func (s *seqset) name() string        { return "seqset" }
 func (s *seqset) counters() *counters { return &s.cnt }
 
 func (s *seqset) setup(ctx context.Context, cl *client.Client) error {
-	return createAll(ctx, cl, "/seqset")
+	return createAll(ctx, cl, "/seqset", s.e.dataACL())
 }
 
 func (s *seqset) run(ctx context.Context) {
@@ -61,7 +61,7 @@ func (s *seqset) run(ctx context.Context) {
 				s.issued[id] = true
 				s.mu.Unlock()
 				octx, cancel := context.WithTimeout(context.Background(), opTimeout)
-				name, err := cl.Create(octx, "/seqset/"+id+"-", nil, client.CreateMode{Sequential: true})
+				name, err := cl.Create(octx, "/seqset/"+id+"-", nil, client.CreateMode{Sequential: true, ACL: s.e.creatorACL()})
 				cancel()
 				s.mu.Lock()
 				switch {

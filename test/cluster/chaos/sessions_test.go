@@ -52,7 +52,7 @@ func (s *sessionsWork) name() string        { return "sessions" }
 func (s *sessionsWork) counters() *counters { return &s.cnt }
 
 func (s *sessionsWork) setup(ctx context.Context, cl *client.Client) error {
-	return createAll(ctx, cl, "/sess")
+	return createAll(ctx, cl, "/sess", s.e.dataACL())
 }
 
 func (s *sessionsWork) problem(format string, args ...any) {
@@ -72,7 +72,7 @@ func (s *sessionsWork) run(ctx context.Context) {
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, 3*opTimeout)
-		_, err = cl.Create(cctx, fmt.Sprintf("/sess/live-%d", k), nil, client.CreateMode{Kind: client.Ephemeral})
+		_, err = cl.Create(cctx, fmt.Sprintf("/sess/live-%d", k), nil, client.CreateMode{Kind: client.Ephemeral, ACL: s.e.creatorACL()})
 		cancel()
 		if err != nil {
 			s.problem("live client %d: create its ephemeral: %v", k, err)
@@ -195,7 +195,7 @@ func (s *sessionsWork) killLoop(ctx context.Context) {
 func (s *sessionsWork) startAndKill(ctx context.Context, k int, wait time.Duration) (*deadSession, error) {
 	path := fmt.Sprintf("/sess/dead-%d", k)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestChaosHelperClient$", "-test.v=false", "-test.timeout=5m")
-	cmd.Env = append(append(os.Environ(), s.e.c.helperEnv()...), "COORDD_CHAOS_HELPER=1",
+	cmd.Env = append(append(append(os.Environ(), s.e.c.helperEnv()...), s.e.c.helperAuthEnv()...), "COORDD_CHAOS_HELPER=1",
 		"COORDD_SESSION_TIMEOUT="+helperSessionTimeout.String(),
 		"COORDD_EPHEMERAL="+path)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

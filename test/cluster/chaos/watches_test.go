@@ -63,11 +63,11 @@ func (w *watchWork) name() string        { return "watches" }
 func (w *watchWork) counters() *counters { return &w.cnt }
 
 func (w *watchWork) setup(ctx context.Context, cl *client.Client) error {
-	if err := createAll(ctx, cl, "/watch"); err != nil {
+	if err := createAll(ctx, cl, "/watch", w.e.dataACL()); err != nil {
 		return err
 	}
 	for _, k := range w.keys {
-		_, st, err := cl.CreateStat(ctx, k, []byte("0"), client.CreateMode{})
+		_, st, err := cl.CreateStat(ctx, k, []byte("0"), client.CreateMode{ACL: w.e.dataACL()})
 		if err != nil && !errors.Is(err, client.ErrNodeExists) {
 			return err
 		}

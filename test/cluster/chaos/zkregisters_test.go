@@ -92,6 +92,14 @@ func (z *zkRegisters) worker(ctx context.Context, w int) {
 			// A request waits for as long as the connection does: closing
 			// it at the end of the run fails what is in flight.
 			stopClose = context.AfterFunc(ctx, c.Close)
+			// With -chaos.acl, authenticate once; go-zookeeper sends the
+			// identity again after each reconnect (as ZooKeeper's clients
+			// do), which changes nothing on the server.
+			if err := zkAuthenticate(r.e, c); err != nil {
+				drop()
+				sleep(ctx, 500*time.Millisecond)
+				continue
+			}
 		}
 		key := r.keys[rng.IntN(len(r.keys))]
 		in := regInput{Op: rng.IntN(3), Key: key, Value: fmt.Sprintf("zk%d-%d", w, n)}
@@ -128,6 +136,9 @@ func (z *zkRegisters) worker(ctx context.Context, w int) {
 			}
 		}
 		ret := r.e.since().Nanoseconds()
+		if errors.Is(err, zk.ErrNoAuth) {
+			r.e.authProblem("zk-registers worker %d (session %#x, authenticated): %s refused: %v", w, conn.SessionID(), r.describe(in), err)
+		}
 		switch {
 		case err == nil:
 			z.cnt.ok.Add(1)

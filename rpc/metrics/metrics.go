@@ -1,0 +1,251 @@
+package metrics
+
+import (
+	"net/http"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/coordd/coordd/rpc/engine"
+)
+
+// Options configure a Metrics.
+type Options struct {
+	// Version is the server's build version (coordd_build_info).
+	Version string
+	// State reads the server's state; a scrape calls it once. Nil reports
+	// a zero State.
+	State func() State
+}
+
+// Metrics is one server's registry, and the counters the server's events
+// feed. Its recording methods are safe for concurrent use and never block.
+// Each server has its own (tests run several in one process), so nothing
+// is registered with Prometheus's global registry.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	// received and sent are read by both /metrics and mntr.
+	received, sent atomic.Uint64
+	// latMin and latMax are the least and greatest request latency, in
+	// nanoseconds, for mntr (a histogram keeps neither); latMin holds the
+	// value plus one, so that 0 means none yet.
+	latMin, latMax atomic.Int64
+	requests       []prometheus.Histogram // by engine.Op
+
+	expirations, leaderChanges, proposals, forwarded, restores prometheus.Counter
+
+	logAppend, logEntries, logFsync prometheus.Histogram
+	snapshotDuration                prometheus.Histogram
+	snapshotSize                    prometheus.Gauge
+	readIndex                       [2]prometheus.Histogram // by readIndexRoles
+	readIndexFailures               [2]prometheus.Counter
+	applyEntries, applyDuration     prometheus.Histogram
+}
+
+var _ engine.Meter = (*Metrics)(nil)
+
+// New returns a registry with every coordd metric, Go's runtime metrics
+// (go_*) and the process's (process_*).
+func New(opts Options) *Metrics {
+	if opts.State == nil {
+		opts.State = func() State { return State{} }
+	}
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	m := &Metrics{reg: prometheus.NewRegistry()}
+	reg := m.reg
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		newStateCollector(opts.State),
+	)
+	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: nameBuildInfo, Help: "Always 1; the labels say which coordd this is.",
+	}, []string{"version", "goversion"})
+	build.WithLabelValues(opts.Version, runtime.Version()).Set(1)
+	reg.MustRegister(build)
+
+	reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: namePacketsReceived, Help: "Requests received from clients over either protocol, connects included (mntr's zk_packets_received).",
+		}, func() float64 { return float64(m.received.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: namePacketsSent, Help: "Messages sent to clients over either protocol: replies, watch events, connects' answers (mntr's zk_packets_sent).",
+		}, func() float64 { return float64(m.sent.Load()) }),
+	)
+	requests := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: nameRequestDuration, Buckets: latencyBuckets,
+		Help: "Time from a request's arrival to its reply being queued, by operation and its type (read, write, sync, session); mntr's zk_avg_latency is their mean.",
+	}, []string{"op", "type"})
+	for _, op := range engineOps() {
+		// Every series exists from the start, at 0: a dashboard need not
+		// wait for the first request of an op.
+		m.requests = append(m.requests, requests.WithLabelValues(op.String(), opType(op)).(prometheus.Histogram))
+	}
+	reg.MustRegister(requests)
+
+	counter := func(name, help string) prometheus.Counter {
+		c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+		reg.MustRegister(c)
+		return c
+	}
+	histogram := func(name, help string, buckets []float64) prometheus.Histogram {
+		h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets})
+		reg.MustRegister(h)
+		return h
+	}
+	m.expirations = counter(nameSessionExpirations, "Sessions expired (every server counts each expiry it applies, so the figure is the cluster's).")
+	m.leaderChanges = counter(nameRaftLeaderChanges, "Times this server saw a new Raft leader (re-elections of the same server included).")
+	m.proposals = counter(nameRaftProposals, "Commands this server submitted for the Raft log: writes, session opens, closes and moves.")
+	m.forwarded = counter(nameRaftForwarded, "Commands this server sent to the leader to be proposed (as a follower), those sent again after a leader change included.")
+	m.restores = counter(nameSnapshotRestores, "Times this server's state machine was replaced by a snapshot (at start, or sent by the leader).")
+	m.logAppend = histogram(nameLogAppendDuration, "Time of one durable append to this server's Raft log (raft-boltdb's StoreLogs: encoding, a bbolt commit and its two fdatasyncs).", diskBuckets)
+	m.logEntries = histogram(nameLogAppendEntries, "Entries per append to this server's Raft log (group commit: the writes that share one fsync).", batchBuckets)
+	m.logFsync = histogram(nameLogFsyncDuration, "Time an append to the Raft log spent writing its pages and syncing them to disk (bbolt's write time: the pages, fdatasync, the meta page, fdatasync).", diskBuckets)
+	m.snapshotDuration = histogram(nameSnapshotDuration, "Time to write one snapshot to disk, taken here or received from the leader.", snapshotBuckets)
+	m.snapshotSize = prometheus.NewGauge(prometheus.GaugeOpts{Name: nameSnapshotSize, Help: "Size of the last snapshot this server wrote."})
+	reg.MustRegister(m.snapshotSize)
+	readIndex := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: nameReadIndexDuration, Buckets: latencyBuckets,
+		Help: "Time of a read-index round (sync, readiness): as the leader, its commit index confirmed by a majority; as a follower, the call to the leader. The count is the rounds; concurrent syncs share one.",
+	}, []string{"role"})
+	readIndexFailures := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: nameReadIndexFailures, Help: "Read-index rounds that failed (no leader, no majority, a timeout).",
+	}, []string{"role"})
+	for i, role := range readIndexRoles {
+		m.readIndex[i] = readIndex.WithLabelValues(role).(prometheus.Histogram)
+		m.readIndexFailures[i] = readIndexFailures.WithLabelValues(role)
+	}
+	reg.MustRegister(readIndex, readIndexFailures)
+	m.applyEntries = histogram(nameApplyBatchEntries, "Committed entries the state machine applied in one batch.", batchBuckets)
+	m.applyDuration = histogram(nameApplyBatchDuration, "Time the state machine took to apply one batch of entries (with its write lock held: reads wait meanwhile).", latencyBuckets)
+	return m
+}
+
+// Registry returns the registry, for the server's other collectors and for
+// tests.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves the registry in Prometheus's exposition formats.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}
+
+// Received counts a request from a client (engine.Meter).
+func (m *Metrics) Received() { m.received.Add(1) }
+
+// Sent counts n messages to clients (engine.Meter).
+func (m *Metrics) Sent(n int) { m.sent.Add(uint64(n)) }
+
+// Answered records a request's latency (engine.Meter).
+func (m *Metrics) Answered(op engine.Op, d time.Duration) {
+	if int(op) < len(m.requests) {
+		m.requests[op].Observe(d.Seconds())
+	}
+	ns := d.Nanoseconds()
+	for {
+		old := m.latMin.Load()
+		if old != 0 && old-1 <= ns || m.latMin.CompareAndSwap(old, ns+1) {
+			break
+		}
+	}
+	for {
+		old := m.latMax.Load()
+		if old >= ns || m.latMax.CompareAndSwap(old, ns) {
+			break
+		}
+	}
+}
+
+// SessionExpired counts an applied expiry.
+func (m *Metrics) SessionExpired() { m.expirations.Inc() }
+
+// LeaderChanged counts a new leader seen.
+func (m *Metrics) LeaderChanged() { m.leaderChanges.Inc() }
+
+// Proposed counts a command submitted for the log.
+func (m *Metrics) Proposed() { m.proposals.Inc() }
+
+// Forwarded counts a command sent to the leader.
+func (m *Metrics) Forwarded() { m.forwarded.Inc() }
+
+// LogAppended records one append to the Raft log: its entries, its
+// duration, and the part of it spent writing and syncing (negative:
+// unknown).
+func (m *Metrics) LogAppended(entries int, d, sync time.Duration) {
+	m.logEntries.Observe(float64(entries))
+	m.logAppend.Observe(d.Seconds())
+	if sync >= 0 {
+		m.logFsync.Observe(sync.Seconds())
+	}
+}
+
+// SnapshotWritten records a snapshot written to disk.
+func (m *Metrics) SnapshotWritten(size int64, d time.Duration) {
+	m.snapshotSize.Set(float64(size))
+	m.snapshotDuration.Observe(d.Seconds())
+}
+
+// SnapshotRestored counts a snapshot that replaced the state machine's
+// state.
+func (m *Metrics) SnapshotRestored() { m.restores.Inc() }
+
+// ReadIndexRound records one read-index round, run as the leader or asked
+// of it as a follower.
+func (m *Metrics) ReadIndexRound(leader bool, d time.Duration, err error) {
+	i := 1
+	if leader {
+		i = 0
+	}
+	m.readIndex[i].Observe(d.Seconds())
+	if err != nil {
+		m.readIndexFailures[i].Inc()
+	}
+}
+
+// AppliedBatch records one batch the state machine applied.
+func (m *Metrics) AppliedBatch(entries int, d time.Duration) {
+	m.applyEntries.Observe(float64(entries))
+	m.applyDuration.Observe(d.Seconds())
+}
+
+// RequestStats are the request figures of ZooKeeper's four-letter words,
+// from the counters /metrics reports.
+type RequestStats struct {
+	// Received and Sent are coordd_packets_received_total and
+	// coordd_packets_sent_total.
+	Received, Sent uint64
+	// AvgLatency is the mean of coordd_request_duration_seconds over every
+	// operation; MinLatency and MaxLatency the extremes seen (0 before any
+	// request).
+	MinLatency, AvgLatency, MaxLatency time.Duration
+}
+
+// Requests returns the request figures.
+func (m *Metrics) Requests() RequestStats {
+	rs := RequestStats{Received: m.received.Load(), Sent: m.sent.Load()}
+	var count uint64
+	var sum float64
+	for _, h := range m.requests {
+		var d dto.Metric
+		if err := h.Write(&d); err == nil && d.Histogram != nil {
+			count += d.Histogram.GetSampleCount()
+			sum += d.Histogram.GetSampleSum()
+		}
+	}
+	if count > 0 {
+		rs.AvgLatency = time.Duration(sum / float64(count) * float64(time.Second))
+		if v := m.latMin.Load(); v > 0 {
+			rs.MinLatency = time.Duration(v - 1)
+		}
+		rs.MaxLatency = time.Duration(m.latMax.Load())
+	}
+	return rs
+}
