@@ -100,7 +100,9 @@ bench: $(if $(filter 1,$(TLS)),certs)
 ## compare-zookeeper, compare-etcd: coordd against a local 3-node ZooKeeper 3.8
 ## or etcd 3.4 cluster (Debian's zookeeper or etcd-server package), workload by
 ## workload, in alternation (scripts/compare.sh; COMPARE_SWEEP, COMPARE_DURATION,
-## COMPARE_ROUNDS).
+## COMPARE_ROUNDS; COMPARE_PROTOCOL=zk|grpc|both: coordd driven by go-zookeeper,
+## as ZooKeeper is, by its Go client, or both; against ZooKeeper also memory and
+## a follower's catch-up, COMPARE_MEMORY_ZNODES, COMPARE_CATCHUP_WRITES).
 compare-zookeeper:
 	GO=$(GO) BIN=$(BIN) bash scripts/compare.sh zookeeper
 
