@@ -8,6 +8,7 @@
 #   make certs     a CA and server, peer and client certificates in .cluster/tls
 #   make release   static, version-stamped archives of both binaries in dist/
 #   make deploy-check  the systemd unit and the Kubernetes manifests, checked
+#   make console-test  the web console in headless Chromium, with screenshots
 
 GO        ?= go
 BIN       ?= bin
@@ -25,7 +26,7 @@ LDFLAGS   := -X main.version=$(VERSION)
 DIST      ?= dist
 PLATFORMS ?= linux/amd64 linux/arm64 darwin/arm64
 
-.PHONY: all build test unit lint fmt vet deps docs raftfork proto proto-check cluster certs bench compare-zookeeper compare-etcd compat scale fuzz clean release release-check deploy-check
+.PHONY: all build test unit lint fmt vet deps docs raftfork proto proto-check cluster certs bench compare-zookeeper compare-etcd compat scale fuzz clean release release-check deploy-check console-test
 
 all: build
 
@@ -47,6 +48,7 @@ fmt:
 
 vet:
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags browser ./cmd/coordd/
 	cd test/cluster/compare && $(GO) vet .
 
 ## deps: the import direction of DESIGN.md.
@@ -154,6 +156,20 @@ release-check: release
 ## (deploy/kubecheck); installs Debian's systemd if systemd-analyze is missing.
 deploy-check:
 	GO=$(GO) bash scripts/deploy-check.sh
+
+## console-test: the web console in a real browser: headless Chromium
+## (Debian's chromium, installed with apt-get when missing) driven by chromedp
+## against three coordd processes, from the cluster view to a leader's death;
+## the screenshots of each view go to CONSOLE_SHOTS, docs/console by default
+## (build tag browser, so that chromedp stays out of the binaries and of make
+## test).
+CHROMIUM      ?= /usr/bin/chromium
+CONSOLE_SHOTS ?= $(CURDIR)/docs/console
+console-test:
+	@if [ ! -x $(CHROMIUM) ]; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium; \
+	  else echo "console-test needs Chromium: apt-get install chromium (as root)"; exit 1; fi; fi
+	$(GO) test -tags browser -count=1 -timeout 10m -run '^TestConsoleInBrowser$$' ./cmd/coordd/ -args -chromium=$(CHROMIUM) -screenshots=$(CONSOLE_SHOTS)
 
 clean:
 	rm -rf $(BIN) .cluster $(DIST)

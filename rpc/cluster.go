@@ -134,7 +134,7 @@ func (n *Node) configData() ([]byte, int64) {
 	if missing && n.clients.asking.CompareAndSwap(false, true) {
 		go func() {
 			defer n.clients.asking.Store(false)
-			n.memberInfos(n.ctx)
+			n.memberInfos(n.ctx, &peerpb.InfoRequest{})
 		}()
 	}
 	return []byte(b.String()), int64(cf.Index())

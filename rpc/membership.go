@@ -100,7 +100,7 @@ func (n *Node) members(ctx context.Context) (*apipb.MembersResponse, error) {
 	if err := cf.Error(); err != nil {
 		return nil, refuse(codes.Unavailable, reasonUnavailable, "reading the configuration: %v", err)
 	}
-	_, infos := n.memberInfos(ctx)
+	_, infos := n.memberInfos(ctx, &peerpb.InfoRequest{})
 	_, leader := n.raft.LeaderWithID()
 	resp := &apipb.MembersResponse{ConfigIndex: cf.Index(), Leader: string(leader)}
 	for _, sv := range cf.Configuration().Servers {
@@ -115,6 +115,8 @@ func memberOf(sv raft.Server, in *peerpb.InfoResponse) *apipb.Member {
 	m := &apipb.Member{Id: string(sv.ID), PeerAddress: string(sv.Address), Role: "unreachable", Voter: sv.Suffrage == raft.Voter}
 	if in != nil {
 		m.Role, m.ClientAddress, m.Applied, m.RssBytes, m.CpuSeconds, m.Version = in.Role, in.ClientAddress, in.Applied, in.RssBytes, in.CpuSeconds, in.Version
+		m.Term, m.Commit, m.LastContactMs = in.Term, in.Commit, in.LastContactMs
+		m.Reads, m.Writes, m.WriteSeconds = in.Reads, in.Writes, in.WriteSeconds
 	}
 	return m
 }

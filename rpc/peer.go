@@ -186,8 +186,8 @@ func (s *peerService) ChangeMembers(ctx context.Context, req *peerpb.ChangeMembe
 }
 
 // Info reports this server's own view.
-func (s *peerService) Info(context.Context, *peerpb.InfoRequest) (*peerpb.InfoResponse, error) {
-	return s.n.info(), nil
+func (s *peerService) Info(_ context.Context, req *peerpb.InfoRequest) (*peerpb.InfoResponse, error) {
+	return s.n.info(req), nil
 }
 
 // peerClients keeps one gRPC connection per peer address.

@@ -32,14 +32,40 @@ func roleOf(s raft.RaftState) string {
 	return "shutdown"
 }
 
-func (n *Node) info() *peerpb.InfoResponse {
+// info is this server's own view; req.SessionWatches adds how many watches
+// each local session holds.
+func (n *Node) info(req *peerpb.InfoRequest) *peerpb.InfoResponse {
 	_, leader := n.raft.LeaderWithID()
 	rss, cpu := processUsage()
-	return &peerpb.InfoResponse{
-		Id: n.cfg.ID, Role: roleOf(n.raft.State()), ClientAddress: n.ClientAddr(),
+	state := n.raft.State()
+	in := &peerpb.InfoResponse{
+		Id: n.cfg.ID, Role: roleOf(state), ClientAddress: n.ClientAddr(),
 		Applied: n.fsm.AppliedIndex(), Term: n.raft.CurrentTerm(), Leader: string(leader),
 		RssBytes: rss, CpuSeconds: cpu, Sessions: n.engine.Local(), Version: n.cfg.Version,
+		Commit: int64(n.raft.CommitIndex()), LastContactMs: lastContactMs(state, n.raft.LastContact(), time.Now()),
 	}
+	tr := n.metrics.Traffic()
+	in.Reads, in.Writes, in.WriteSeconds = tr.Reads, tr.Writes, tr.WriteSeconds
+	if req.GetSessionWatches() {
+		in.SessionWatches = make([]int64, len(in.Sessions))
+		for i, id := range in.Sessions {
+			w := n.engine.Watches().SessionWatches(id)
+			in.SessionWatches[i] = int64(len(w.Data) + len(w.Child) + len(w.Persistent) + len(w.PersistentRecursive))
+		}
+	}
+	return in
+}
+
+// lastContactMs is how long ago a follower last heard from the leader, in
+// milliseconds: 0 on the leader, -1 when it never has.
+func lastContactMs(state raft.RaftState, last, now time.Time) int64 {
+	switch {
+	case state == raft.Leader:
+		return 0
+	case last.IsZero():
+		return -1
+	}
+	return max(now.Sub(last).Milliseconds(), 0)
 }
 
 // processUsage reads this process's resident memory and CPU time.
@@ -59,8 +85,8 @@ func processUsage() (int64, float64) {
 	return rss, cpu
 }
 
-// memberInfos asks every voter for its own view, in parallel, briefly.
-func (n *Node) memberInfos(ctx context.Context) ([]raft.Server, map[string]*peerpb.InfoResponse) {
+// memberInfos asks every voter for its own view (req), in parallel, briefly.
+func (n *Node) memberInfos(ctx context.Context, req *peerpb.InfoRequest) ([]raft.Server, map[string]*peerpb.InfoResponse) {
 	var servers []raft.Server
 	if f := n.raft.GetConfiguration(); f.Error() == nil {
 		servers = f.Configuration().Servers
@@ -71,7 +97,7 @@ func (n *Node) memberInfos(ctx context.Context) ([]raft.Server, map[string]*peer
 	for _, s := range servers {
 		if string(s.ID) == n.cfg.ID {
 			mu.Lock()
-			out[n.cfg.ID] = n.info()
+			out[n.cfg.ID] = n.info(req)
 			mu.Unlock()
 			continue
 		}
@@ -84,7 +110,7 @@ func (n *Node) memberInfos(ctx context.Context) ([]raft.Server, map[string]*peer
 			}
 			cctx, cancel := context.WithTimeout(ctx, 700*time.Millisecond)
 			defer cancel()
-			resp, err := peerpb.NewPeerClient(cc).Info(cctx, &peerpb.InfoRequest{})
+			resp, err := peerpb.NewPeerClient(cc).Info(cctx, req)
 			if err != nil {
 				return
 			}
@@ -110,7 +136,7 @@ func (n *Node) status(ctx context.Context) (*apipb.StatusResponse, error) {
 		resp.Sessions = int64(v.Sessions.Len())
 		resp.Znodes = int64(v.Tree.Len())
 	})
-	servers, infos := n.memberInfos(ctx)
+	servers, infos := n.memberInfos(ctx, &peerpb.InfoRequest{})
 	for _, sv := range servers {
 		resp.Members = append(resp.Members, memberOf(sv, infos[string(sv.ID)]))
 	}
@@ -128,15 +154,19 @@ func (n *Node) sessionList(ctx context.Context) (*apipb.SessionsResponse, error)
 			})
 		}
 	})
-	_, infos := n.memberInfos(ctx)
+	_, infos := n.memberInfos(ctx, &peerpb.InfoRequest{SessionWatches: true})
 	where := map[int64]string{}
+	watches := map[int64]int64{}
 	for id, in := range infos {
-		for _, sid := range in.Sessions {
+		for i, sid := range in.Sessions {
 			where[sid] = id
+			if i < len(in.SessionWatches) {
+				watches[sid] = in.SessionWatches[i]
+			}
 		}
 	}
 	for _, si := range resp.Sessions {
-		si.Server = where[si.Id]
+		si.Server, si.Watches = where[si.Id], watches[si.Id]
 	}
 	return resp, nil
 }

@@ -9,6 +9,8 @@
 # 127.0.0.1), CLIENT_PORT and PEER_PORT (server 1's ports, default 2181 and
 # 2888; server i uses the port + i - 1), METRICS_PORT (server 1's admin HTTP
 # port, metrics and health, likewise; default 9181, empty for none),
+# CONSOLE (the web console on that port; default 1, 0 for none),
+# CONSOLE_WRITES (1: the console may create, set and delete; default read-only),
 # CLUSTER_DIR (default .cluster; data in CLUSTER_DIR/<id>), TLS_DIR (when
 # set, both ports speak TLS with the files coordctl certs init wrote there,
 # client certificates required; make cluster TLS=1 makes them in
@@ -37,6 +39,13 @@ tls_flags=()
 if [ -n "${TLS_DIR:-}" ]; then
   tls_server_flags "$TLS_DIR"
 fi
+console_flags=()
+if [ -n "$metrics_port" ] && [ "${CONSOLE:-1}" = 1 ]; then
+  console_flags=(--console)
+  if [ "${CONSOLE_WRITES:-}" = 1 ]; then console_flags+=(--console-writes); fi
+  # With client certificates required, the console presents the client's.
+  if [ -n "${TLS_DIR:-}" ]; then console_flags+=(--console-cert "$TLS_DIR/client.crt" --console-key "$TLS_DIR/client.key"); fi
+fi
 pids=()
 stop_on_exit 'echo "stopped ${#pids[@]} servers"'
 for i in $(seq 1 "$n"); do
@@ -47,7 +56,7 @@ for i in $(seq 1 "$n"); do
   GOMAXPROCS=$procs "$bin/coordd" --id "$i" --data-dir "$dir/$i" \
     --client-addr "$host:$((client_port + i - 1))" --peer-addr "$host:$((peer_port + i - 1))" \
     --peers "$peers" --log-level "${LOG_LEVEL:-warn}" ${tls_flags[@]+"${tls_flags[@]}"} \
-    ${metrics_port:+--metrics-addr "$host:$((metrics_port + i - 1))"} > >(sed -u "s/^/[$i] /") 2>&1 &
+    ${metrics_port:+--metrics-addr "$host:$((metrics_port + i - 1))"} ${console_flags[@]+"${console_flags[@]}"} > >(sed -u "s/^/[$i] /") 2>&1 &
   pids+=($!)
 done
 echo
@@ -60,6 +69,9 @@ fi
 echo "  $bin/coordctl status"
 if [ -n "$metrics_port" ]; then
   echo "Metrics and health: http://$host:$metrics_port/metrics (/livez, /readyz), ports $metrics_port-$((metrics_port + n - 1))."
+  if [ ${#console_flags[@]} -gt 0 ]; then
+    echo "Web console: http://$host:$metrics_port/ (each server's on its port; $([ "${CONSOLE_WRITES:-}" = 1 ] && echo "writes enabled" || echo "read-only: CONSOLE_WRITES=1 make cluster for writes"))."
+  fi
 fi
 echo "Ctrl-C stops them all."
 wait

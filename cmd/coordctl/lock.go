@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -646,129 +645,30 @@ type contenderJSON struct {
 	Token   int64  `json:"token"`
 }
 
-// contender is one sequential child of a recipe's path.
-type contender struct {
-	name  string // relative to the recipe's path
-	seq   int64
-	owner int64
-	stat  client.Stat
-}
-
-func (k contender) json() contenderJSON {
+// contenderJSONOf is one contender as locks prints it.
+func contenderJSONOf(k lockrecipe.Contender) contenderJSON {
 	return contenderJSON{
-		Node:    k.name,
-		Session: hexID(k.owner),
-		Since:   time.UnixMilli(k.stat.Ctime).UTC().Format(time.RFC3339),
-		Token:   k.stat.Czxid,
+		Node:    k.Node,
+		Session: hexID(k.Session),
+		Since:   k.Created.UTC().Format(time.RFC3339),
+		Token:   int64(k.Token),
 	}
-}
-
-// sequencedChildren returns the sequential children of dir (those ending in
-// a 10-digit sequence number) in sequence order, with their stats; children
-// deleted meanwhile are left out.
-func sequencedChildren(ctx context.Context, cl *client.Client, dir, prefix string) ([]contender, error) {
-	names, _, err := cl.Children(ctx, dir)
-	if errors.Is(err, client.ErrNoNode) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var out []contender
-	for _, n := range names {
-		if len(n) <= 10 {
-			continue
-		}
-		seq, err := strconv.ParseInt(n[len(n)-10:], 10, 64)
-		if err != nil || seq < 0 {
-			continue
-		}
-		stat, ok, err := cl.Exists(ctx, strings.TrimSuffix(dir, "/")+"/"+n)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			out = append(out, contender{name: prefix + n, seq: seq, owner: stat.EphemeralOwner, stat: stat})
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].seq < out[j].seq })
-	return out, nil
 }
 
 // listContenders reads the holders and waiters of the recipe at path.
 func listContenders(ctx context.Context, cl *client.Client, path string) (locksJSON, error) {
 	out := locksJSON{Path: path, Holders: []contenderJSON{}, Waiting: []contenderJSON{}}
-	names, _, err := cl.Children(ctx, path)
-	if errors.Is(err, client.ErrNoNode) {
-		return out, nil
-	}
+	cs, err := lockrecipe.Inspect(ctx, cl, path)
 	if err != nil {
 		return out, err
 	}
-	isSemaphore := false
-	for _, n := range names {
-		isSemaphore = isSemaphore || n == "leases"
+	for _, k := range cs.Holders {
+		out.Holders = append(out.Holders, contenderJSONOf(k))
 	}
-	if isSemaphore {
-		base := strings.TrimSuffix(path, "/")
-		leases, err := sequencedChildren(ctx, cl, base+"/leases", "leases/")
-		if err != nil {
-			return out, err
-		}
-		queue, err := sequencedChildren(ctx, cl, base+"/lock", "lock/")
-		if err != nil {
-			return out, err
-		}
-		// Only the head of the internal queue adds a lease while it waits:
-		// its newest lease (if any) waits, every other lease holds.
-		waitingLease := -1
-		if len(queue) > 0 {
-			for i := len(leases) - 1; i >= 0; i-- {
-				if leases[i].owner == queue[0].owner {
-					waitingLease = i
-					break
-				}
-			}
-		}
-		for i, l := range leases {
-			if i != waitingLease {
-				out.Holders = append(out.Holders, l.json())
-			}
-		}
-		if waitingLease >= 0 {
-			out.Waiting = append(out.Waiting, leases[waitingLease].json())
-			queue = queue[1:]
-		}
-		for _, q := range queue {
-			out.Waiting = append(out.Waiting, q.json())
-		}
-		return out, nil
-	}
-	kids, err := sequencedChildren(ctx, cl, path, "")
-	if err != nil {
-		return out, err
-	}
-	// The lowest node holds; for a read/write lock, every read node before
-	// the first write node holds together.
-	holders := 0
-	for i, k := range kids {
-		if i == 0 || (isReadNode(k.name) && isReadNode(kids[i-1].name) && holders == i) {
-			holders = i + 1
-		}
-	}
-	for i, k := range kids {
-		if i < holders {
-			out.Holders = append(out.Holders, k.json())
-		} else {
-			out.Waiting = append(out.Waiting, k.json())
-		}
+	for _, k := range cs.Waiting {
+		out.Waiting = append(out.Waiting, contenderJSONOf(k))
 	}
 	return out, nil
-}
-
-// isReadNode reports whether name is a read lock node ("..-read-N").
-func isReadNode(name string) bool {
-	return len(name) > 10 && strings.HasSuffix(name[:len(name)-10], "read-")
 }
 
 func writeLocks(w io.Writer, out locksJSON) {

@@ -23,6 +23,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/coordd/coordd/cmd/coordd/console"
 	"github.com/coordd/coordd/rpc"
 )
 
@@ -83,6 +84,8 @@ func runUntil(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) in
 		logLevel    = fs.String("log-level", "warn", "log level: debug, info, warn or error")
 		showVersion = fs.Bool("version", false, "print the version and exit")
 	)
+	var con consoleFlags
+	con.define(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: coordd [flags]\n       coordd restore FILE [flags]   (seed a new cluster's data dir from a backup; coordd restore -h)\n\nRuns one coordd server. With no flags: a single-node server on 127.0.0.1:2181, data in ./coordd-data.\n\nA 3-node cluster on one machine:\n  coordd --id 1 --data-dir d1 --client-addr 127.0.0.1:2181 --peer-addr 127.0.0.1:2888 --peers 1=127.0.0.1:2888,2=127.0.0.1:2889,3=127.0.0.1:2890\n  (and the same for ids 2 and 3 with their own addresses)\n\nA fourth server, added to that running cluster:\n  coordd --id 4 --data-dir d4 --client-addr 127.0.0.1:2184 --peer-addr 127.0.0.1:2891 --join\n  coordctl member add 4 127.0.0.1:2891\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -112,6 +115,21 @@ func runUntil(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) in
 		return 2
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	// The web console, checked before the server starts; it dials the
+	// address the client port is bound to, known once it is.
+	var conCfg *console.Config
+	if err := con.check(fs, *metricsAddr); err != nil {
+		fmt.Fprintf(stderr, "coordd: %v\n", err)
+		return 2
+	}
+	if con.on {
+		cfg, err := con.config(*clientAddr, *certFile != "", *certAuth, *trustedCA, logger)
+		if err != nil {
+			fmt.Fprintf(stderr, "coordd: web console: %v\n", err)
+			return 2
+		}
+		conCfg = &cfg
+	}
 	node, err := rpc.NewNode(rpc.Config{
 		ID: *id, DataDir: *dataDir, ClientAddr: *clientAddr, PeerAddr: *peerAddr, Peers: peerList, Join: *join,
 		Tick: *tick, MinSessionTimeout: *minSession, MaxSessionTimeout: *maxSession,
@@ -136,14 +154,30 @@ func runUntil(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) in
 		}
 		go func() { _ = http.Serve(ln, nil) }() // net/http/pprof registers on the default mux
 	}
+	var web *console.Console
+	if conCfg != nil {
+		conCfg.Server = dialable(node.ClientAddr())
+		if web, err = console.New(*conCfg); err != nil {
+			fmt.Fprintf(stderr, "coordd: web console: %v\n", err)
+			node.Close()
+			return 1
+		}
+		node.Admin().Handle("/", web)
+	}
 	stopRelease := startIdleRelease(*idleRelease, os.Getenv("GOGC") == "off")
 	defer stopRelease()
 	fmt.Fprintf(stderr, "coordd %s: server %s serving clients on %s%s (peers on %s%s, data in %s)\n", buildVersion(), *id, node.ClientAddr(), tlsNote(*certFile, *certAuth), *peerAddr, peerTLSNote(*peerCert), *dataDir)
 	if a := node.MetricsAddr(); a != "" {
 		fmt.Fprintf(stderr, "coordd: metrics and health on http://%s (/metrics, /livez, /readyz)\n", a)
+		if web != nil {
+			fmt.Fprintf(stderr, "coordd: web console on http://%s/ (%s)\n", a, consoleMode(conCfg.Writes))
+		}
 	}
 	s := <-stop
 	fmt.Fprintf(stderr, "coordd: %v: shutting down\n", s)
+	if web != nil {
+		web.Close() // its session, before the server goes
+	}
 	if err := node.Close(); err != nil {
 		fmt.Fprintf(stderr, "coordd: %v\n", err)
 		return 1

@@ -83,7 +83,7 @@ func TestHelp(t *testing.T) {
 	if code := run([]string{"--help"}, io.Discard, &stderr); code != 0 {
 		t.Fatalf("--help exit %d", code)
 	}
-	for _, flag := range []string{"-id", "-data-dir", "-client-addr", "-peer-addr", "-peers", "-join", "-tick", "-ttl-nodes", "-idle-memory-check", "-cert-file", "-key-file", "-trusted-ca-file", "-client-cert-auth", "-peer-cert-file", "-peer-key-file", "-peer-trusted-ca-file"} {
+	for _, flag := range []string{"-id", "-data-dir", "-client-addr", "-peer-addr", "-peers", "-join", "-tick", "-ttl-nodes", "-idle-memory-check", "-cert-file", "-key-file", "-trusted-ca-file", "-client-cert-auth", "-peer-cert-file", "-peer-key-file", "-peer-trusted-ca-file", "-console", "-console-writes", "-console-auth", "-console-cacert", "-console-cert", "-console-key"} {
 		if !strings.Contains(stderr.String(), flag) {
 			t.Errorf("--help does not document %s", flag)
 		}

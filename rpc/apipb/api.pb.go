@@ -3455,7 +3455,24 @@ type Member struct {
 	Version string `protobuf:"bytes,8,opt,name=version,proto3" json:"version,omitempty"`
 	// voter: the member counts towards the quorum (false: a non-voter, which
 	// serves reads, sessions and watches and forwards writes).
-	Voter         bool `protobuf:"varint,9,opt,name=voter,proto3" json:"voter,omitempty"`
+	Voter bool `protobuf:"varint,9,opt,name=voter,proto3" json:"voter,omitempty"`
+	// The member's own Raft view and its traffic (unset when unreachable).
+	// term is its current Raft term; commit the highest log index it knows
+	// to be committed (applied trails it briefly).
+	Term   uint64 `protobuf:"varint,10,opt,name=term,proto3" json:"term,omitempty"`
+	Commit int64  `protobuf:"varint,11,opt,name=commit,proto3" json:"commit,omitempty"`
+	// last_contact_ms: on a follower, how long ago it last heard from the
+	// leader, in milliseconds; 0 on the leader; -1 when it never has.
+	LastContactMs int64 `protobuf:"varint,12,opt,name=last_contact_ms,json=lastContactMs,proto3" json:"last_contact_ms,omitempty"`
+	// reads and writes count the client requests the member answered since
+	// it started (reads: getData, exists, getChildren and the like; writes:
+	// create, delete, setData, multi and the like); write_seconds is the sum
+	// of those writes' latencies, from arrival to the reply, commit and apply
+	// included. Rates and a mean latency come from the difference of two
+	// readings.
+	Reads         uint64  `protobuf:"varint,13,opt,name=reads,proto3" json:"reads,omitempty"`
+	Writes        uint64  `protobuf:"varint,14,opt,name=writes,proto3" json:"writes,omitempty"`
+	WriteSeconds  float64 `protobuf:"fixed64,15,opt,name=write_seconds,json=writeSeconds,proto3" json:"write_seconds,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3551,6 +3568,48 @@ func (x *Member) GetVoter() bool {
 		return x.Voter
 	}
 	return false
+}
+
+func (x *Member) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *Member) GetCommit() int64 {
+	if x != nil {
+		return x.Commit
+	}
+	return 0
+}
+
+func (x *Member) GetLastContactMs() int64 {
+	if x != nil {
+		return x.LastContactMs
+	}
+	return 0
+}
+
+func (x *Member) GetReads() uint64 {
+	if x != nil {
+		return x.Reads
+	}
+	return 0
+}
+
+func (x *Member) GetWrites() uint64 {
+	if x != nil {
+		return x.Writes
+	}
+	return 0
+}
+
+func (x *Member) GetWriteSeconds() float64 {
+	if x != nil {
+		return x.WriteSeconds
+	}
+	return 0
 }
 
 // StatusResponse reports node id, role, leader, term, applied zxid and members.
@@ -3715,7 +3774,10 @@ type SessionInfo struct {
 	TimeoutMs  int64                  `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
 	Ephemerals int64                  `protobuf:"varint,3,opt,name=ephemerals,proto3" json:"ephemerals,omitempty"`
 	// server: id of the server the session is connected to, if known.
-	Server        string `protobuf:"bytes,4,opt,name=server,proto3" json:"server,omitempty"`
+	Server string `protobuf:"bytes,4,opt,name=server,proto3" json:"server,omitempty"`
+	// watches: how many watches the session holds on that server (a path
+	// counts once per kind of watch on it); 0 when not connected.
+	Watches       int64 `protobuf:"varint,5,opt,name=watches,proto3" json:"watches,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3776,6 +3838,13 @@ func (x *SessionInfo) GetServer() string {
 		return x.Server
 	}
 	return ""
+}
+
+func (x *SessionInfo) GetWatches() int64 {
+	if x != nil {
+		return x.Watches
+	}
+	return 0
 }
 
 // SessionsResponse lists open sessions, by id.
@@ -4652,7 +4721,7 @@ const file_rpc_apipb_api_proto_rawDesc = "" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
 	"\x04zxid\x18\x03 \x01(\x03R\x04zxid\x12\x14\n" +
 	"\x05kinds\x18\x04 \x01(\rR\x05kinds\"\x0f\n" +
-	"\rStatusRequest\"\xfe\x01\n" +
+	"\rStatusRequest\"\xa5\x03\n" +
 	"\x06Member\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12!\n" +
 	"\fpeer_address\x18\x02 \x01(\tR\vpeerAddress\x12%\n" +
@@ -4663,7 +4732,14 @@ const file_rpc_apipb_api_proto_rawDesc = "" +
 	"\vcpu_seconds\x18\a \x01(\x01R\n" +
 	"cpuSeconds\x12\x18\n" +
 	"\aversion\x18\b \x01(\tR\aversion\x12\x14\n" +
-	"\x05voter\x18\t \x01(\bR\x05voter\"\x93\x02\n" +
+	"\x05voter\x18\t \x01(\bR\x05voter\x12\x12\n" +
+	"\x04term\x18\n" +
+	" \x01(\x04R\x04term\x12\x16\n" +
+	"\x06commit\x18\v \x01(\x03R\x06commit\x12&\n" +
+	"\x0flast_contact_ms\x18\f \x01(\x03R\rlastContactMs\x12\x14\n" +
+	"\x05reads\x18\r \x01(\x04R\x05reads\x12\x16\n" +
+	"\x06writes\x18\x0e \x01(\x04R\x06writes\x12#\n" +
+	"\rwrite_seconds\x18\x0f \x01(\x01R\fwriteSeconds\"\x93\x02\n" +
 	"\x0eStatusResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x16\n" +
@@ -4676,7 +4752,7 @@ const file_rpc_apipb_api_proto_rawDesc = "" +
 	"\awatches\x18\t \x01(\x03R\awatches\x12\x18\n" +
 	"\aversion\x18\n" +
 	" \x01(\tR\aversion\"\x11\n" +
-	"\x0fSessionsRequest\"t\n" +
+	"\x0fSessionsRequest\"\x8e\x01\n" +
 	"\vSessionInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x1d\n" +
 	"\n" +
@@ -4684,7 +4760,8 @@ const file_rpc_apipb_api_proto_rawDesc = "" +
 	"\n" +
 	"ephemerals\x18\x03 \x01(\x03R\n" +
 	"ephemerals\x12\x16\n" +
-	"\x06server\x18\x04 \x01(\tR\x06server\"J\n" +
+	"\x06server\x18\x04 \x01(\tR\x06server\x12\x18\n" +
+	"\awatches\x18\x05 \x01(\x03R\awatches\"J\n" +
 	"\x10SessionsResponse\x126\n" +
 	"\bsessions\x18\x01 \x03(\v2\x1a.coordd.api.v1.SessionInfoR\bsessions\"\x10\n" +
 	"\x0eMembersRequest\"}\n" +

@@ -249,3 +249,31 @@ func (m *Metrics) Requests() RequestStats {
 	}
 	return rs
 }
+
+// Traffic is the client requests a server answered since it started, by
+// type, as coordd_request_duration_seconds counts them: reads (type read),
+// writes (type write) and the sum of the writes' latencies. The public
+// Status call reports them for each member (the web console's rates).
+type Traffic struct {
+	Reads, Writes uint64
+	WriteSeconds  float64
+}
+
+// Traffic returns the requests answered so far.
+func (m *Metrics) Traffic() Traffic {
+	var t Traffic
+	for op, h := range m.requests {
+		var d dto.Metric
+		if err := h.Write(&d); err != nil || d.Histogram == nil {
+			continue
+		}
+		switch opType(engine.Op(op)) {
+		case "read":
+			t.Reads += d.Histogram.GetSampleCount()
+		case "write":
+			t.Writes += d.Histogram.GetSampleCount()
+			t.WriteSeconds += d.Histogram.GetSampleSum()
+		}
+	}
+	return t
+}

@@ -230,6 +230,26 @@ func TestRequestsAgreeWithHistograms(t *testing.T) {
 	}
 }
 
+// TestTrafficByType: Traffic counts reads and writes apart, with the
+// writes' latencies, and nothing else (a sync, a ping).
+func TestTrafficByType(t *testing.T) {
+	m := New(Options{})
+	if tr := m.Traffic(); tr != (Traffic{}) {
+		t.Fatalf("before any request: %+v", tr)
+	}
+	m.Answered(engine.OpGetData, time.Millisecond)
+	m.Answered(engine.OpGetChildren, time.Millisecond)
+	m.Answered(engine.OpExists, time.Millisecond)
+	m.Answered(engine.OpCreate, 250*time.Millisecond)
+	m.Answered(engine.OpSetData, 500*time.Millisecond)
+	m.Answered(engine.OpSync, time.Second)
+	m.Answered(engine.OpPing, time.Second)
+	tr := m.Traffic()
+	if tr.Reads != 3 || tr.Writes != 2 || tr.WriteSeconds != 0.75 {
+		t.Errorf("traffic %+v, want 3 reads, 2 writes, 0.75s", tr)
+	}
+}
+
 func ExampleMetrics_Requests() {
 	m := New(Options{})
 	m.Received()

@@ -373,9 +373,11 @@ func (x *TouchResponse) GetConfirmed() bool {
 
 // InfoRequest asks a server about itself.
 type InfoRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// session_watches asks for InfoResponse.session_watches.
+	SessionWatches bool `protobuf:"varint,1,opt,name=session_watches,json=sessionWatches,proto3" json:"session_watches,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *InfoRequest) Reset() {
@@ -408,6 +410,13 @@ func (*InfoRequest) Descriptor() ([]byte, []int) {
 	return file_rpc_peerpb_peer_proto_rawDescGZIP(), []int{6}
 }
 
+func (x *InfoRequest) GetSessionWatches() bool {
+	if x != nil {
+		return x.SessionWatches
+	}
+	return false
+}
+
 // InfoResponse is one server's own view.
 type InfoResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -421,9 +430,19 @@ type InfoResponse struct {
 	CpuSeconds    float64                `protobuf:"fixed64,8,opt,name=cpu_seconds,json=cpuSeconds,proto3" json:"cpu_seconds,omitempty"`
 	Sessions      []int64                `protobuf:"varint,9,rep,packed,name=sessions,proto3" json:"sessions,omitempty"`
 	// version is the server's build version.
-	Version       string `protobuf:"bytes,10,opt,name=version,proto3" json:"version,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Version string `protobuf:"bytes,10,opt,name=version,proto3" json:"version,omitempty"`
+	// commit, last_contact_ms, reads, writes and write_seconds: as in
+	// apipb.Member.
+	Commit        int64   `protobuf:"varint,11,opt,name=commit,proto3" json:"commit,omitempty"`
+	LastContactMs int64   `protobuf:"varint,12,opt,name=last_contact_ms,json=lastContactMs,proto3" json:"last_contact_ms,omitempty"`
+	Reads         uint64  `protobuf:"varint,13,opt,name=reads,proto3" json:"reads,omitempty"`
+	Writes        uint64  `protobuf:"varint,14,opt,name=writes,proto3" json:"writes,omitempty"`
+	WriteSeconds  float64 `protobuf:"fixed64,15,opt,name=write_seconds,json=writeSeconds,proto3" json:"write_seconds,omitempty"`
+	// session_watches[i] is the number of watches of sessions[i] here, when
+	// asked for.
+	SessionWatches []int64 `protobuf:"varint,16,rep,packed,name=session_watches,json=sessionWatches,proto3" json:"session_watches,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *InfoResponse) Reset() {
@@ -524,6 +543,48 @@ func (x *InfoResponse) GetVersion() string {
 		return x.Version
 	}
 	return ""
+}
+
+func (x *InfoResponse) GetCommit() int64 {
+	if x != nil {
+		return x.Commit
+	}
+	return 0
+}
+
+func (x *InfoResponse) GetLastContactMs() int64 {
+	if x != nil {
+		return x.LastContactMs
+	}
+	return 0
+}
+
+func (x *InfoResponse) GetReads() uint64 {
+	if x != nil {
+		return x.Reads
+	}
+	return 0
+}
+
+func (x *InfoResponse) GetWrites() uint64 {
+	if x != nil {
+		return x.Writes
+	}
+	return 0
+}
+
+func (x *InfoResponse) GetWriteSeconds() float64 {
+	if x != nil {
+		return x.WriteSeconds
+	}
+	return 0
+}
+
+func (x *InfoResponse) GetSessionWatches() []int64 {
+	if x != nil {
+		return x.SessionWatches
+	}
+	return nil
 }
 
 // TermRequest asks for the server's current term.
@@ -940,8 +1001,9 @@ const file_rpc_peerpb_peer_proto_rawDesc = "" +
 	"\tserver_id\x18\x03 \x01(\tR\bserverId\"G\n" +
 	"\rTouchResponse\x12\x18\n" +
 	"\aunknown\x18\x01 \x03(\x03R\aunknown\x12\x1c\n" +
-	"\tconfirmed\x18\x02 \x01(\bR\tconfirmed\"\r\n" +
-	"\vInfoRequest\"\x93\x02\n" +
+	"\tconfirmed\x18\x02 \x01(\bR\tconfirmed\"6\n" +
+	"\vInfoRequest\x12'\n" +
+	"\x0fsession_watches\x18\x01 \x01(\bR\x0esessionWatches\"\xcf\x03\n" +
 	"\fInfoResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12%\n" +
@@ -954,7 +1016,13 @@ const file_rpc_peerpb_peer_proto_rawDesc = "" +
 	"cpuSeconds\x12\x1a\n" +
 	"\bsessions\x18\t \x03(\x03R\bsessions\x12\x18\n" +
 	"\aversion\x18\n" +
-	" \x01(\tR\aversion\"\r\n" +
+	" \x01(\tR\aversion\x12\x16\n" +
+	"\x06commit\x18\v \x01(\x03R\x06commit\x12&\n" +
+	"\x0flast_contact_ms\x18\f \x01(\x03R\rlastContactMs\x12\x14\n" +
+	"\x05reads\x18\r \x01(\x04R\x05reads\x12\x16\n" +
+	"\x06writes\x18\x0e \x01(\x04R\x06writes\x12#\n" +
+	"\rwrite_seconds\x18\x0f \x01(\x01R\fwriteSeconds\x12'\n" +
+	"\x0fsession_watches\x18\x10 \x03(\x03R\x0esessionWatches\"\r\n" +
 	"\vTermRequest\"\"\n" +
 	"\fTermResponse\x12\x12\n" +
 	"\x04term\x18\x01 \x01(\x04R\x04term\"\x9a\x01\n" +
