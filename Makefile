@@ -92,8 +92,10 @@ certs: build
 	else $(BIN)/coordctl certs init $(CERTS_DIR) --hosts 127.0.0.1,localhost,::1; fi
 
 ## bench: Go micro-benchmarks, then coordctl bench's sweep against a local
-## 3-node cluster (scripts/bench.sh; BENCH_DURATION, BENCH_SWEEP; TLS=1 runs
-## the cluster with TLS on both ports).
+## 3-node cluster (scripts/bench.sh; BENCH_DURATION, BENCH_SWEEP,
+## BENCH_PROTOCOL=zk for ZooKeeper's protocol through go-zookeeper,
+## BENCH_SERVERS=5 for five servers; TLS=1 runs the cluster with TLS on both
+## ports).
 bench: $(if $(filter 1,$(TLS)),certs)
 	$(GO) test -run='^$$' -bench=. -benchmem ./tree/ ./session/ ./watch/ ./fsm/
 	$(if $(filter 1,$(TLS)),TLS_DIR=$(CERTS_DIR)) GO=$(GO) BIN=$(BIN) bash scripts/bench.sh
@@ -101,7 +103,9 @@ bench: $(if $(filter 1,$(TLS)),certs)
 ## compare-zookeeper, compare-etcd: coordd against a local 3-node ZooKeeper 3.8
 ## or etcd 3.4 cluster (Debian's zookeeper or etcd-server package), workload by
 ## workload, in alternation (scripts/compare.sh; COMPARE_SWEEP, COMPARE_DURATION,
-## COMPARE_ROUNDS).
+## COMPARE_ROUNDS; COMPARE_PROTOCOL=zk|grpc|both: coordd driven by go-zookeeper,
+## as ZooKeeper is, by its Go client, or both; against ZooKeeper also memory and
+## a follower's catch-up, COMPARE_MEMORY_ZNODES, COMPARE_CATCHUP_WRITES).
 compare-zookeeper:
 	GO=$(GO) BIN=$(BIN) bash scripts/compare.sh zookeeper
 

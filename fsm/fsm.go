@@ -334,7 +334,7 @@ func (f *FSM) reap(p string, tx *tree.Tx) {
 }
 
 func (f *FSM) closeSession(a *Applied, tx *tree.Tx, id int64) *cmdpb.Result {
-	if _, ok := f.sessions.Get(id); !ok {
+	if _, ok := f.sessions.Owner(id); !ok {
 		return &cmdpb.Result{Zxid: tx.Zxid, Code: cmdpb.Code_SESSION_EXPIRED, Message: "session expired or unknown"}
 	}
 	for _, p := range f.tree.EphemeralsOf(id) {
@@ -378,24 +378,31 @@ func (f *FSM) addAuth(tx *tree.Tx, c *cmdpb.AddAuth) *cmdpb.Result {
 // when either is unknown: entries and sessions logged before coordd recorded
 // owners are not checked).
 func (f *FSM) moved(tx *tree.Tx, id int64, server string) *cmdpb.Result {
-	info, ok := f.sessions.Get(id)
-	if !ok || server == "" || info.Owner == "" || info.Owner == server {
+	owner, ok := f.sessions.Owner(id)
+	return movedResult(tx, id, owner, ok, server)
+}
+
+// movedResult is moved's answer for a session whose owner (and whether it
+// is open) the caller looked up.
+func movedResult(tx *tree.Tx, id int64, owner string, open bool, server string) *cmdpb.Result {
+	if !open || server == "" || owner == "" || owner == server {
 		return nil
 	}
 	return &cmdpb.Result{Zxid: tx.Zxid, Code: cmdpb.Code_SESSION_MOVED,
-		Message: fmt.Sprintf("session 0x%x moved to server %s; server %s may no longer write for it", id, info.Owner, server)}
+		Message: fmt.Sprintf("session 0x%x moved to server %s; server %s may no longer write for it", id, owner, server)}
 }
 
 func (f *FSM) applyWrite(a *Applied, tx *tree.Tx, w *cmdpb.Write) {
 	a.Session, a.Xid = w.SessionId, w.Xid
-	if _, ok := f.sessions.Get(w.SessionId); !ok {
+	owner, ok := f.sessions.Owner(w.SessionId)
+	if !ok {
 		a.Result = &cmdpb.Result{Zxid: tx.Zxid, Code: cmdpb.Code_SESSION_EXPIRED, Message: "session expired or unknown"}
 		return
 	}
 	// A server that no longer owns the session writes nothing for it, and
 	// the refusal is not cached: the client's retry of the same xid, from
 	// the server it moved to, applies.
-	if r := f.moved(tx, w.SessionId, w.Server); r != nil {
+	if r := movedResult(tx, w.SessionId, owner, true, w.Server); r != nil {
 		a.Result = r
 		return
 	}

@@ -53,6 +53,27 @@ type holding struct {
 	stop       chan struct{} // closed to end the monitor
 	monDone    chan struct{}
 	triedUnset bool // a release attempt had an unknown outcome
+
+	// The watch on the node is set when the program first asks for Lost
+	// (watchNode): until then nobody could learn of the node's deletion,
+	// and a holder that never looks spares the server a read and an event
+	// per acquisition (go-zookeeper's and Curator's locks set none). gone
+	// closes when the watch ends: the node was deleted or the session is
+	// over, or the holding ended.
+	gone     chan struct{}
+	watching sync.WaitGroup
+	ctx      context.Context // of the watch; cancelled when the holding ends
+	cancel   context.CancelFunc
+	watchMu  sync.Mutex
+	watched  bool // the watch was started
+	ended    bool // the monitor is done: no watch may start
+}
+
+func newHolding(path string, stat client.Stat) *holding {
+	h := &holding{path: path, stat: stat, lost: make(chan struct{}), stop: make(chan struct{}),
+		monDone: make(chan struct{}), gone: make(chan struct{})}
+	h.ctx, h.cancel = context.WithCancel(context.Background())
+	return h
 }
 
 func newQueue(s *Session, dir, prefix string, blocker blockerFunc, opts []Option) *queue {
@@ -69,6 +90,7 @@ func (q *queue) lostChan() <-chan struct{} {
 	if q.held == nil {
 		return closedChan
 	}
+	q.watchNode(q.held)
 	return q.held.lost
 }
 
@@ -179,7 +201,7 @@ func (q *queue) acquireNode(ctx context.Context, try bool, data []byte) (*holdin
 				continue
 			default:
 			}
-			h := &holding{path: path, stat: stat, lost: make(chan struct{}), stop: make(chan struct{}), monDone: make(chan struct{})}
+			h := newHolding(path, stat)
 			go q.monitor(h, gen)
 			q.o.emit(LockEvent{Kind: LockAcquired, Node: path})
 			return h, nil
@@ -232,17 +254,39 @@ func (h hooks) guidOr(f func() string) string {
 }
 
 // monitor closes h.lost when the session is lost (gen), when the node is
-// deleted, or when the holding ends (h.stop). The node is watched by a
-// goroutine of its own, so a watch call held up by a disconnection never
-// delays noticing the loss of the session.
+// deleted (once watchNode watches it), or when the holding ends (h.stop).
+// The node is watched by a goroutine of its own, so a watch call held up by
+// a disconnection never delays noticing the loss of the session.
 func (q *queue) monitor(h *holding, gen <-chan struct{}) {
 	defer close(h.monDone)
-	ctx, cancel := context.WithCancel(context.Background())
-	gone := make(chan struct{})
+	select {
+	case <-gen:
+	case <-h.gone:
+	case <-h.stop:
+	}
+	close(h.lost)
+	h.cancel()
+	h.watchMu.Lock()
+	h.ended = true
+	h.watchMu.Unlock()
+	h.watching.Wait()
+}
+
+// watchNode starts watching h's node for its deletion, once, unless the
+// holding has ended.
+func (q *queue) watchNode(h *holding) {
+	h.watchMu.Lock()
+	defer h.watchMu.Unlock()
+	if h.watched || h.ended {
+		return
+	}
+	h.watched = true
+	h.watching.Add(1)
 	go func() {
-		defer close(gone)
+		defer h.watching.Done()
+		defer close(h.gone)
 		for {
-			_, _, ch, err := q.s.c.GetW(ctx, h.path)
+			_, _, ch, err := q.s.c.GetW(h.ctx, h.path)
 			if err != nil {
 				return // deleted, session over, or stopped
 			}
@@ -252,19 +296,11 @@ func (q *queue) monitor(h *holding, gen <-chan struct{}) {
 					continue // Proclaim: still ours
 				}
 				return
-			case <-ctx.Done():
+			case <-h.ctx.Done():
 				return
 			}
 		}
 	}()
-	select {
-	case <-gen:
-	case <-gone:
-	case <-h.stop:
-	}
-	close(h.lost)
-	cancel()
-	<-gone
 }
 
 // release deletes the owner's node. When the node is already gone it

@@ -35,7 +35,9 @@
 //     channel too.
 //   - Lost closes when the holder can no longer be sure it holds: when the
 //     client suspends the session (client.StateSuspended), when the session
-//     ends, or when the holder's node is deleted. The client suspends the
+//     ends, or when the holder's node is deleted (the recipe watches its
+//     node from the first call to Lost on: a holder that never asks sets no
+//     watch). The client suspends the
 //     session strictly before the leader can expire it, at
 //     sent + T - V - M at the latest, where sent is when it sent the last
 //     request the leader confirmed, T the session timeout, V the server's
@@ -46,6 +48,29 @@
 //   - The fencing token of an acquisition is the creation zxid of its node:
 //     it grows strictly with every acquisition of one lock, cluster-wide.
 //     GuardedMulti performs writes only while the lock node still exists.
+//
+// # What a lock handoff costs
+//
+// A Mutex acquisition that has to wait, and its release, are these calls:
+//
+//	create _c_<guid>-lock-N (ephemeral, sequential)   1 round trip, 1 commit
+//	getChildren of the lock's node                    1 round trip (local read)
+//	getData + watch on the predecessor                1 round trip
+//	... the predecessor's delete fires the watch       1 event
+//	getChildren again: held                           1 round trip
+//	delete (Unlock)                                    1 round trip, 1 commit
+//
+// Two commits and four round trips, as go-zookeeper's Lock (create, children,
+// getData with a watch, children; delete) and Curator's InterProcessMutex
+// (LockInternals: create withProtection, getSortedChildren, getData
+// usingWatcher on the predecessor, getSortedChildren; delete) make them. An
+// acquisition that does not wait skips the middle three. A handoff, from
+// the holder's Unlock to the next holder's Lock returning, waits for one
+// commit (the delete), one event and one read, the same chain in all
+// three. The getChildren after the wake cannot go: the deleted predecessor
+// may have been a waiter that gave up, with an older node still before it.
+// Until Lost is asked for, nothing more is sent; from then on one getData
+// with a watch on the holder's own node (and its event at the release).
 //
 // Parents of a recipe's path are created as container nodes when missing,
 // so the server reaps them once they are empty again; every create that

@@ -47,7 +47,8 @@ func (m *Mutex) Unlock(ctx context.Context) error { return m.q.release(ctx) }
 // Lost returns a channel closed when the holder can no longer be sure it
 // holds the lock: the client suspended the session, which it does before
 // the leader can expire it (sent + T - V - M, see Session), the session
-// ended, its node was deleted, or Unlock ran. Each acquisition has its own channel; before the first
+// ended, its node was deleted (watched from the first call to Lost of the
+// acquisition on), or Unlock ran. Each acquisition has its own channel; before the first
 // acquisition a closed channel is returned.
 func (m *Mutex) Lost() <-chan struct{} { return m.q.lostChan() }
 

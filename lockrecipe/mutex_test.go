@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -573,5 +574,50 @@ func TestMutexNoHerd(t *testing.T) {
 		if n := woken[node]; n != 1 {
 			t.Errorf("waiter %s woken %d times, want once", node, n)
 		}
+	}
+}
+
+// TestMutexWatchesOnlyWhenAsked: a holder sets a watch on its own node only
+// once the program asks for Lost (a holder that never looks spares the
+// server a read and an event per acquisition, as go-zookeeper's and
+// Curator's locks do); from then on, its node's deletion closes Lost.
+func TestMutexWatchesOnlyWhenAsked(t *testing.T) {
+	c := server(t)
+	ctx := ctxT(t)
+	cl := connect(t, c.Servers()...)
+	m := lockrecipe.NewMutex(lockrecipe.NewSession(cl), "/lazy")
+	for range 3 {
+		if _, err := m.Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// A round trip on the same session: a watch the recipe had sent for
+		// (before, it set one as soon as it held) is in place once this
+		// returns.
+		if _, _, err := cl.Exists(ctx, "/"); err != nil {
+			t.Fatal(err)
+		}
+		if d, ch := c.Members[0].Node().Watches().Watches(cl.SessionID()); len(d)+len(ch) != 0 {
+			t.Fatalf("the holder watches %v %v before anyone asked for Lost", d, ch)
+		}
+		if err := m.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := m.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lost := m.Lost()
+	cluster.Eventually(t, 10*time.Second, "the holder to watch its node", func() bool {
+		d, _ := c.Members[0].Node().Watches().Watches(cl.SessionID())
+		return slices.Contains(d, m.Node())
+	})
+	admin := connect(t, c.Servers()...)
+	if err := admin.Delete(ctx, m.Node(), -1); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lost:
+	case <-ctx.Done():
+		t.Fatal("Lost did not close after the node was deleted")
 	}
 }

@@ -144,6 +144,12 @@ const (
 // means fewer fsyncs under load.
 const maxAppendEntries = 512
 
+// logCacheBytes bounds the data of the entries the log cache keeps (never
+// the batch being written): a few batches of ordinary writes, while a
+// bulk load of large multis no longer keeps 1 024 of them (13 MB of 100
+// creates of 100 bytes each) on every server.
+const logCacheBytes = 1 << 20
+
 // NewNode opens the data dir, binds both listeners and starts Raft and the
 // servers. It returns an error (and leaves nothing running) on a bad config,
 // a busy port or a data dir of another server id.
@@ -245,6 +251,7 @@ func NewNode(cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
+	logs.SetMaxBytes(logCacheBytes)
 	fileSnaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, hl.Named("snapshot"))
 	if err != nil {
 		return nil, fmt.Errorf("rpc: snapshot store: %w", err)

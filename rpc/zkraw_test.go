@@ -397,3 +397,30 @@ func TestZKConnectAheadOfServer(t *testing.T) {
 		t.Fatalf("%d sessions after refused connects, want %d", got, before)
 	}
 }
+
+// TestZKWritesOutOfXidOrder: go-zookeeper takes an xid before it queues
+// the request, so goroutines sharing a connection send xids out of order.
+// Writes arriving as 3, then 2, both apply (the later-arriving lower xid
+// was refused as a stale retry, a SystemError, before).
+func TestZKWritesOutOfXidOrder(t *testing.T) {
+	n := newTestNode(t, "1")
+	waitLeader(t, n)
+	z := zkSession(t, n)
+	acl := jute.OpenACL()
+	if h, _ := z.call(jute.OpCreate, &jute.CreateRequest{Path: "/o", ACL: acl}); h.Err != jute.CodeOK {
+		t.Fatalf("create /o: %v", h.Err)
+	}
+	// xid 1 is taken; send 3 before 2.
+	z.write(jute.AppendFrame(nil, &jute.RequestHeader{Xid: 3, Type: jute.OpCreate}, &jute.CreateRequest{Path: "/o/b", ACL: acl}))
+	z.write(jute.AppendFrame(nil, &jute.RequestHeader{Xid: 2, Type: jute.OpCreate}, &jute.CreateRequest{Path: "/o/a", ACL: acl}))
+	for _, want := range []int32{3, 2} {
+		r := jute.NewReader(z.frame())
+		var h jute.ReplyHeader
+		if err := h.Decode(r); err != nil {
+			t.Fatal(err)
+		}
+		if h.Xid != want || h.Err != jute.CodeOK {
+			t.Fatalf("reply xid %d error %v, want xid %d answered OK", h.Xid, h.Err, want)
+		}
+	}
+}

@@ -14,7 +14,14 @@
 #
 # Environment: BIN (default bin), COMPARE_DURATION (default 10s per run),
 # COMPARE_ROUNDS (default 3), COMPARE_SWEEP (the tool's workload
-# arguments), ZK_HEAP (default 1000m, the -Xmx of upstream's zkEnv.sh),
+# arguments), COMPARE_PROTOCOL (zookeeper: zk, the default, drives coordd
+# with go-zookeeper through its ZooKeeper protocol exactly as ZooKeeper is
+# driven; grpc with coordctl bench, coordd's Go client; both: each, in one
+# table; etcd: grpc only), COMPARE_MEMORY_ZNODES (zookeeper: default
+# 100000, the znodes of 100 bytes of the memory figure; 0: no memory or
+# catch-up figures), COMPARE_CATCHUP_WRITES (zookeeper: default 100000,
+# the writes a stopped follower misses before it is restarted; 0: none),
+# ZK_HEAP (default 1000m, the -Xmx of upstream's zkEnv.sh),
 # GOMAXPROCS (of each coordd server; default cores / 3, at least 1; the
 # other system keeps its own default), TMPDIR (where all keep their data:
 # TMPDIR=/dev/shm takes the disk out of the comparison, to see what the rest
@@ -27,13 +34,19 @@ bin=${BIN:-bin}
 go=${GO:-go}
 duration=${COMPARE_DURATION:-10s}
 rounds=${COMPARE_ROUNDS:-3}
-sweep=${COMPARE_SWEEP:-"write:1,64,256 read:16,64 read-sync:16,64 create-eph:64 lock:16,64 session:64"}
+sweep=${COMPARE_SWEEP:-"write:1,64,256 read:1,64,256 read-sync:1,64,256 create-eph:1,64,256 lock:1,16,64,256 session:1,64,256"}
 zkjar=/usr/share/java/zookeeper.jar
+memznodes=${COMPARE_MEMORY_ZNODES:-100000}
+catchup=${COMPARE_CATCHUP_WRITES:-100000}
 share=false
 case "${COMPARE_SHARE_CONNS:-0}" in 0 | false | "") ;; *) share=true ;; esac
 if [ "$share" = true ] && [ "$system" = zookeeper ]; then
   echo "compare: COMPARE_SHARE_CONNS is for etcd only: a ZooKeeper session has a connection of its own" >&2
   exit 2
+fi
+protocol=${COMPARE_PROTOCOL:-}
+if [ -z "$protocol" ]; then
+  if [ "$system" = zookeeper ]; then protocol=zk; else protocol=grpc; fi
 fi
 case "$system" in
 zookeeper)
@@ -54,13 +67,19 @@ etcd)
   ;;
 esac
 
-"$go" build -o "$bin/coordd" ./cmd/coordd
+# Static, as make release builds it (no C library mapped in: 1.5 MB less
+# resident memory per server).
+CGO_ENABLED=0 "$go" build -trimpath -o "$bin/coordd" ./cmd/coordd
 "$go" build -o "$bin/coordctl" ./cmd/coordctl
 (cd test/cluster/compare && "$go" build -o "$(cd ../../.. && cd "$bin" && pwd)/compare" .)
 
 dir=$(mktemp -d "${TMPDIR:-/tmp}/coordd-compare.XXXXXX")
 . "$(dirname "$0")/local-cluster.sh"
 cleanup_on_exit "$dir"
+# The catch-up figure stops a server and starts it again from the compare
+# tool (its child then); their pids land in restarted.pids.
+restarted=$dir/restarted.pids
+stop_on_exit 'if [ -f "$restarted" ]; then kill $(cat "$restarted") 2>/dev/null || true; fi; rm -rf "$cleanup_dir"'
 
 other=""
 otherpids=()
@@ -163,7 +182,11 @@ if [ $ready = 0 ]; then
   exit 1
 fi
 
-rss() { ps -o rss= -p "$1" | awk '{printf "%.0f", $1 / 1024}'; }
+coorddpids=()
+for p in "${pids[@]}"; do
+  [[ " ${otherpids[*]} " == *" $p "* ]] || coorddpids+=("$p")
+done
+join() { local IFS=,; echo "$*"; }
 case "$system" in
 zookeeper) echo "ZooKeeper $other (java -Xmx${ZK_HEAP:-1000m}), coordd $servers (GOMAXPROCS=$procs each)" ;;
 etcd) echo "etcd $(etcd --version | head -1 | awk '{print $3}') $other, coordd $servers (GOMAXPROCS=$procs each)" ;;
@@ -173,9 +196,9 @@ if [ "$share" = true ]; then echo "sessions share one connection per server"; el
 # at once (bash runs traps only between commands), which stops it too.
 # shellcheck disable=SC2086 # the sweep is a list of arguments
 "$bin/compare" --system "$system" --servers "$other" --coordd "$servers" --coordctl "$bin/coordctl" \
-  --duration "$duration" --rounds "$rounds" --share-conns="$share" $sweep &
+  --duration "$duration" --rounds "$rounds" --share-conns="$share" --protocol "$protocol" \
+  --other-pids "$(join "${otherpids[@]}")" --coordd-pids "$(join "${coorddpids[@]}")" \
+  --memory-znodes "$memznodes" --catchup-writes "$catchup" --pid-file "$restarted" $sweep &
 cmp=$!
 pids+=("$cmp")
 wait "$cmp"
-echo
-echo "resident memory after the runs (MB): $system $(for p in "${otherpids[@]}"; do rss "$p"; echo -n " "; done)coordd $(for p in "${pids[@]}"; do [[ " ${otherpids[*]} $cmp " == *" $p "* ]] || { rss "$p"; echo -n " "; }; done)"

@@ -1,7 +1,7 @@
-# Sourced by cluster.sh, bench.sh and compare.sh. start_local_cluster DIR
-# starts a 3-node coordd cluster on 127.0.0.1 (clients on 2281-2283, peers
-# on 2981-2983, data and logs in DIR) from $bin, and waits up to 30s for a
-# leader with every member reachable. It sets servers (the client
+# Sourced by cluster.sh, bench.sh and compare.sh. start_local_cluster DIR [N]
+# starts an N-node (default 3) coordd cluster on 127.0.0.1 (clients on
+# 2281-228N, peers on 2981-298N, data and logs in DIR) from $bin, and waits
+# up to 30s for a leader with every member reachable. It sets servers (the client
 # addresses) and appends the servers' pids to pids; stop_local_cluster
 # kills them. Uses LOG_LEVEL and GOMAXPROCS (scripts/procs.sh), and TLS_DIR:
 # when set, both ports speak TLS with the files of coordctl certs init there
@@ -11,21 +11,21 @@
 # cleanup_on_exit DIR makes the script, when it exits or is interrupted
 # (INT, TERM, HUP), kill every process in pids and remove DIR.
 start_local_cluster() {
-  local dir=$1 peers="" i mine=()
+  local dir=$1 n=${2:-3} peers="" i mine=()
   servers=""
-  for i in 1 2 3; do
+  for i in $(seq 1 "$n"); do
     peers+="${peers:+,}$i=127.0.0.1:$((2980 + i))"
     servers+="${servers:+,}127.0.0.1:$((2280 + i))"
   done
   # Servers sharing this machine split its cores (scripts/procs.sh).
   . "$(dirname "${BASH_SOURCE[0]}")/procs.sh"
-  procs=$(server_procs 3)
+  procs=$(server_procs "$n")
   tls_flags=()
   if [ -n "${TLS_DIR:-}" ]; then
     tls_server_flags "$TLS_DIR"
     export COORD_CACERT=$TLS_DIR/ca.crt COORD_CERT=$TLS_DIR/client.crt COORD_KEY=$TLS_DIR/client.key
   fi
-  for i in 1 2 3; do
+  for i in $(seq 1 "$n"); do
     mkdir -p "$dir/$i"
     GOMAXPROCS=$procs "$bin/coordd" --id "$i" --data-dir "$dir/$i" \
       --client-addr "127.0.0.1:$((2280 + i))" --peer-addr "127.0.0.1:$((2980 + i))" \

@@ -186,6 +186,17 @@ func (r *Registry) Get(id int64) (Info, bool) {
 	return info, true
 }
 
+// Owner returns the server session id is connected to (Info.Owner), and
+// whether the session is open: Get without copying the password, for the
+// FSM's checks on every write.
+func (r *Registry) Owner(id int64) (string, bool) {
+	e, ok := r.get(id)
+	if !ok {
+		return "", false
+	}
+	return e.info.Owner, true
+}
+
 // List returns every open session, sorted by ID. Passwords are copies.
 func (r *Registry) List() []Info {
 	out := make([]Info, 0, r.tree.Len())

@@ -556,3 +556,25 @@ func TestSetOwner(t *testing.T) {
 		t.Fatal("a session opened with an owner over MaxOwnerLen")
 	}
 }
+
+// TestOwner: Owner reports the owner of an open session, and false for
+// one that is not open.
+func TestOwner(t *testing.T) {
+	r := NewRegistry()
+	if err := r.Open(Info{ID: 7, TimeoutMs: 4000, Password: []byte("pw"), Owner: "2"}); err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := r.Owner(7); !ok || o != "2" {
+		t.Fatalf("Owner(7) = %q, %v; want 2, true", o, ok)
+	}
+	if err := r.SetOwner(7, "3"); err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := r.Owner(7); !ok || o != "3" {
+		t.Fatalf("Owner(7) after SetOwner = %q, %v; want 3, true", o, ok)
+	}
+	r.Close(7)
+	if _, ok := r.Owner(7); ok {
+		t.Fatal("Owner of a closed session reports it open")
+	}
+}

@@ -19,6 +19,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/coordd/coordd/client"
 	"github.com/coordd/coordd/lockrecipe"
 	"github.com/coordd/coordd/rpc/apipb"
@@ -29,7 +31,7 @@ import (
 // over the servers, warms up, measures for --duration and reports one result.
 
 // benchWorkloads are the workload names, in the order help lists them.
-var benchWorkloads = []string{"write", "read", "read-sync", "create-eph", "session", "lock", "watch", "watch-recursive", "idle"}
+var benchWorkloads = []string{"write", "read", "read-sync", "create-eph", "session", "lock", "watch", "watch-recursive", "session-hold", "idle"}
 
 var benchVerb = &verb{
 	name:     "bench",
@@ -73,7 +75,23 @@ evenly over --servers):
               writes without and with the watches (latency of the setData),
               and the events (one op per event delivered; latency from the
               start of the setData to the event's arrival).
+  session-hold  CLIENTS sessions (session-hold:10000) are opened, spread
+              evenly over the servers, and held idle for --duration; the
+              servers' memory before and after gives the memory per session,
+              their CPU over the hold the cost of keeping them (pings,
+              touches, vouches: on the leader above all). Every session
+              that expires or, with --protocol zk, loses its connection
+              during the hold is an error. The latency is the time to open
+              a session.
   idle        no load: the servers' memory and CPU over --duration
+
+With --protocol zk the sessions speak ZooKeeper's client protocol through
+go-zookeeper (github.com/go-zookeeper/zk) instead of coordd's gRPC API, each
+with a TCP connection of its own to one server, and lock is go-zookeeper's
+own recipe (zk.NewLock); read-sync is then two round trips (go-zookeeper's
+Sync waits for its answer before the read is sent). That mode also measures
+a ZooKeeper ensemble (without the servers' memory and CPU, which only coordd
+reports).
 
 Ops done during the warm-up are not counted. Latencies are recorded in a
 log-linear histogram (relative error under 0.8%). When the servers report
@@ -97,6 +115,7 @@ The exit status is 1 if any operation failed.`,
 		fs.BoolVar(&o.keep, "keep", false, "leave the benchmark's nodes in place")
 		fs.BoolVar(&o.shareConns, "share-conns", true, "the sessions share one connection per server (client.Pool, as etcd's benchmark shares its --conns); false gives each session a connection of its own, as separate client processes have and as every ZooKeeper session has (use it to compare with ZooKeeper)")
 		fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this client process to `file` (to see the client's share)")
+		fs.StringVar(&o.protocol, "protocol", "grpc", "the client protocol of the measured sessions: grpc (coordd's Go client) or zk (ZooKeeper's, through go-zookeeper; each session has a connection of its own)")
 		return func(x *cmd, args []string) error {
 			// Flags may follow the workloads: parse what remains after each
 			// positional argument.
@@ -129,7 +148,22 @@ The exit status is 1 if any operation failed.`,
 				return x.usage("--clients: %v", err)
 			}
 			o.autoWarmup = true
-			fs.Visit(func(f *flag.Flag) { o.autoWarmup = o.autoWarmup && f.Name != "warmup" })
+			shareSet := false
+			fs.Visit(func(f *flag.Flag) {
+				o.autoWarmup = o.autoWarmup && f.Name != "warmup"
+				shareSet = shareSet || f.Name == "share-conns"
+			})
+			if o.protocol == "zk" {
+				if shareSet && o.shareConns {
+					return x.usage("--share-conns: a ZooKeeper session has a connection of its own (--protocol zk)")
+				}
+				o.shareConns = false
+				for _, p := range pos {
+					if strings.Contains(p, "watch-recursive") {
+						return x.usage("watch-recursive needs --protocol grpc: go-zookeeper has no persistent watches")
+					}
+				}
+			}
 			if err := o.check(); err != nil {
 				return x.usage("%v", err)
 			}
@@ -167,7 +201,8 @@ type benchOptions struct {
 	keep             bool
 	cpuProfile       string
 	shareConns       bool
-	autoWarmup       bool // --warmup not given
+	protocol         string // "grpc" or "zk"
+	autoWarmup       bool   // --warmup not given
 }
 
 func (o *benchOptions) check() error {
@@ -184,9 +219,14 @@ func (o *benchOptions) check() error {
 		return errors.New("--tree, --recursive-watches and --writers must be at least 1")
 	case o.root == "" || o.root[0] != '/' || o.root == "/" || strings.HasSuffix(o.root, "/"):
 		return fmt.Errorf("--path: %q is not a node path below the root", o.root)
+	case o.protocol != "" && o.protocol != "grpc" && o.protocol != "zk":
+		return fmt.Errorf("--protocol: %q is neither grpc nor zk", o.protocol)
 	}
 	if o.warmup < 0 {
 		return errors.New("--warmup must not be negative")
+	}
+	if o.protocol == "" {
+		o.protocol = "grpc"
 	}
 	if o.autoWarmup {
 		o.warmup = min(time.Second, o.duration/10)
@@ -250,8 +290,10 @@ func (o *benchOptions) plan(args []string, counts []int) ([]benchSpec, error) {
 
 // benchResult is the outcome of one run; its JSON form is the -o json output.
 type benchResult struct {
-	Workload  string  `json:"workload"`
-	Clients   int     `json:"clients"`
+	Workload string `json:"workload"`
+	Clients  int    `json:"clients"`
+	// Protocol is the sessions' client protocol: "grpc" or "zk".
+	Protocol  string  `json:"protocol"`
 	DurationS float64 `json:"duration_s"`
 	Ops       int64   `json:"ops"`
 	Errors    int64   `json:"errors"`
@@ -259,8 +301,8 @@ type benchResult struct {
 	// HandoffsPerS is ops_per_s of the lock workload.
 	HandoffsPerS float64 `json:"handoffs_per_s,omitempty"`
 	// Latency says what the percentiles time: "op", "acquire" (lock),
-	// "event" (watch, watch-recursive: setData start to event arrival) or
-	// "write" (watch-recursive: the setData).
+	// "event" (watch, watch-recursive: setData start to event arrival),
+	// "write" (watch-recursive: the setData) or "connect" (session-hold).
 	Latency   string  `json:"latency"`
 	MeanMs    float64 `json:"mean_ms"`
 	P50Ms     float64 `json:"p50_ms"`
@@ -283,7 +325,16 @@ type benchResult struct {
 	// SessionsPerServer is where the run's long-lived sessions were.
 	SessionsPerServer map[string]int `json:"sessions_per_server,omitempty"`
 	Servers           []serverUsage  `json:"servers,omitempty"`
-	FirstError        string         `json:"first_error,omitempty"`
+	// HeldSessions is the number of sessions session-hold held, and
+	// KBPerSession the servers' resident memory it added, summed over the
+	// servers, per session (0 when the servers do not report memory).
+	HeldSessions int     `json:"held_sessions,omitempty"`
+	KBPerSession float64 `json:"kb_per_session,omitempty"`
+	// LeaderCores is the leader's CPU over the measured part, in cores
+	// (CPU seconds per second): with session-hold, what keeping the
+	// sessions costs it.
+	LeaderCores float64 `json:"leader_cores,omitempty"`
+	FirstError  string  `json:"first_error,omitempty"`
 }
 
 // serverUsage is one server's resources: resident memory after the run and
@@ -291,18 +342,27 @@ type benchResult struct {
 type serverUsage struct {
 	ID      string  `json:"id"`
 	Address string  `json:"address"`
+	Role    string  `json:"role,omitempty"`
 	RssMB   float64 `json:"rss_mb"`
 	CPUS    float64 `json:"cpu_s"`
+	// RssStartMB is the resident memory at the start of the run
+	// (session-hold only: before its sessions were opened).
+	RssStartMB float64 `json:"rss_start_mb,omitempty"`
 }
 
 // bench is one invocation of the bench verb.
 type bench struct {
 	x     *cmd
 	o     *benchOptions
-	admin *client.Client // setup, cleanup and the watch workload's writer
-	value []byte
-	tty   bool
-	pool  *client.Pool // shared connections of the measured sessions, or nil
+	admin *client.Client // setup, cleanup and the watch workload's writer (grpc)
+	// zadmin is admin in the ZooKeeper-protocol mode.
+	zadmin *zk.Conn
+	value  []byte
+	tty    bool
+	pool   *client.Pool // shared connections of the measured sessions, or nil
+	// noStatus is set once the servers did not answer a status call in the
+	// ZooKeeper-protocol mode (not coordd): the results carry no usage.
+	noStatus bool
 }
 
 // sessionOptions are the options of every measured session.
@@ -325,20 +385,36 @@ func (b *bench) run(specs []benchSpec) error {
 	for i := range b.value {
 		b.value[i] = byte('a' + rand.IntN(26))
 	}
-	ctx, cancel := x.deadline()
-	admin, err := client.Connect(ctx, x.servers, x.clientOptions()...)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("bench: cannot connect to %s: %w", strings.Join(x.servers, ","), err)
-	}
-	b.admin = admin
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), x.timeout)
-		defer cancel()
-		admin.Close(ctx)
-	}()
-	if err := b.ensure(x.ctx, b.o.root); err != nil {
-		return fmt.Errorf("bench: %w", err)
+	if b.o.protocol == "zk" {
+		admin, err := b.zkConnect(x.ctx, x.servers, nil)
+		if err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		b.zadmin = admin
+		defer admin.Close()
+		if err := zkEnsure(admin, b.o.root); err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		// Whether the servers are coordd's, which report their usage.
+		if b.status() == nil {
+			b.noStatus = true
+		}
+	} else {
+		ctx, cancel := x.deadline()
+		admin, err := client.Connect(ctx, x.servers, x.clientOptions()...)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("bench: cannot connect to %s: %w", strings.Join(x.servers, ","), err)
+		}
+		b.admin = admin
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.Background(), x.timeout)
+			defer cancel()
+			admin.Close(ctx)
+		}()
+		if err := b.ensure(x.ctx, b.o.root); err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
 	}
 
 	var results []benchResult
@@ -352,6 +428,9 @@ func (b *bench) run(specs []benchSpec) error {
 		var err error
 		if s.workload == "watch-recursive" {
 			rs, err = b.runRecursive(s)
+			for i := range rs {
+				rs[i].Protocol = b.o.protocol
+			}
 		} else {
 			var r benchResult
 			r, err = b.runOne(s)
@@ -386,13 +465,24 @@ func (b *bench) run(specs []benchSpec) error {
 	}
 	if !x.out.json && len(results) > 0 {
 		writeBenchTable(x.stdout, results)
+		writeHoldLines(x.stdout, results)
 	}
 	if !b.o.keep {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*x.timeout)
-		if err := deleteTree(ctx, admin, b.o.root); err != nil && !errors.Is(err, client.ErrNoNode) {
+		var err error
+		if b.zadmin != nil {
+			if err = zkDeleteTree(b.zadmin, b.o.root); errors.Is(err, zk.ErrNoNode) {
+				err = nil
+			}
+		} else {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*x.timeout)
+			if err = deleteTree(ctx, b.admin, b.o.root); errors.Is(err, client.ErrNoNode) {
+				err = nil
+			}
+			cancel()
+		}
+		if err != nil {
 			fmt.Fprintf(x.stderr, "coordctl: bench: cleaning up %s: %s\n", b.o.root, errText(err))
 		}
-		cancel()
 	}
 	if err := x.ctx.Err(); err != nil {
 		return err
@@ -448,13 +538,15 @@ func deleteTree(ctx context.Context, cl *client.Client, path string) error {
 // benchWorker is one client of a run.
 type benchWorker struct {
 	id      int
-	cl      *client.Client // nil for the session workload
+	cl      *client.Client // nil for the session workload, and with --protocol zk
+	zc      *zk.Conn       // with --protocol zk: the session (nil for the session workload)
 	servers []string       // --servers rotated by id
 	rng     *rand.Rand
 	hist    histogram
 	keys    []string
 	next    int
 	mutex   *lockrecipe.Mutex
+	zlock   *zk.Lock
 
 	starts []zxidTime // watch-recursive: each setData's zxid and start
 
@@ -507,8 +599,11 @@ type runState struct {
 	firstErr  error
 }
 
-func (s *runState) fail(err error) {
-	s.errs.Add(1)
+func (s *runState) fail(err error) { s.failN(1, err) }
+
+// failN counts n failures, err standing for them.
+func (s *runState) failN(n int64, err error) {
+	s.errs.Add(n)
 	s.mu.Lock()
 	if s.firstErr == nil {
 		s.firstErr = err
@@ -516,18 +611,27 @@ func (s *runState) fail(err error) {
 	s.mu.Unlock()
 }
 
+func newBenchWorker(i int, servers []string) *benchWorker {
+	return &benchWorker{id: i, servers: rotate(servers, i), rng: rand.New(rand.NewPCG(uint64(i), uint64(time.Now().UnixNano())))}
+}
+
 func (b *bench) runOne(s benchSpec) (benchResult, error) {
 	x := b.x
-	r := benchResult{Workload: s.workload, Clients: s.clients, ValueSize: b.o.valueSize, Latency: "op", SharedConns: b.o.shareConns}
+	r := benchResult{Workload: s.workload, Clients: s.clients, Protocol: b.o.protocol, ValueSize: b.o.valueSize, Latency: "op", SharedConns: b.o.shareConns}
 	switch s.workload {
 	case "idle":
 		return b.runIdle(r)
 	case "watch":
 		return b.runWatch(r)
+	case "session-hold":
+		return b.runHold(r)
 	}
 	root := b.o.root + "/" + s.workload
 	if s.workload == "write" || s.workload == "read" || s.workload == "read-sync" {
 		root = b.o.root + "/kv"
+	}
+	if b.o.protocol == "zk" {
+		return b.runOneZK(s, r, root)
 	}
 	if s.workload != "lock" { // lockrecipe makes its own parents
 		if err := b.ensure(x.ctx, root); err != nil {
@@ -538,7 +642,7 @@ func (b *bench) runOne(s benchSpec) (benchResult, error) {
 	// The sessions.
 	workers := make([]*benchWorker, s.clients)
 	for i := range workers {
-		workers[i] = &benchWorker{id: i, servers: rotate(x.servers, i), rng: rand.New(rand.NewPCG(uint64(i), uint64(time.Now().UnixNano())))}
+		workers[i] = newBenchWorker(i, x.servers)
 	}
 	if s.workload != "session" {
 		cls, spread, err := b.connectBalanced(s.clients)
@@ -556,28 +660,14 @@ func (b *bench) runOne(s benchSpec) (benchResult, error) {
 	var op benchOp
 	switch s.workload {
 	case "write", "read", "read-sync":
-		n := b.o.keys
-		if s.workload == "write" {
-			n = max(n, s.clients)
-		}
-		r.Keys = n
-		all := make([]string, n)
-		for i := range all {
-			all[i] = fmt.Sprintf("%s/k%07d", root, i)
-		}
+		all := b.assignKeys(&r, s, root, workers)
 		if err := b.createKeys(workers, all); err != nil {
 			return r, err
 		}
-		if s.workload == "write" {
-			for i, w := range workers {
-				for j := i; j < n; j += len(workers) {
-					w.keys = append(w.keys, all[j])
-				}
-			}
-		} else {
-			for _, w := range workers {
-				w.keys = all
-			}
+		// The keys were created through every server: a session's server
+		// may not have applied the others' creates yet.
+		if err := b.syncAll(workers, root); err != nil {
+			return r, err
 		}
 		op = b.kvOp(s.workload)
 	case "create-eph":
@@ -633,7 +723,12 @@ func (b *bench) runOne(s benchSpec) (benchResult, error) {
 			return acquired, nil
 		}
 	}
+	return b.runWorkersFor(s, r, workers, op)
+}
 
+// runWorkersFor is runWorkers for runOne: the result, with lock's
+// handoffs.
+func (b *bench) runWorkersFor(s benchSpec, r benchResult, workers []*benchWorker, op benchOp) (benchResult, error) {
 	if _, _, err := b.runWorkers(s, &r, workers, op); err != nil {
 		return r, err
 	}
@@ -641,6 +736,33 @@ func (b *bench) runOne(s benchSpec) (benchResult, error) {
 		r.HandoffsPerS = r.OpsPerS
 	}
 	return r, nil
+}
+
+// assignKeys names the keys of the write, read and read-sync workloads
+// under root and gives each worker its own: for write, keys i, i+clients,
+// ... (at least one per client); for the reads, all of them.
+func (b *bench) assignKeys(r *benchResult, s benchSpec, root string, workers []*benchWorker) []string {
+	n := b.o.keys
+	if s.workload == "write" {
+		n = max(n, s.clients)
+	}
+	r.Keys = n
+	all := make([]string, n)
+	for i := range all {
+		all[i] = fmt.Sprintf("%s/k%07d", root, i)
+	}
+	if s.workload == "write" {
+		for i, w := range workers {
+			for j := i; j < n; j += len(workers) {
+				w.keys = append(w.keys, all[j])
+			}
+		}
+	} else {
+		for _, w := range workers {
+			w.keys = all
+		}
+	}
+	return all
 }
 
 // runWorkers runs op in every worker, back to back, through the warm-up
@@ -700,7 +822,7 @@ func (b *bench) work(ctx context.Context, w *benchWorker, op benchOp, st *runSta
 				w.setStuck(cancel)
 			}
 			st.fail(err)
-			if errors.Is(err, client.ErrSessionExpired) || errors.Is(err, client.ErrClosed) {
+			if errors.Is(err, client.ErrSessionExpired) || errors.Is(err, client.ErrClosed) || zkSessionGone(err) {
 				return
 			}
 			continue
@@ -776,6 +898,11 @@ func (b *bench) finish(r *benchResult, h *histogram, st *runState, before, after
 	r.P99Ms = ms(h.quantile(0.99))
 	r.MaxMs = ms(h.max)
 	r.Servers = usage(before, after)
+	for _, u := range r.Servers {
+		if u.Role == "leader" {
+			r.LeaderCores = round(u.CPUS/b.o.duration.Seconds(), 3)
+		}
+	}
 }
 
 func round(v float64, digits int) float64 {
@@ -785,6 +912,9 @@ func round(v float64, digits int) float64 {
 
 // status asks the cluster for every member's usage; nil if it cannot.
 func (b *bench) status() *apipb.StatusResponse {
+	if b.noStatus {
+		return nil
+	}
 	var resp *apipb.StatusResponse
 	err := b.x.unary(func(ctx context.Context, c apipb.CoordClient) (err error) {
 		resp, err = c.Status(ctx, &apipb.StatusRequest{})
@@ -813,7 +943,7 @@ func usage(before, after *apipb.StatusResponse) []serverUsage {
 		if m.GetRssBytes() == 0 {
 			continue // unreachable, or a server that does not report usage
 		}
-		u := serverUsage{ID: m.GetId(), Address: m.GetClientAddress(), RssMB: round(float64(m.GetRssBytes())/(1<<20), 1)}
+		u := serverUsage{ID: m.GetId(), Address: m.GetClientAddress(), Role: m.GetRole(), RssMB: round(float64(m.GetRssBytes())/(1<<20), 1)}
 		if c0, ok := cpu0[m.GetId()]; ok {
 			u.CPUS = round(m.GetCpuSeconds()-c0, 2)
 		}
@@ -832,6 +962,12 @@ func rotate(servers []string, i int) []string {
 // tries the servers in random order, so a session that lands on a server
 // already holding its share is closed and opened again, a few times at most.
 func (b *bench) connectBalanced(n int) ([]*client.Client, map[string]int, error) {
+	return b.connectBalancedTimed(n, nil)
+}
+
+// connectBalancedTimed is connectBalanced; record, if set, is given the
+// time each kept session took to open.
+func (b *bench) connectBalancedTimed(n int, record func(time.Duration)) ([]*client.Client, map[string]int, error) {
 	x := b.x
 	const tries = 8
 	quota := (n + len(x.servers) - 1) / len(x.servers)
@@ -839,7 +975,7 @@ func (b *bench) connectBalanced(n int) ([]*client.Client, map[string]int, error)
 	spread := map[string]int{}
 	var mu sync.Mutex
 	var first error
-	sem := make(chan struct{}, 32)
+	sem := make(chan struct{}, 64)
 	var wg sync.WaitGroup
 	for i := range cls {
 		wg.Add(1)
@@ -849,7 +985,9 @@ func (b *bench) connectBalanced(n int) ([]*client.Client, map[string]int, error)
 			defer func() { <-sem }()
 			for try := 0; ; try++ {
 				ctx, cancel := context.WithTimeout(x.ctx, x.timeout)
+				t := time.Now()
 				cl, err := client.Connect(ctx, rotate(x.servers, i), b.sessionOptions()...)
+				took := time.Since(t)
 				cancel()
 				if err != nil {
 					mu.Lock()
@@ -864,6 +1002,9 @@ func (b *bench) connectBalanced(n int) ([]*client.Client, map[string]int, error)
 				if spread[srv] < quota || try == tries-1 {
 					spread[srv]++
 					cls[i] = cl
+					if record != nil {
+						record(took)
+					}
 					mu.Unlock()
 					return
 				}
@@ -930,6 +1071,37 @@ func (b *bench) createKeys(workers []*benchWorker, keys []string) error {
 	return first
 }
 
+// syncAll makes every worker's server catch up with the leader (sync), so
+// that what other sessions created is there for it to read.
+func (b *bench) syncAll(workers []*benchWorker, path string) error {
+	var mu sync.Mutex
+	var first error
+	var wg sync.WaitGroup
+	for _, w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var err error
+			if w.zc != nil {
+				_, err = w.zc.Sync(path)
+			} else {
+				ctx, cancel := context.WithTimeout(b.x.ctx, b.x.timeout)
+				err = w.cl.Sync(ctx, path)
+				cancel()
+			}
+			if err != nil {
+				mu.Lock()
+				if first == nil {
+					first = fmt.Errorf("sync %s: %w", path, err)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
 // kvOp is the op of the write, read and read-sync workloads.
 func (b *bench) kvOp(workload string) benchOp {
 	return func(ctx context.Context, w *benchWorker) (time.Duration, error) {
@@ -982,6 +1154,14 @@ func (b *bench) runWatch(r benchResult) (benchResult, error) {
 	r.Latency = "event"
 	dir := b.o.root + "/watch"
 	key := dir + "/key"
+	if b.o.protocol == "zk" {
+		for _, p := range []string{dir, key} {
+			if err := zkEnsure(b.zadmin, p); err != nil {
+				return r, err
+			}
+		}
+		return b.runWatchZK(r, key)
+	}
 	if err := b.ensure(x.ctx, dir); err != nil {
 		return r, err
 	}
@@ -995,18 +1175,6 @@ func (b *bench) runWatch(r benchResult) (benchResult, error) {
 	defer b.closeAll(cls)
 	r.SessionsPerServer = spread
 
-	st := &runState{}
-	var setStart atomic.Int64 // unix ns of the current setData call
-	var measuring atomic.Bool // the current round is in the measured part
-	const nshards = 16
-	var shards [nshards]struct {
-		mu sync.Mutex
-		h  histogram
-	}
-	acks := make(chan bool, len(cls)) // false: the watcher failed and quit
-	runCtx, stop := context.WithCancel(x.ctx)
-	defer stop()
-
 	// Arm every watch before the first set.
 	chans := make([]<-chan client.Event, len(cls))
 	var wg sync.WaitGroup
@@ -1018,7 +1186,7 @@ func (b *bench) runWatch(r benchResult) (benchResult, error) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			ctx, cancel := context.WithTimeout(runCtx, x.timeout)
+			ctx, cancel := context.WithTimeout(x.ctx, x.timeout)
 			defer cancel()
 			_, _, ch, err := cl.GetW(ctx, key)
 			if err != nil {
@@ -1032,46 +1200,92 @@ func (b *bench) runWatch(r benchResult) (benchResult, error) {
 	if e := armErr.Load(); e != nil {
 		return r, *e
 	}
+	return b.watchRun(r, len(cls), watchSides{
+		set: func() error {
+			ctx, cancel := context.WithTimeout(x.ctx, x.timeout)
+			defer cancel()
+			_, err := b.admin.Set(ctx, key, b.value, -1)
+			return err
+		},
+		wait: func(ctx context.Context, i int) error {
+			select {
+			case ev := <-chans[i]:
+				if ev.Type != client.EventNodeDataChanged {
+					return fmt.Errorf("watch on %s: unexpected %s event (%v)", key, ev.Type, ev.Err)
+				}
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		},
+		rearm: func(i int) error {
+			ctx, cancel := context.WithTimeout(x.ctx, x.timeout)
+			defer cancel()
+			_, _, next, err := cls[i].GetW(ctx, key)
+			if err != nil {
+				return fmt.Errorf("re-arming the watch on %s: %w", key, err)
+			}
+			chans[i] = next
+			return nil
+		},
+	})
+}
+
+// watchSides are the protocol's parts of the watch workload: the writer's
+// set of the key, watcher i's wait for its next event (an error for any
+// event but a data change), and its re-arming of the watch. Each watcher's
+// wait and rearm run on that watcher's goroutine only.
+type watchSides struct {
+	set   func() error
+	wait  func(ctx context.Context, i int) error
+	rearm func(i int) error
+}
+
+// watchRun runs the watch workload on n armed watchers: the writer sets
+// the key, waits until every watcher has its event and has re-armed, and
+// sets it again.
+func (b *bench) watchRun(r benchResult, n int, sides watchSides) (benchResult, error) {
+	x := b.x
+	st := &runState{}
+	var setStart atomic.Int64 // unix ns of the current setData call
+	var measuring atomic.Bool // the current round is in the measured part
+	const nshards = 16
+	var shards [nshards]struct {
+		mu sync.Mutex
+		h  histogram
+	}
+	acks := make(chan bool, n) // false: the watcher failed and quit
+	runCtx, stop := context.WithCancel(x.ctx)
+	defer stop()
 
 	var watchers sync.WaitGroup
-	for i, cl := range cls {
+	for i := range n {
 		watchers.Add(1)
 		go func() {
 			defer watchers.Done()
-			ch := chans[i]
 			sh := &shards[i%nshards]
 			for {
-				var ev client.Event
-				select {
-				case ev = <-ch:
-				case <-runCtx.Done():
+				err := sides.wait(runCtx, i)
+				if runCtx.Err() != nil {
 					return
 				}
 				recv := time.Now()
-				if ev.Type != client.EventNodeDataChanged {
-					if runCtx.Err() == nil {
-						st.fail(fmt.Errorf("watch on %s: unexpected %s event (%v)", key, ev.Type, ev.Err))
-						acks <- false
-					}
-					return
-				}
-				if measuring.Load() {
+				if err == nil && measuring.Load() {
 					sh.mu.Lock()
 					sh.h.record(recv.Sub(time.Unix(0, setStart.Load())))
 					sh.mu.Unlock()
 					st.ops.Add(1)
 				}
-				ctx, cancel := context.WithTimeout(runCtx, x.timeout)
-				_, _, next, err := cl.GetW(ctx, key)
-				cancel()
+				if err == nil {
+					err = sides.rearm(i)
+				}
 				if err != nil {
 					if runCtx.Err() == nil {
-						st.fail(fmt.Errorf("re-arming the watch on %s: %w", key, err))
+						st.fail(err)
 						acks <- false
 					}
 					return
 				}
-				ch = next
 				acks <- true
 			}
 		}()
@@ -1084,7 +1298,7 @@ func (b *bench) runWatch(r benchResult) (benchResult, error) {
 	go func() {
 		defer close(writerDone)
 		defer stop()
-		live := len(cls)
+		live := n
 		for runCtx.Err() == nil && live > 0 {
 			now := time.Now()
 			if !now.Before(end) {
@@ -1094,12 +1308,9 @@ func (b *bench) runWatch(r benchResult) (benchResult, error) {
 			// all its events can arrive before the end.
 			measuring.Store(now.After(warmEnd))
 			setStart.Store(now.UnixNano())
-			ctx, cancel := context.WithTimeout(runCtx, x.timeout)
-			_, err := b.admin.Set(ctx, key, b.value, -1)
-			cancel()
-			if err != nil {
+			if err := sides.set(); err != nil {
 				if runCtx.Err() == nil {
-					st.fail(fmt.Errorf("set %s: %w", key, err))
+					st.fail(fmt.Errorf("set: %w", err))
 				}
 				return
 			}
@@ -1113,7 +1324,7 @@ func (b *bench) runWatch(r benchResult) (benchResult, error) {
 						got--
 					}
 				case <-timeout.C:
-					st.fail(fmt.Errorf("watch on %s: %d of %d events missing after %s", key, live-got, live, x.timeout))
+					st.fail(fmt.Errorf("watch: %d of %d events missing after %s", live-got, live, x.timeout))
 					return
 				case <-runCtx.Done():
 					timeout.Stop()

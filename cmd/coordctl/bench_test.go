@@ -50,7 +50,9 @@ func TestBenchOwnConnections(t *testing.T) {
 	for _, wl := range []string{"read", "session"} {
 		path := "/bench-test-own-" + wl
 		fresh(t, path)
-		res, r := benchJSON(t, wl, "--clients", "3", "--keys", "10", "--duration", "200ms",
+		// A session op (open, create, close) may take longer than a short
+		// run on a loaded machine: none would be counted.
+		res, r := benchJSON(t, wl, "--clients", "3", "--keys", "10", "--duration", "1s",
 			"--share-conns=false", "--path", path)
 		if r.code != 0 || len(res) != 1 {
 			t.Fatalf("%s: exit %d, %d results, stderr:\n%s", wl, r.code, len(res), r.stderr)
@@ -65,13 +67,27 @@ func TestBenchOwnConnections(t *testing.T) {
 	}
 }
 
+// TestBenchWorkloads runs every workload through both protocols: coordd's
+// gRPC client, and ZooKeeper's protocol through go-zookeeper.
 func TestBenchWorkloads(t *testing.T) {
-	for _, wl := range []string{"write", "read", "read-sync", "create-eph", "session", "lock", "watch"} {
-		t.Run(wl, func(t *testing.T) {
-			path := "/bench-test-" + wl
+	for _, proto := range []string{"grpc", "zk"} {
+		for _, wl := range []string{"write", "read", "read-sync", "create-eph", "session", "lock", "watch", "session-hold"} {
+			t.Run(proto+"/"+wl, func(t *testing.T) { testBenchWorkload(t, proto, wl) })
+		}
+	}
+}
+
+func testBenchWorkload(t *testing.T, proto, wl string) {
+	{
+		{
+			path := "/bench-test-" + proto + "-" + wl
 			fresh(t, path)
+			dur := "300ms"
+			if wl == "session" {
+				dur = "1s" // an op may take longer than 300ms on a loaded machine
+			}
 			res, r := benchJSON(t, wl, "--clients", "2", "--watchers", "2", "--keys", "20",
-				"--duration", "300ms", "--path", path)
+				"--duration", dur, "--path", path, "--protocol", proto)
 			if r.code != 0 {
 				t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
 			}
@@ -91,11 +107,19 @@ func TestBenchWorkloads(t *testing.T) {
 			if e := num(t, m, "errors"); e != 0 {
 				t.Errorf("errors %v (%v), want 0", e, m["first_error"])
 			}
-			if v := num(t, m, "ops_per_s"); v <= 0 {
+			if wl == "session-hold" {
+				if h := num(t, m, "held_sessions"); h != 2 || num(t, m, "ops") != 2 {
+					t.Errorf("held_sessions %v, ops %v: want both sessions held and healthy", h, m["ops"])
+				}
+			} else if v := num(t, m, "ops_per_s"); v <= 0 {
 				t.Errorf("ops_per_s %v, want > 0", v)
 			}
-			if m["shared_conns"] != true {
-				t.Errorf("shared_conns %v, want true (the default)", m["shared_conns"])
+			if m["protocol"] != proto {
+				t.Errorf("protocol %v, want %s", m["protocol"], proto)
+			}
+			// A ZooKeeper session has a connection of its own.
+			if want := proto == "grpc"; m["shared_conns"] != want {
+				t.Errorf("shared_conns %v, want %v", m["shared_conns"], want)
 			}
 			p50, p95, p99, mx := num(t, m, "p50_ms"), num(t, m, "p95_ms"), num(t, m, "p99_ms"), num(t, m, "max_ms")
 			if !(0 < p50 && p50 <= p95 && p95 <= p99 && p99 <= mx) {
@@ -114,11 +138,16 @@ func TestBenchWorkloads(t *testing.T) {
 			if wl == "lock" && num(t, m, "handoffs_per_s") != num(t, m, "ops_per_s") {
 				t.Errorf("handoffs_per_s %v, ops_per_s %v", m["handoffs_per_s"], m["ops_per_s"])
 			}
+			if wl == "session-hold" {
+				if srv := servers[0].(map[string]any); num(t, srv, "rss_start_mb") <= 0 || srv["role"] != "leader" {
+					t.Errorf("server %v: want rss_start_mb and the leader's role", srv)
+				}
+			}
 			// The benchmark cleans up after itself.
 			if r := ctl(t, "stat", path); r.code == 0 || !strings.Contains(r.stderr, "does not exist") {
 				t.Errorf("%s left behind (exit %d, %s)", path, r.code, r.stderr)
 			}
-		})
+		}
 	}
 }
 
@@ -159,6 +188,8 @@ func TestBenchUsageAndSetupErrors(t *testing.T) {
 		{"bench", "write", "--duration", "0s"},
 		{"bench", "write", "--path", "relative"},
 		{"bench", "write", "-o", "yaml"},
+		{"bench", "write", "--protocol", "http"},
+		{"bench", "write", "--protocol", "zk", "--share-conns"},
 	} {
 		if r := ctl(t, args...); r.code != 2 {
 			t.Errorf("%q: exit %d, want 2 (stderr %q)", args, r.code, r.stderr)

@@ -173,12 +173,6 @@ func requestOf(h jute.RequestHeader, rec jute.Record) (engine.Request, *badReque
 		return req, b
 	}
 	req.Xid = int64(h.Xid)
-	if isWrite(req.Op) {
-		// A ZooKeeper client never re-sends a request (it fails what was
-		// in flight with ConnectionLoss and goes on with new xids), so
-		// every earlier reply counts as received.
-		req.LowestPendingXid = req.Xid
-	}
 	return req, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/coordd/coordd/client"
+	"github.com/coordd/coordd/rpc"
 )
 
 var (
@@ -123,10 +125,69 @@ func scaleOnce(b *testing.B) {
 	target := c.Members[lead].Node().FSM().AppliedIndex()
 	start = time.Now()
 	c.Start(f)
+	tl := followTimeline(c.Members[f].Node(), start, target)
 	c.WaitConverged(5*time.Minute, target)
 	catchUp := time.Since(start)
 	report("server %s caught up %d writes in %v", c.Members[f].ID, writes, catchUp.Round(time.Millisecond))
+	report("where the catch-up went: %s", tl())
 	b.ReportMetric(catchUp.Seconds(), "catchup-s")
+}
+
+// followTimeline samples a restarted server's progress every 2 ms from
+// now until it has applied target, and returns a function that waits for
+// that and says where the time went: how long the server took to start
+// (its own snapshot restored), until the leader's first entries or
+// snapshot arrived, until a snapshot from the leader was in place, and
+// until the rest of the log was applied.
+func followTimeline(n *rpc.Node, start time.Time, target int64) func() string {
+	started := time.Since(start)
+	done := make(chan string, 1)
+	go func() {
+		ms := func(d time.Duration) string { return d.Round(time.Millisecond).String() }
+		applied0 := n.FSM().AppliedIndex()
+		snap0, last0 := snapshotIndex(n), lastLogIndex(n)
+		var first, installed time.Duration
+		var installedAt int64
+		deadline := time.Now().Add(5 * time.Minute)
+		for time.Now().Before(deadline) {
+			a := n.FSM().AppliedIndex()
+			now := time.Since(start)
+			if first == 0 && (lastLogIndex(n) > last0 || snapshotIndex(n) > snap0) {
+				first = now
+			}
+			if installed == 0 {
+				if si := snapshotIndex(n); si > snap0 && int64(si) > applied0 {
+					installed, installedAt = now, int64(si)
+				}
+			}
+			if a >= target {
+				msg := fmt.Sprintf("started (own snapshot restored, index %d) after %s; the leader's first entries or snapshot in its log after %s; ",
+					applied0, ms(started), ms(first))
+				if installed > 0 {
+					msg += fmt.Sprintf("its snapshot (index %d) installed after %s; the %d entries after it applied after %s",
+						installedAt, ms(installed), target-installedAt, ms(now))
+				} else {
+					msg += fmt.Sprintf("%d entries applied after %s (no snapshot)", target-applied0, ms(now))
+				}
+				done <- msg
+				return
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		done <- "did not catch up within 5 minutes"
+	}()
+	return func() string { return <-done }
+}
+
+// snapshotIndex and lastLogIndex read a server's Raft figures.
+func snapshotIndex(n *rpc.Node) uint64 {
+	v, _ := strconv.ParseUint(n.Raft().Stats()["last_snapshot_index"], 10, 64)
+	return v
+}
+
+func lastLogIndex(n *rpc.Node) uint64 {
+	v, _ := strconv.ParseUint(n.Raft().Stats()["last_log_index"], 10, 64)
+	return v
 }
 
 // parallel runs f(0..n-1) concurrently and fails b with the first error.

@@ -18,6 +18,53 @@ type LogCache struct {
 
 	cache []*Log
 	l     sync.RWMutex
+
+	// coordd: maxBytes bounds the data the cached entries hold (0: no
+	// bound); bytes is what they hold now.
+	maxBytes int
+	bytes    int
+}
+
+// SetMaxBytes bounds the data of the cached entries (coordd): past it the
+// oldest are dropped, but never those of the batch being stored. 0 (the
+// default) sets no bound, as upstream. Call it before the cache is used.
+func (c *LogCache) SetMaxBytes(n int) {
+	c.l.Lock()
+	c.maxBytes = n
+	c.l.Unlock()
+}
+
+// put caches l in its slot, replacing what was there (coordd: counting
+// bytes). The caller holds c.l.
+func (c *LogCache) put(l *Log) {
+	i := l.Index % uint64(len(c.cache))
+	if old := c.cache[i]; old != nil {
+		c.bytes -= len(old.Data)
+	}
+	c.cache[i] = l
+	c.bytes += len(l.Data)
+}
+
+// drop empties slot i (coordd). The caller holds c.l.
+func (c *LogCache) drop(i uint64) {
+	if old := c.cache[i]; old != nil {
+		c.bytes -= len(old.Data)
+		c.cache[i] = nil
+	}
+}
+
+// trim drops the oldest cached entries below index keep while the cache
+// holds more than maxBytes (coordd). The caller holds c.l.
+func (c *LogCache) trim(keep uint64) {
+	if c.maxBytes <= 0 || c.bytes <= c.maxBytes {
+		return
+	}
+	n := uint64(len(c.cache))
+	for idx := keep - min(n, keep); idx < keep && c.bytes > c.maxBytes; idx++ {
+		if l := c.cache[idx%n]; l != nil && l.Index == idx {
+			c.drop(idx % n)
+		}
+	}
 }
 
 // NewLogCache is used to create a new LogCache with the
@@ -71,7 +118,10 @@ func (c *LogCache) StoreLogs(logs []*Log) error {
 	}
 	c.l.Lock()
 	for _, l := range logs {
-		c.cache[l.Index%uint64(len(c.cache))] = l
+		c.put(l)
+	}
+	if len(logs) > 0 {
+		c.trim(logs[0].Index)
 	}
 	c.l.Unlock()
 	return nil
@@ -86,7 +136,10 @@ func (c *LogCache) cachePending(logs []*Log) bool {
 	}
 	c.l.Lock()
 	for _, l := range logs {
-		c.cache[l.Index%uint64(len(c.cache))] = l
+		c.put(l)
+	}
+	if len(logs) > 0 {
+		c.trim(logs[0].Index)
 	}
 	c.l.Unlock()
 	return true
@@ -98,7 +151,7 @@ func (c *LogCache) forget(logs []*Log) {
 	c.l.Lock()
 	for _, l := range logs {
 		if i := l.Index % uint64(len(c.cache)); c.cache[i] == l {
-			c.cache[i] = nil
+			c.drop(i)
 		}
 	}
 	c.l.Unlock()
@@ -119,7 +172,7 @@ func (c *LogCache) DeleteRange(min, max uint64) error {
 	c.l.Lock()
 	for i, l := range c.cache {
 		if l != nil && l.Index >= min && l.Index <= max {
-			c.cache[i] = nil
+			c.drop(uint64(i))
 		}
 	}
 	c.l.Unlock()

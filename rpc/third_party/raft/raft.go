@@ -606,6 +606,7 @@ func (r *Raft) startStopReplication() {
 				lastContact:         time.Now(),
 				notify:              make(map[*verifyFuture]struct{}),
 				notifyCh:            make(chan struct{}, 1),
+				peerBack:            make(chan struct{}, 1),
 				stepDown:            r.leaderState.stepDown,
 			}
 
@@ -1262,6 +1263,11 @@ func (r *Raft) dispatchLogs(applyLogs []*logFuture) {
 
 	n := len(applyLogs)
 	logs := make([]*Log, n)
+	// coordd: the log store (its LogCache) keeps copies of the entries,
+	// not pointers into the futures: a pointer would keep each future, and
+	// the FSM's response it carries, alive for as long as its entry stays
+	// in the cache.
+	entries := make([]Log, n)
 	metrics.SetGauge([]string{"raft", "leader", "dispatchNumLogs"}, float32(n))
 
 	for idx, applyLog := range applyLogs {
@@ -1270,7 +1276,8 @@ func (r *Raft) dispatchLogs(applyLogs []*logFuture) {
 		applyLog.log.Index = lastIndex
 		applyLog.log.Term = term
 		applyLog.log.AppendedAt = now
-		logs[idx] = &applyLog.log
+		entries[idx] = applyLog.log
+		logs[idx] = &entries[idx]
 		r.leaderState.inflight.PushBack(applyLog)
 	}
 

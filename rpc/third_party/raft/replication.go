@@ -77,6 +77,11 @@ type followerReplication struct {
 	// used to apply backoff.
 	failures uint64
 
+	// peerBack is notified when a heartbeat succeeds after failing: the
+	// follower is reachable again, so a replication waiting out its backoff
+	// (up to 10 s after a long outage) tries again at once (coordd).
+	peerBack chan struct{}
+
 	// notifyCh is notified to send out a heartbeat, which is used to check that
 	// this server is still leader.
 	notifyCh chan struct{}
@@ -211,6 +216,7 @@ START:
 	if s.failures > 0 {
 		select {
 		case <-time.After(backoff(failureWait, s.failures, maxFailureScale)):
+		case <-s.peerBack:
 		case <-r.shutdownCh:
 		}
 	}
@@ -423,6 +429,7 @@ func (r *Raft) heartbeat(s *followerReplication, stopCh chan struct{}) {
 		} else {
 			if failures > 0 {
 				r.observe(ResumedHeartbeatObservation{PeerID: peer.ID})
+				asyncNotifyCh(s.peerBack)
 			}
 			s.setLastContact()
 			failures = 0

@@ -2,13 +2,24 @@
 //
 // It runs coordctl bench's workloads (write, read, read-sync, create-eph,
 // lock, session) against the other system, with that system's Go client in
-// this process, and the same workloads against a coordd cluster through
-// `coordctl bench -o json`, alternating between the two in every round, and
-// prints one table of the medians. The other side mirrors coordctl bench:
-// the same keys, key assignment, value size, warm-up and percentiles; one
-// session per client, spread over the servers. Every session has a
-// connection of its own on both sides (coordctl bench --share-conns=false),
-// as a ZooKeeper session must, unless --share-conns.
+// this process, and the same workloads against a coordd cluster, alternating
+// between the two in every round, and prints one table of the medians. The
+// other side mirrors coordctl bench: the same keys, key assignment, value
+// size, warm-up and percentiles; one session per client, spread over the
+// servers. Every session has a connection of its own on both sides
+// (coordctl bench --share-conns=false), as a ZooKeeper session must, unless
+// --share-conns.
+//
+// --protocol says how coordd is driven. zk (against ZooKeeper): by the very
+// code that drives ZooKeeper, go-zookeeper in this process, through coordd's
+// ZooKeeper protocol: the same client library on both sides. grpc: by
+// `coordctl bench -o json`, coordd's own Go client. both: each in turn, and
+// the table shows both against the other system and against each other.
+//
+// Against ZooKeeper, given the servers' process ids (--other-pids,
+// --coordd-pids), it also measures each server's resident memory idle and
+// with --memory-znodes znodes of 100 bytes, and the catch-up of a follower
+// that was stopped while --catchup-writes writes went by (memory.go).
 //
 // How each workload maps onto the other system is written beside it, in
 // zk.go (go-zookeeper) and etcd.go (etcd's clientv3 and its concurrency
@@ -92,6 +103,22 @@ type config struct {
 	// session has a connection of its own on both sides, as ZooKeeper's
 	// sessions always do.
 	shareConns bool
+	// protocol is how coordd is driven: "zk", "grpc" or "both".
+	protocol string
+	// otherPids and coorddPids are the servers' process ids, in the order
+	// of their client addresses (none: no memory or catch-up figures).
+	otherPids, coorddPids []int
+	memZnodes             int    // znodes of the memory figure (0: none)
+	catchupWrites         int    // writes of the catch-up figure (0: none)
+	pidFile               string // where restarted servers' pids are written
+}
+
+// side is one column of the table: the other system, or coordd driven one
+// way.
+type side struct {
+	name  string
+	other bool   // the other system
+	proto string // coordd's: "zk" (go-zookeeper here) or "grpc" (coordctl bench)
 }
 
 // system is the other side of the comparison.
@@ -122,6 +149,12 @@ func main() {
 	flag.StringVar(&c.root, "path", "/compare", "node (ZooKeeper) or key prefix (etcd) under which the other system's runs work")
 	flag.BoolVar(&c.jsonOutput, "json", false, "also print every run as a JSON line")
 	flag.BoolVar(&c.shareConns, "share-conns", false, "coordd's sessions (and etcd's clients) share one connection per server; ZooKeeper's cannot, so only with --system etcd")
+	flag.StringVar(&c.protocol, "protocol", "zk", "how coordd is driven: zk (go-zookeeper, as ZooKeeper is; --system zookeeper only), grpc (coordctl bench, coordd's Go client) or both")
+	otherPids := flag.String("other-pids", "", "the other system's server process ids, in the order of --servers (for the memory and catch-up figures)")
+	coorddPids := flag.String("coordd-pids", "", "coordd's server process ids, in the order of --coordd")
+	flag.IntVar(&c.memZnodes, "memory-znodes", 100_000, "znodes of 100 bytes loaded for the memory figure (0: no memory or catch-up figures)")
+	flag.IntVar(&c.catchupWrites, "catchup-writes", 100_000, "setData calls made while a follower is stopped, for the catch-up figure (0: none)")
+	flag.StringVar(&c.pidFile, "pid-file", "", "file to which the process id of every server this tool restarts is appended (it kills them when it ends)")
 	flag.Usage = func() {
 		fmt.Fprintln(os.Stderr, "usage: compare [flags] workload:clients[,clients...] ...")
 		flag.PrintDefaults()
@@ -147,6 +180,20 @@ func main() {
 	}
 	if err == nil && c.shareConns && c.system == "zookeeper" {
 		err = errors.New("--share-conns: a ZooKeeper session has a connection of its own, so the comparison would not be like for like")
+	}
+	if err == nil {
+		switch {
+		case c.protocol != "zk" && c.protocol != "grpc" && c.protocol != "both":
+			err = fmt.Errorf("--protocol %q: want zk, grpc or both", c.protocol)
+		case c.protocol != "grpc" && c.system != "zookeeper":
+			err = fmt.Errorf("--protocol %s: only ZooKeeper speaks ZooKeeper's protocol; use --protocol grpc with --system %s", c.protocol, c.system)
+		}
+	}
+	if err == nil {
+		c.otherPids, err = parsePids(*otherPids)
+	}
+	if err == nil {
+		c.coorddPids, err = parsePids(*coorddPids)
 	}
 	if err == nil && (c.rounds < 1 || c.duration <= 0) {
 		err = errors.New("--rounds and --duration must be positive")
@@ -186,8 +233,56 @@ func parseSpecs(args []string) ([]spec, error) {
 	return out, nil
 }
 
+// parsePids parses a comma-separated list of process ids.
+func parsePids(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("bad process id %q", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// sides are the table's columns: the other system, then coordd driven as
+// --protocol says.
+func sides(c config, other string) []side {
+	out := []side{{name: other, other: true}}
+	switch c.protocol {
+	case "zk":
+		out = append(out, side{name: "coordd", proto: "zk"})
+	case "grpc":
+		out = append(out, side{name: "coordd", proto: "grpc"})
+	default:
+		out = append(out, side{name: "coordd-zk", proto: "zk"}, side{name: "coordd-grpc", proto: "grpc"})
+	}
+	return out
+}
+
+// runSide runs one workload on one side.
+func runSide(c config, sys system, sd side, s spec) (result, error) {
+	switch {
+	case sd.other:
+		return runOther(c, sys, s)
+	case sd.proto == "zk":
+		cz := c
+		cz.servers = strings.Split(c.coordd, ",")
+		return runOther(cz, zookeeper{}, s)
+	}
+	return runCoordd(c, s)
+}
+
 func run(c config, sys system, specs []spec) error {
 	other := sys.name()
+	cols := sides(c, other)
+	usage := newUsage(c, other)
+	usage.idle()
+	defer usage.stopRestarted()
 	if c.preWarmup > 0 {
 		fmt.Fprintf(os.Stderr, "compare: warming up %s: every workload once for %v, not measured\n", other, c.preWarmup)
 		w := c
@@ -198,54 +293,92 @@ func run(c config, sys system, specs []spec) error {
 			}
 		}
 	}
-	otherRes := map[spec][]result{}
-	coRes := map[spec][]result{}
+	res := make([]map[spec][]result, len(cols))
+	for i := range res {
+		res[i] = map[spec][]result{}
+	}
 	for r := 1; r <= c.rounds; r++ {
 		for _, s := range specs {
-			// Alternate which goes first, so that a drift of the machine's
-			// speed within a round falls on both.
-			order := []bool{r%2 == 1, r%2 == 0} // true: the other system
-			for _, isOther := range order {
-				var res result
-				var err error
-				name := "coordd"
-				if isOther {
-					name = other
-					res, err = runOther(c, sys, s)
-				} else {
-					res, err = runCoordd(c, s)
-				}
+			// Rotate which goes first, so that a drift of the machine's
+			// speed within a round falls on every side.
+			for k := range cols {
+				i := (k + r - 1) % len(cols)
+				sd := cols[i]
+				res1, err := runSide(c, sys, sd, s)
 				if err != nil {
-					return fmt.Errorf("round %d, %s %s: %w", r, name, s, err)
+					return fmt.Errorf("round %d, %s %s: %w", r, sd.name, s, err)
 				}
-				if res.Errors > 0 {
-					return fmt.Errorf("round %d, %s %s: %d operations failed", r, name, s, res.Errors)
+				if res1.Errors > 0 {
+					return fmt.Errorf("round %d, %s %s: %d operations failed", r, sd.name, s, res1.Errors)
 				}
-				fmt.Fprintf(os.Stderr, "round %d  %-10s %-14s %9.0f ops/s  p99 %6.1f ms\n", r, name, s, res.OpsPerS, res.P99)
+				fmt.Fprintf(os.Stderr, "round %d  %-11s %-14s %9.0f ops/s  p99 %6.1f ms\n", r, sd.name, s, res1.OpsPerS, res1.P99)
 				if c.jsonOutput {
 					line, _ := json.Marshal(struct {
 						System string `json:"system"`
 						Round  int    `json:"round"`
 						result
-					}{name, r, res})
+					}{sd.name, r, res1})
 					fmt.Println(string(line))
 				}
-				if isOther {
-					otherRes[s] = append(otherRes[s], res)
-				} else {
-					coRes[s] = append(coRes[s], res)
-				}
+				res[i][s] = append(res[i][s], res1)
 			}
 		}
 	}
-	fmt.Printf("\nmedians of %d rounds of %v each (ops/s; p99 in ms; lock: handoffs/s, p99 of acquire;\nclient cores: the CPU the benchmark's client process used, user and system, over the run)\n\n", c.rounds, c.duration)
-	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "workload\tclients\t%s\tp99\tcoordd\tp99\tcoordd/%s\tclient cores (%s/coordd)\t\n", other, other, other)
-	for _, s := range specs {
-		o, co := median(otherRes[s]), median(coRes[s])
-		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.1f\t%.0f\t%.1f\t%.2f\t%.2f / %.2f\t\n", s.workload, s.clients, o.OpsPerS, o.P99, co.OpsPerS, co.P99, co.OpsPerS/o.OpsPerS, o.ClientCores, co.ClientCores)
+	if err := usage.loaded(); err != nil {
+		return err
 	}
-	return tw.Flush()
+	fmt.Printf("\nmedians of %d rounds of %v each (ops/s; p99 in ms; lock: handoffs/s, p99 of acquire;\nclient cores: the CPU the benchmark's client process used, user and system, over the run)\n", c.rounds, c.duration)
+	switch c.protocol {
+	case "zk":
+		fmt.Println("coordd driven by go-zookeeper through its ZooKeeper protocol, as ZooKeeper is")
+	case "grpc":
+		fmt.Println("coordd driven by coordctl bench (its Go client, gRPC)")
+	default:
+		fmt.Println("coordd-zk: driven by go-zookeeper through its ZooKeeper protocol, as ZooKeeper is; coordd-grpc: by coordctl bench (its Go client)")
+	}
+	fmt.Println()
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	hdr := "workload\tclients\t"
+	for _, sd := range cols {
+		hdr += sd.name + "\tp99\t"
+		if !sd.other {
+			hdr += sd.name + "/" + other + "\t"
+		}
+	}
+	if len(cols) == 3 {
+		hdr += "grpc/zk\t"
+	}
+	names := make([]string, len(cols))
+	for i, sd := range cols {
+		names[i] = sd.name
+	}
+	hdr += "client cores (" + strings.Join(names, "/") + ")\t"
+	fmt.Fprintln(tw, hdr)
+	for _, s := range specs {
+		meds := make([]result, len(cols))
+		for i := range cols {
+			meds[i] = median(res[i][s])
+		}
+		line := fmt.Sprintf("%s\t%d\t", s.workload, s.clients)
+		var cores []string
+		for i, sd := range cols {
+			line += fmt.Sprintf("%.0f\t%.1f\t", meds[i].OpsPerS, meds[i].P99)
+			if !sd.other {
+				line += fmt.Sprintf("%.2f\t", meds[i].OpsPerS/meds[0].OpsPerS)
+			}
+			cores = append(cores, fmt.Sprintf("%.2f", meds[i].ClientCores))
+		}
+		if len(cols) == 3 {
+			line += fmt.Sprintf("%.2f\t", meds[2].OpsPerS/meds[1].OpsPerS)
+		}
+		line += strings.Join(cores, " / ") + "\t"
+		fmt.Fprintln(tw, line)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	usage.print()
+	return nil
 }
 
 // median is the run with the median throughput.

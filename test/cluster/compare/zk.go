@@ -109,6 +109,16 @@ func (zookeeper) prepare(c config, s spec, value []byte) (op, func(), error) {
 			}
 		}
 	}
+	if usesKeys(s) {
+		// The keys were created through the first server: every other
+		// session's server catches up with the leader before it reads them.
+		for _, conn := range conns {
+			if _, err := conn.Sync(dir); err != nil {
+				closeAll()
+				return nil, nil, fmt.Errorf("sync %s: %w", dir, err)
+			}
+		}
+	}
 	next := make([]int, s.clients)
 	switch s.workload {
 	case "write":

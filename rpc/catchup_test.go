@@ -1,0 +1,83 @@
+package rpc
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coordd/coordd/rpc/apipb"
+)
+
+// replicationFailures counts the leader's "failed to appendEntries to"
+// log records: one per failed attempt of a replicator (not of a heartbeat),
+// after each of which hashicorp/raft backs off, 10ms * 2^(n-2) after the
+// n-th, up to 10.24 s.
+type replicationFailures struct {
+	n    atomic.Int64
+	next slog.Handler
+}
+
+func (h *replicationFailures) Enabled(context.Context, slog.Level) bool { return true }
+func (h *replicationFailures) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == "failed to appendEntries to" {
+		h.n.Add(1)
+	}
+	return nil
+}
+func (h *replicationFailures) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *replicationFailures) WithGroup(string) slog.Handler      { return h }
+
+// TestFollowerBackCatchesUpAtOnce: a follower that was down long enough
+// for the leader's replicator to back off 2.56 s between attempts is
+// caught up well before that once it is back: the heartbeat that reaches it
+// again wakes the replicator (rpc/third_party/raft, patch part 5). Before,
+// the replicator slept out its backoff, up to 10 s after a long outage.
+func TestFollowerBackCatchesUpAtOnce(t *testing.T) {
+	counters := map[string]*replicationFailures{}
+	nodes, leader := threeNodes(t, func(c *Config) {
+		h := &replicationFailures{}
+		counters[c.ID] = h
+		c.Logger = slog.New(h)
+	})
+	var f *Node
+	for _, n := range nodes {
+		if n != leader {
+			f = n
+			break
+		}
+	}
+	cfg := f.cfg
+	f.Close()
+	s := newSession(t, leader)
+	if r := s.do(&apipb.Request{Op: &apipb.Request_Create{Create: &apipb.CreateRequest{Path: "/missed"}}}); r.Error != apipb.ErrorCode_OK {
+		t.Fatalf("create: %v", r)
+	}
+	// The 10th failure: the replicator's next attempt is 2.56 s away.
+	failures := counters[leader.ID()]
+	deadline := time.Now().Add(30 * time.Second)
+	for failures.n.Load() < 10 {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d failed replication attempts in 30s", failures.n.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	target := leader.FSM().AppliedIndex()
+	var back *Node
+	startOver(t, func() (err error) {
+		back, err = NewNode(cfg)
+		return err
+	})
+	t.Cleanup(func() { back.Close() })
+	start := time.Now()
+	for back.FSM().AppliedIndex() < target {
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("the follower has not caught up after 10s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if took := time.Since(start); took > 1500*time.Millisecond {
+		t.Fatalf("the follower caught up %v after its restart, want well under the replicator's 2.56s backoff", took)
+	}
+}

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"net"
+	"os"
+	"reflect"
+	"testing"
+)
+
+func TestParsePids(t *testing.T) {
+	got, err := parsePids(" 12,34 ,,56")
+	if err != nil || !reflect.DeepEqual(got, []int{12, 34, 56}) {
+		t.Fatalf("parsePids: %v %v", got, err)
+	}
+	for _, bad := range []string{"x", "0", "-3"} {
+		if _, err := parsePids(bad); err == nil {
+			t.Errorf("parsePids(%q) accepted", bad)
+		}
+	}
+}
+
+func TestSides(t *testing.T) {
+	names := func(c config) []string {
+		var out []string
+		for _, s := range sides(c, "ZooKeeper") {
+			out = append(out, s.name+"/"+s.proto)
+		}
+		return out
+	}
+	if got := names(config{protocol: "zk"}); !reflect.DeepEqual(got, []string{"ZooKeeper/", "coordd/zk"}) {
+		t.Errorf("zk: %v", got)
+	}
+	if got := names(config{protocol: "both"}); !reflect.DeepEqual(got, []string{"ZooKeeper/", "coordd-zk/zk", "coordd-grpc/grpc"}) {
+		t.Errorf("both: %v", got)
+	}
+}
+
+// TestSrvr reads the mode and zxid from a srvr answer, ZooKeeper's and
+// coordd's alike.
+func TestSrvr(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			buf := make([]byte, 4)
+			_, _ = c.Read(buf)
+			_, _ = c.Write([]byte("Zookeeper version: 3.8.4\nLatency min/avg/max: 0/0.1/3\nZxid: 0x100000a2f\nMode: follower\nNode count: 5\n"))
+			c.Close()
+		}
+	}()
+	mode, zxid, err := srvr(ln.Addr().String())
+	if err != nil || mode != "follower" || zxid != 0x100000a2f {
+		t.Fatalf("srvr: %q %#x %v", mode, zxid, err)
+	}
+}
+
+func TestProcHelpers(t *testing.T) {
+	if got := split0([]byte("a\x00bc\x00\x00")); !reflect.DeepEqual(got, []string{"a", "bc"}) {
+		t.Errorf("split0: %q", got)
+	}
+	if !alive(os.Getpid()) {
+		t.Error("this process is not alive")
+	}
+	if rssMB(os.Getpid()) <= 0 {
+		t.Error("no resident memory for this process")
+	}
+}
