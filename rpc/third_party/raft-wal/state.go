@@ -58,6 +58,14 @@ func (s *state) Persistent() types.PersistentState {
 }
 
 func (s *state) getLog(index uint64) (*types.PooledBuffer, error) {
+	// coordd: a head truncation only moves the first segment's MinIndex, so
+	// the bytes of deleted entries stay in that segment until it goes whole.
+	// They are no longer in the log: a leader must find them missing and send
+	// its snapshot, as Raft expects of a compacted log, rather than replay
+	// every entry it already compacted away.
+	if index < s.firstIndex() {
+		return nil, ErrNotFound
+	}
 	// Check the tail writer first
 	if s.tail != nil {
 		raw, err := s.tail.GetLog(index)
