@@ -503,9 +503,25 @@ func (b *bench) ensure(ctx context.Context, path string) error {
 	return nil
 }
 
+// treeDeleter is what deleting a tree needs of a session, whichever its
+// protocol: a node's children, a delete, and which error means "no node".
+type treeDeleter struct {
+	children func(path string) ([]string, error)
+	delete   func(path string) error
+	noNode   error
+}
+
 // deleteTree deletes path and everything below it, many deletes at a time.
 func deleteTree(ctx context.Context, cl *client.Client, path string) error {
-	kids, _, err := cl.Children(ctx, path)
+	return treeDeleter{
+		children: func(p string) ([]string, error) { kids, _, err := cl.Children(ctx, p); return kids, err },
+		delete:   func(p string) error { return cl.Delete(ctx, p, -1) },
+		noNode:   client.ErrNoNode,
+	}.deleteTree(path)
+}
+
+func (d treeDeleter) deleteTree(path string) error {
+	kids, err := d.children(path)
 	if err != nil {
 		return err
 	}
@@ -519,7 +535,7 @@ func deleteTree(ctx context.Context, cl *client.Client, path string) error {
 		go func(p string) {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if err := deleteTree(ctx, cl, p); err != nil && !errors.Is(err, client.ErrNoNode) {
+			if err := d.deleteTree(p); err != nil && !errors.Is(err, d.noNode) {
 				mu.Lock()
 				if first == nil {
 					first = err
@@ -532,7 +548,7 @@ func deleteTree(ctx context.Context, cl *client.Client, path string) error {
 	if first != nil {
 		return first
 	}
-	return cl.Delete(ctx, path, -1)
+	return d.delete(path)
 }
 
 // benchWorker is one client of a run.

@@ -160,34 +160,11 @@ func zkEnsure(c *zk.Conn, path string) error {
 
 // zkDeleteTree deletes path and everything below it, many deletes at a time.
 func zkDeleteTree(c *zk.Conn, path string) error {
-	kids, _, err := c.Children(path)
-	if err != nil {
-		return err
-	}
-	sem := make(chan struct{}, 32)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var first error
-	for _, k := range kids {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func(p string) {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if err := zkDeleteTree(c, p); err != nil && !errors.Is(err, zk.ErrNoNode) {
-				mu.Lock()
-				if first == nil {
-					first = err
-				}
-				mu.Unlock()
-			}
-		}(path + "/" + k)
-	}
-	wg.Wait()
-	if first != nil {
-		return first
-	}
-	return c.Delete(path, -1)
+	return treeDeleter{
+		children: func(p string) ([]string, error) { kids, _, err := c.Children(p); return kids, err },
+		delete:   func(p string) error { return c.Delete(p, -1) },
+		noNode:   zk.ErrNoNode,
+	}.deleteTree(path)
 }
 
 // zkCreateKeys creates the keys that do not exist yet, with the bench value,
