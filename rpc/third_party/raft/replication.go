@@ -303,6 +303,12 @@ SEND_SNAP:
 // sendLatestSnapshot is used to send the latest snapshot we have
 // down to our follower.
 func (r *Raft) sendLatestSnapshot(s *followerReplication) (bool, error) {
+	// coordd: a follower that needs a snapshot gets a fresh one. The newest
+	// may be up to two SnapshotIntervals old, and every entry after it would
+	// follow the snapshot one AppendEntries at a time; a snapshot is taken
+	// first when more than SnapshotThreshold entries came after the newest.
+	r.freshenSnapshot()
+
 	// Get the snapshots
 	snapshots, err := r.snapshots.List()
 	if err != nil {
@@ -674,4 +680,22 @@ func updateLastAppended(s *followerReplication, req *AppendEntriesRequest) {
 
 	// Notify still leader
 	s.notifyAll(true)
+}
+
+// freshenSnapshot takes a snapshot (as a user-triggered one, on the
+// snapshot goroutine) when more than SnapshotThreshold entries came after
+// the newest, and waits for it (coordd). It only logs a failure: the
+// newest snapshot is sent then, as upstream sends it.
+func (r *Raft) freshenSnapshot() {
+	if !r.shouldSnapshot() {
+		return
+	}
+	err := r.Snapshot().Error()
+	switch {
+	case err == nil:
+		r.logger.Info("took a fresh snapshot to send")
+	case errors.Is(err, ErrNothingNewToSnapshot), errors.Is(err, ErrRaftShutdown):
+	default:
+		r.logger.Warn("failed to take a fresh snapshot to send; sending the newest", "error", err)
+	}
 }
