@@ -306,8 +306,12 @@ func (r *Raft) sendLatestSnapshot(s *followerReplication) (bool, error) {
 	// coordd: a follower that needs a snapshot gets a fresh one. The newest
 	// may be up to two SnapshotIntervals old, and every entry after it would
 	// follow the snapshot one AppendEntries at a time; a snapshot is taken
-	// first when more than SnapshotThreshold entries came after the newest.
-	r.freshenSnapshot()
+	// first when more than SnapshotThreshold entries came after the newest,
+	// and the follower answered lately (its heartbeats do): not at every
+	// retry while it is down.
+	if time.Since(s.LastContact()) < r.config().HeartbeatTimeout {
+		r.freshenSnapshot()
+	}
 
 	// Get the snapshots
 	snapshots, err := r.snapshots.List()
@@ -433,11 +437,11 @@ func (r *Raft) heartbeat(s *followerReplication, stopCh chan struct{}) {
 				return
 			}
 		} else {
+			s.setLastContact() // coordd: before peerBack wakes the replicator
 			if failures > 0 {
 				r.observe(ResumedHeartbeatObservation{PeerID: peer.ID})
 				asyncNotifyCh(s.peerBack)
 			}
-			s.setLastContact()
 			failures = 0
 			labels := []metrics.Label{{Name: "peer_id", Value: string(peer.ID)}}
 			metrics.MeasureSinceWithLabels([]string{"raft", "replication", "heartbeat"}, start, labels)
