@@ -14,10 +14,10 @@ import (
 	"github.com/coordd/coordd/rpc/apipb"
 )
 
-// replicationFailures counts the leader's "failed to appendEntries to"
-// log records: one per failed attempt of a replicator (not of a heartbeat),
-// after each of which hashicorp/raft backs off, 10ms * 2^(n-2) after the
-// n-th, up to 10.24 s.
+// replicationFailures counts the leader's "failed to appendEntries to" and
+// "failed to install snapshot" log records: one per failed attempt of a
+// replicator (not of a heartbeat), after each of which hashicorp/raft backs
+// off, 10ms * 2^(n-2) after the n-th, up to 10.24 s.
 type replicationFailures struct {
 	n    atomic.Int64
 	next slog.Handler
@@ -25,7 +25,7 @@ type replicationFailures struct {
 
 func (h *replicationFailures) Enabled(context.Context, slog.Level) bool { return true }
 func (h *replicationFailures) Handle(ctx context.Context, r slog.Record) error {
-	if r.Message == "failed to appendEntries to" {
+	if r.Message == "failed to appendEntries to" || r.Message == "failed to install snapshot" {
 		h.n.Add(1)
 	}
 	return nil
@@ -93,10 +93,14 @@ func TestFollowerBackCatchesUpAtOnce(t *testing.T) {
 // after it went one AppendEntries at a time: a follower that missed
 // 100 000 writes took 3.4 s to catch up where a fresh snapshot takes 1.2.
 func TestFollowerGetsAFreshSnapshot(t *testing.T) {
+	counters := map[string]*replicationFailures{}
 	nodes, leader := threeNodes(t, func(c *Config) {
 		c.SnapshotThreshold = 64
 		c.TrailingLogs = 16
 		c.SnapshotInterval = time.Hour // only the snapshots asked for
+		h := &replicationFailures{}
+		counters[c.ID] = h
+		c.Logger = slog.New(h)
 	})
 	var f *Node
 	for _, n := range nodes {
@@ -125,6 +129,19 @@ func TestFollowerGetsAFreshSnapshot(t *testing.T) {
 	}
 	old := leader.FSM().AppliedIndex()
 	create(100, 400)
+	// Down long enough for the replicator to back off for seconds, as after
+	// any real outage: the leader's heartbeat, not the replicator's retry,
+	// then finds the follower back, which is what tells the replicator that
+	// a fresh snapshot is worth taking (the leader takes none for a follower
+	// that does not answer).
+	failures := counters[leader.ID()]
+	deadline := time.Now().Add(30 * time.Second)
+	for failures.n.Load() < 10 {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d failed replication attempts in 30s", failures.n.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
 	target := leader.FSM().AppliedIndex()
 	var back *Node
 	startOver(t, func() (err error) {
@@ -132,7 +149,7 @@ func TestFollowerGetsAFreshSnapshot(t *testing.T) {
 		return err
 	})
 	t.Cleanup(func() { back.Close() })
-	deadline := time.Now().Add(20 * time.Second)
+	deadline = time.Now().Add(20 * time.Second)
 	for back.FSM().AppliedIndex() < target {
 		if time.Now().After(deadline) {
 			t.Fatalf("the follower applied %d after 20s, want %d", back.FSM().AppliedIndex(), target)
