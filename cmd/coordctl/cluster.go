@@ -101,11 +101,9 @@ when known. A one-shot call opens no session of its own.`,
 	},
 }
 
-// unary runs call against the servers in turn (the session's server first)
-// until one answers, each within the command's timeout. Servers that do not
-// accept a connection are skipped at once; when none answers, the error
-// says why each failed.
-func (x *cmd) unary(call func(ctx context.Context, c apipb.CoordClient) error) error {
+// serverOrder is the order a one-off call tries the servers in: the
+// session's own server first (if the command has a session), then --servers.
+func (x *cmd) serverOrder() []string {
 	var servers []string
 	if x.sess != nil {
 		if cur := x.sess.cl.Server(); cur != "" {
@@ -117,6 +115,15 @@ func (x *cmd) unary(call func(ctx context.Context, c apipb.CoordClient) error) e
 			servers = append(servers, addr)
 		}
 	}
+	return servers
+}
+
+// unary runs call against the servers in turn (the session's server first)
+// until one answers, each within the command's timeout. Servers that do not
+// accept a connection are skipped at once; when none answers, the error
+// says why each failed.
+func (x *cmd) unary(call func(ctx context.Context, c apipb.CoordClient) error) error {
+	servers := x.serverOrder()
 	failed := probe(x.ctx, servers, min(x.timeout, probeTimeout))
 	if x.ctx.Err() != nil {
 		return x.ctx.Err()

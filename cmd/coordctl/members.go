@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -230,17 +229,7 @@ func writeMembers(w io.Writer, ms membersJSON) {
 // --timeout. A refusal becomes an error whose JSON code is the server's
 // reason (ReconfigInProgress, MemberExists, ...).
 func (x *cmd) adminCall(d time.Duration, call func(ctx context.Context, c apipb.CoordClient) error) error {
-	var servers []string
-	if x.sess != nil {
-		if cur := x.sess.cl.Server(); cur != "" {
-			servers = append(servers, cur)
-		}
-	}
-	for _, addr := range x.servers {
-		if !slices.Contains(servers, addr) {
-			servers = append(servers, addr)
-		}
-	}
+	servers := x.serverOrder()
 	failed := probe(x.ctx, servers, min(x.timeout, probeTimeout))
 	if x.ctx.Err() != nil {
 		return x.ctx.Err()
