@@ -33,55 +33,83 @@ func (h *replicationFailures) Handle(ctx context.Context, r slog.Record) error {
 func (h *replicationFailures) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h *replicationFailures) WithGroup(string) slog.Handler      { return h }
 
+// outage is a three-node cluster with one follower stopped: its leader,
+// the stopped follower's config, and the leader's replication failures.
+type outage struct {
+	leader   *Node
+	cfg      Config
+	failures *replicationFailures
+}
+
+// stopFollower starts three nodes (edit applied to each config) and stops
+// a follower.
+func stopFollower(t *testing.T, edit func(*Config)) outage {
+	t.Helper()
+	counters := map[string]*replicationFailures{}
+	nodes, leader := threeNodes(t, func(c *Config) {
+		edit(c)
+		h := &replicationFailures{}
+		counters[c.ID] = h
+		c.Logger = slog.New(h)
+	})
+	for _, n := range nodes {
+		if n != leader {
+			n.Close()
+			return outage{leader: leader, cfg: n.cfg, failures: counters[leader.ID()]}
+		}
+	}
+	t.Fatal("no follower")
+	return outage{}
+}
+
+// awaitBackoff waits for the leader's 10th failed attempt to replicate to
+// the stopped follower: its replicator's next attempt is then 2.56 s away.
+func (o outage) awaitBackoff(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for o.failures.n.Load() < 10 {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d failed replication attempts in 30s", o.failures.n.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// restart starts the follower again and waits, up to within, until it has
+// applied the leader's applied index of now; it returns the follower and
+// how long that took.
+func (o outage) restart(t *testing.T, within time.Duration) (*Node, time.Duration) {
+	t.Helper()
+	target := o.leader.FSM().AppliedIndex()
+	var back *Node
+	startOver(t, func() (err error) {
+		back, err = NewNode(o.cfg)
+		return err
+	})
+	t.Cleanup(func() { back.Close() })
+	start := time.Now()
+	for back.FSM().AppliedIndex() < target {
+		if time.Since(start) > within {
+			t.Fatalf("the follower applied %d after %v, want %d", back.FSM().AppliedIndex(), within, target)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return back, time.Since(start)
+}
+
 // TestFollowerBackCatchesUpAtOnce: a follower that was down long enough
 // for the leader's replicator to back off 2.56 s between attempts is
 // caught up well before that once it is back: the heartbeat that reaches it
 // again wakes the replicator (rpc/third_party/raft, patch part 5). Before,
 // the replicator slept out its backoff, up to 10 s after a long outage.
 func TestFollowerBackCatchesUpAtOnce(t *testing.T) {
-	counters := map[string]*replicationFailures{}
-	nodes, leader := threeNodes(t, func(c *Config) {
-		h := &replicationFailures{}
-		counters[c.ID] = h
-		c.Logger = slog.New(h)
-	})
-	var f *Node
-	for _, n := range nodes {
-		if n != leader {
-			f = n
-			break
-		}
-	}
-	cfg := f.cfg
-	f.Close()
-	s := newSession(t, leader)
+	o := stopFollower(t, func(*Config) {})
+	s := newSession(t, o.leader)
 	if r := s.do(&apipb.Request{Op: &apipb.Request_Create{Create: &apipb.CreateRequest{Path: "/missed"}}}); r.Error != apipb.ErrorCode_OK {
 		t.Fatalf("create: %v", r)
 	}
-	// The 10th failure: the replicator's next attempt is 2.56 s away.
-	failures := counters[leader.ID()]
-	deadline := time.Now().Add(30 * time.Second)
-	for failures.n.Load() < 10 {
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d failed replication attempts in 30s", failures.n.Load())
-		}
-		time.Sleep(time.Millisecond)
-	}
-	target := leader.FSM().AppliedIndex()
-	var back *Node
-	startOver(t, func() (err error) {
-		back, err = NewNode(cfg)
-		return err
-	})
-	t.Cleanup(func() { back.Close() })
-	start := time.Now()
-	for back.FSM().AppliedIndex() < target {
-		if time.Since(start) > 10*time.Second {
-			t.Fatalf("the follower has not caught up after 10s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if took := time.Since(start); took > 1500*time.Millisecond {
+	o.awaitBackoff(t)
+	if _, took := o.restart(t, 10*time.Second); took > 1500*time.Millisecond {
 		t.Fatalf("the follower caught up %v after its restart, want well under the replicator's 2.56s backoff", took)
 	}
 }
@@ -93,25 +121,12 @@ func TestFollowerBackCatchesUpAtOnce(t *testing.T) {
 // after it went one AppendEntries at a time: a follower that missed
 // 100 000 writes took 3.4 s to catch up where a fresh snapshot takes 1.2.
 func TestFollowerGetsAFreshSnapshot(t *testing.T) {
-	counters := map[string]*replicationFailures{}
-	nodes, leader := threeNodes(t, func(c *Config) {
+	o := stopFollower(t, func(c *Config) {
 		c.SnapshotThreshold = 64
 		c.TrailingLogs = 16
 		c.SnapshotInterval = time.Hour // only the snapshots asked for
-		h := &replicationFailures{}
-		counters[c.ID] = h
-		c.Logger = slog.New(h)
 	})
-	var f *Node
-	for _, n := range nodes {
-		if n != leader {
-			f = n
-			break
-		}
-	}
-	cfg := f.cfg
-	f.Close()
-	s := newSession(t, leader)
+	s := newSession(t, o.leader)
 	create := func(from, to int) {
 		t.Helper()
 		for i := from; i < to; i++ {
@@ -124,39 +139,20 @@ func TestFollowerGetsAFreshSnapshot(t *testing.T) {
 	create(0, 100)
 	// The leader's newest snapshot, and its log compacted to 16 entries
 	// before it: the follower's next entry is gone.
-	if err := leader.Snapshot(); err != nil {
+	if err := o.leader.Snapshot(); err != nil {
 		t.Fatal(err)
 	}
-	old := leader.FSM().AppliedIndex()
+	old := o.leader.FSM().AppliedIndex()
 	create(100, 400)
 	// Down long enough for the replicator to back off for seconds, as after
 	// any real outage: the leader's heartbeat, not the replicator's retry,
 	// then finds the follower back, which is what tells the replicator that
 	// a fresh snapshot is worth taking (the leader takes none for a follower
 	// that does not answer).
-	failures := counters[leader.ID()]
-	deadline := time.Now().Add(30 * time.Second)
-	for failures.n.Load() < 10 {
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d failed replication attempts in 30s", failures.n.Load())
-		}
-		time.Sleep(time.Millisecond)
-	}
-	target := leader.FSM().AppliedIndex()
-	var back *Node
-	startOver(t, func() (err error) {
-		back, err = NewNode(cfg)
-		return err
-	})
-	t.Cleanup(func() { back.Close() })
-	deadline = time.Now().Add(20 * time.Second)
-	for back.FSM().AppliedIndex() < target {
-		if time.Now().After(deadline) {
-			t.Fatalf("the follower applied %d after 20s, want %d", back.FSM().AppliedIndex(), target)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	store, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, hclog.NewNullLogger())
+	o.awaitBackoff(t)
+	target := o.leader.FSM().AppliedIndex()
+	o.restart(t, 20*time.Second)
+	store, err := raft.NewFileSnapshotStoreWithLogger(o.cfg.DataDir, 2, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
