@@ -13,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/rpc"
+	"github.com/coordd/coordd/tree"
 )
 
 // Options tune an in-process cluster.
@@ -156,7 +158,41 @@ func New(t testing.TB, n int, opts Options) *Cluster {
 		}
 		t.Cleanup(c.StopAll)
 		c.WaitLeader(15 * time.Second)
+		c.waitConfigSettled(15 * time.Second)
 		return c
+	}
+}
+
+// waitConfigSettled waits until every member's /zookeeper/config lists
+// every member's client address. Each server registers its own after the
+// cluster starts, and each registration changes /zookeeper/config (and
+// fires the watches on it, recursive ones on / among them, as in
+// ZooKeeper): a test starts once those changes are behind it.
+func (c *Cluster) waitConfigSettled(d time.Duration) {
+	c.t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		settled, last := true, ""
+		for _, m := range c.Members {
+			n := m.Node()
+			if n == nil {
+				continue
+			}
+			var data []byte
+			n.FSM().Read(func(v fsm.View) { data, _, _ = v.Tree.Get(tree.ConfigPath) })
+			for _, o := range c.Members {
+				if !strings.Contains(string(data), o.Cfg.ClientAddr) {
+					settled, last = false, fmt.Sprintf("server %s: %q lacks %s", m.ID, data, o.Cfg.ClientAddr)
+				}
+			}
+		}
+		if settled {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("/zookeeper/config not settled after %v: %s", d, last)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
