@@ -28,7 +28,8 @@ import (
 // watched through the four-letter word srvr, which ZooKeeper and coordd
 // answer alike (Zxid: the last zxid applied; Mode: leader or follower).
 //
-//   - Memory: every server's resident memory (VmRSS) when the runs begin,
+//   - Memory: every server's resident memory (VmRSS, and its anonymous and
+//     file-backed parts) when the runs begin,
 //     and after --memory-znodes znodes of 100 bytes were loaded (multis of
 //     100 creates, 16 sessions) and every server applied them, plus 15
 //     seconds of rest.
@@ -56,8 +57,8 @@ type usageFigures struct {
 	addrs [2][]string
 	pids  [2][]int
 
-	idleMB     [2][]float64
-	loadedMB   [2][]float64
+	idleMB     [2][]resident
+	loadedMB   [2][]resident
 	loadS      [2]float64
 	servingS   [2]float64
 	caughtUpS  [2]float64
@@ -80,25 +81,47 @@ func newUsage(c config, other string) *usageFigures {
 	return u
 }
 
-// rssMB is a process's resident memory in MB, or -1.
-func rssMB(pid int) float64 {
+// resident is a process's resident memory in MB (VmRSS), and the two parts
+// it is made of: anonymous memory (RssAnon: the heap, stacks, what the
+// process itself allocated) and file pages (RssFile: its executable and
+// libraries as mapped, shared with every other process mapping the same
+// files). How much of an executable is mapped is the kernel's choice, not
+// the program's: with large page-cache folios (ext4 since Linux 6.x) a
+// fault maps the whole folio around it, so nearly all of a binary counts as
+// resident however little of it runs. Both are reported so that a reader
+// can tell the server's own memory from the kernel's mapping of its code.
+type resident struct{ rss, anon, file float64 }
+
+// rssMB is a process's resident memory in MB, or all -1.
+func rssMB(pid int) resident {
+	r := resident{-1, -1, -1}
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return -1
+		return r
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
-			if err == nil {
-				return kb / 1024
-			}
+		name, rest, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+		if err != nil {
+			continue
+		}
+		switch name {
+		case "VmRSS":
+			r.rss = kb / 1024
+		case "RssAnon":
+			r.anon = kb / 1024
+		case "RssFile":
+			r.file = kb / 1024
 		}
 	}
-	return -1
+	return r
 }
 
-func (u *usageFigures) rss(side int) []float64 {
-	out := make([]float64, len(u.pids[side]))
+func (u *usageFigures) rss(side int) []resident {
+	out := make([]resident, len(u.pids[side]))
 	for i, p := range u.pids[side] {
 		out[i] = rssMB(p)
 	}
@@ -230,7 +253,7 @@ func (u *usageFigures) loadSide(side int) error {
 	time.Sleep(settle)
 	u.loadedMB[side] = u.rss(side)
 	fmt.Fprintf(os.Stderr, "%-10s %d znodes loaded and applied everywhere in %.1fs; resident MB %s\n",
-		u.names[side], n, u.loadS[side], mbList(u.loadedMB[side]))
+		u.names[side], n, u.loadS[side], mbList(part(u.loadedMB[side], func(r resident) float64 { return r.rss })))
 	return nil
 }
 
@@ -412,17 +435,35 @@ func (u *usageFigures) print() {
 	fmt.Printf("\nmemory (resident MB, each server) and a follower's catch-up (seconds after its restart); one run each\n\n")
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "\t%s\t%s\tcoordd/%s\t\n", u.names[0], u.names[1], u.names[0])
-	row := func(name string, v [2][]float64) {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t\n", name, mbList(v[0]), mbList(v[1]), maxOf(v[1])/maxOf(v[0]))
+	row := func(name string, v [2][]resident, f func(resident) float64) {
+		a, b := part(v[0], f), part(v[1], f)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t\n", name, mbList(a), mbList(b), maxOf(b)/maxOf(a))
 	}
-	row("RSS idle", u.idleMB)
-	row(fmt.Sprintf("RSS with %d znodes", u.c.memZnodes), u.loadedMB)
+	rss := func(r resident) float64 { return r.rss }
+	anon := func(r resident) float64 { return r.anon }
+	file := func(r resident) float64 { return r.file }
+	row("RSS idle", u.idleMB, rss)
+	row("  anonymous (RssAnon)", u.idleMB, anon)
+	row("  file pages (RssFile)", u.idleMB, file)
+	loaded := fmt.Sprintf("RSS with %d znodes", u.c.memZnodes)
+	row(loaded, u.loadedMB, rss)
+	row("  anonymous (RssAnon)", u.loadedMB, anon)
+	row("  file pages (RssFile)", u.loadedMB, file)
 	fmt.Fprintf(tw, "load %d znodes (s)\t%.1f\t%.1f\t%.2f\t\n", u.c.memZnodes, u.loadS[0], u.loadS[1], u.loadS[1]/u.loadS[0])
 	if u.c.catchupWrites > 0 {
 		fmt.Fprintf(tw, "serving after restart (s)\t%.2f\t%.2f\t%.2f\t\n", u.servingS[0], u.servingS[1], u.servingS[1]/u.servingS[0])
 		fmt.Fprintf(tw, "caught up %d writes (s)\t%.2f\t%.2f\t%.2f\t\n", u.c.catchupWrites, u.caughtUpS[0], u.caughtUpS[1], u.caughtUpS[1]/u.caughtUpS[0])
 	}
 	tw.Flush()
+}
+
+// part picks one figure of each server's.
+func part(v []resident, f func(resident) float64) []float64 {
+	out := make([]float64, len(v))
+	for i, r := range v {
+		out[i] = f(r)
+	}
+	return out
 }
 
 func mbList(v []float64) string {

@@ -68,7 +68,13 @@ func TestProcHelpers(t *testing.T) {
 	if !alive(os.Getpid()) {
 		t.Error("this process is not alive")
 	}
-	if rssMB(os.Getpid()) <= 0 {
-		t.Error("no resident memory for this process")
+	// This test's own binary is mapped (file pages) and its heap is not
+	// empty (anonymous), and the two make up the whole.
+	r := rssMB(os.Getpid())
+	if r.rss <= 0 || r.anon <= 0 || r.file <= 0 {
+		t.Errorf("resident memory of this process: %+v, want every part > 0", r)
+	}
+	if d := r.rss - r.anon - r.file; d < -0.01 || d > r.rss/2 {
+		t.Errorf("resident memory of this process: %+v: anonymous and file pages are not most of it", r)
 	}
 }
