@@ -65,6 +65,49 @@ type result struct {
 	// the machine's cores with the servers, so a costlier client leaves
 	// them less.
 	ClientCores float64 `json:"client_cores"`
+	// ServerCPUPerOp is the CPU the servers used in the measured part,
+	// summed over them (user and system time, every thread), per op, in
+	// microseconds; 0 when their process ids are not known. The client's
+	// share of the machine does not enter it, so it compares what an op
+	// costs the servers of either system.
+	ServerCPUPerOp float64 `json:"server_cpu_us_per_op,omitempty"`
+	// Servers is what coordctl bench reports of each server (the CPU
+	// seconds of the measured part).
+	Servers []struct {
+		CPUS float64 `json:"cpu_s"`
+	} `json:"servers,omitempty"`
+}
+
+// clockTick is the unit of /proc/PID/stat's times (USER_HZ, 100 on Linux
+// since forever on every architecture Go supports).
+const clockTick = 10 * time.Millisecond
+
+// procCPU is the user plus system time the processes used, every thread of
+// each; a process that is gone counts 0.
+func procCPU(pids []int) time.Duration {
+	var sum time.Duration
+	for _, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		// The command name (field 2) is in parentheses and may hold spaces;
+		// utime and stime are fields 14 and 15, the 12th and 13th after it.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		u, err1 := strconv.ParseInt(f[11], 10, 64)
+		st, err2 := strconv.ParseInt(f[12], 10, 64)
+		if err1 == nil && err2 == nil {
+			sum += time.Duration(u+st) * clockTick
+		}
+	}
+	return sum
 }
 
 // cpuTime is the user plus system time of this process (who is
@@ -272,6 +315,7 @@ func runSide(c config, sys system, sd side, s spec) (result, error) {
 	case sd.proto == "zk":
 		cz := c
 		cz.servers = strings.Split(c.coordd, ",")
+		cz.otherPids = c.coorddPids // the servers driven, as runOther reads them
 		return runOther(cz, zookeeper{}, s)
 	}
 	return runCoordd(c, s)
@@ -327,7 +371,7 @@ func run(c config, sys system, specs []spec) error {
 	if err := usage.loaded(); err != nil {
 		return err
 	}
-	fmt.Printf("\nmedians of %d rounds of %v each (ops/s; p99 in ms; lock: handoffs/s, p99 of acquire;\nclient cores: the CPU the benchmark's client process used, user and system, over the run)\n", c.rounds, c.duration)
+	fmt.Printf("\nmedians of %d rounds of %v each (ops/s; p99 in ms; lock: handoffs/s, p99 of acquire;\nclient cores: the CPU the benchmark's client process used, user and system, over the run;\nserver µs/op: the CPU all servers of a side used in the measured part, per op)\n", c.rounds, c.duration)
 	switch c.protocol {
 	case "zk":
 		fmt.Println("coordd driven by go-zookeeper through its ZooKeeper protocol, as ZooKeeper is")
@@ -353,6 +397,7 @@ func run(c config, sys system, specs []spec) error {
 		names[i] = sd.name
 	}
 	hdr += "client cores (" + strings.Join(names, "/") + ")\t"
+	hdr += "server µs/op (" + strings.Join(names, "/") + ")\t"
 	fmt.Fprintln(tw, hdr)
 	for _, s := range specs {
 		meds := make([]result, len(cols))
@@ -360,18 +405,20 @@ func run(c config, sys system, specs []spec) error {
 			meds[i] = median(res[i][s])
 		}
 		line := fmt.Sprintf("%s\t%d\t", s.workload, s.clients)
-		var cores []string
+		var cores, perOp []string
 		for i, sd := range cols {
 			line += fmt.Sprintf("%.0f\t%.1f\t", meds[i].OpsPerS, meds[i].P99)
 			if !sd.other {
 				line += fmt.Sprintf("%.2f\t", meds[i].OpsPerS/meds[0].OpsPerS)
 			}
 			cores = append(cores, fmt.Sprintf("%.2f", meds[i].ClientCores))
+			perOp = append(perOp, cpuPerOp(res[i][s]))
 		}
 		if len(cols) == 3 {
 			line += fmt.Sprintf("%.2f\t", meds[2].OpsPerS/meds[1].OpsPerS)
 		}
 		line += strings.Join(cores, " / ") + "\t"
+		line += strings.Join(perOp, " / ") + "\t"
 		fmt.Fprintln(tw, line)
 	}
 	if err := tw.Flush(); err != nil {
@@ -379,6 +426,22 @@ func run(c config, sys system, specs []spec) error {
 	}
 	usage.print()
 	return nil
+}
+
+// cpuPerOp is the median of the runs' server CPU per op, "-" when none
+// was measured.
+func cpuPerOp(rs []result) string {
+	var v []float64
+	for _, r := range rs {
+		if r.ServerCPUPerOp > 0 {
+			v = append(v, r.ServerCPUPerOp)
+		}
+	}
+	if len(v) == 0 {
+		return "-"
+	}
+	slices.Sort(v)
+	return strconv.FormatFloat(v[len(v)/2], 'f', 0, 64)
 }
 
 // median is the run with the median throughput.
@@ -408,6 +471,14 @@ func runCoordd(c config, s spec) (result, error) {
 		return result{}, fmt.Errorf("coordctl's output: %w", err)
 	}
 	r.ClientCores = cores
+	var cpuS float64
+	for _, sv := range r.Servers {
+		cpuS += sv.CPUS
+	}
+	if r.Ops > 0 && len(r.Servers) > 0 {
+		r.ServerCPUPerOp = cpuS * 1e6 / float64(r.Ops)
+	}
+	r.Servers = nil
 	return r, nil
 }
 
@@ -485,6 +556,15 @@ func runOther(c config, sys system, s spec) (result, error) {
 			}
 		}()
 	}
+	// The servers' CPU over the measured part: read when it starts and
+	// when it ends (the workers run meanwhile).
+	var serverCPU time.Duration
+	if len(c.otherPids) > 0 {
+		time.Sleep(time.Until(warmEnd))
+		a := procCPU(c.otherPids)
+		time.Sleep(time.Until(end))
+		serverCPU = procCPU(c.otherPids) - a
+	}
 	wg.Wait()
 	closeAll()
 	cores := float64(cpuTime(syscall.RUSAGE_SELF)-cpu0) / float64(time.Since(t0))
@@ -502,6 +582,10 @@ func runOther(c config, sys system, s spec) (result, error) {
 	if e := firstErr.Load(); e != nil {
 		return result{}, fmt.Errorf("%d operations failed, the first with: %w", failed.Load(), e.(error))
 	}
-	return result{Workload: s.workload, Clients: s.clients, Ops: len(all), ClientCores: cores,
-		OpsPerS: float64(len(all)) / c.duration.Seconds(), P50: pct(0.5), P99: pct(0.99)}, nil
+	r := result{Workload: s.workload, Clients: s.clients, Ops: len(all), ClientCores: cores,
+		OpsPerS: float64(len(all)) / c.duration.Seconds(), P50: pct(0.5), P99: pct(0.99)}
+	if len(all) > 0 && serverCPU > 0 {
+		r.ServerCPUPerOp = float64(serverCPU.Microseconds()) / float64(len(all))
+	}
+	return r, nil
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"reflect"
 	"testing"
+	"time"
 )
 
 func TestParsePids(t *testing.T) {
@@ -76,5 +77,26 @@ func TestProcHelpers(t *testing.T) {
 	}
 	if d := r.rss - r.anon - r.file; d < -0.01 || d > r.rss/2 {
 		t.Errorf("resident memory of this process: %+v: anonymous and file pages are not most of it", r)
+	}
+}
+
+func TestProcCPU(t *testing.T) {
+	self := []int{os.Getpid()}
+	before := procCPU(self)
+	// Spin until the kernel has charged this process at least two more
+	// ticks: procCPU must see CPU time grow as a process runs.
+	deadline := time.Now().Add(10 * time.Second)
+	x := 0
+	for procCPU(self) < before+2*clockTick {
+		if time.Now().After(deadline) {
+			t.Fatalf("procCPU stayed at %v (from %v) for 10s of spinning", procCPU(self), before)
+		}
+		for i := range 1_000_000 {
+			x += i
+		}
+	}
+	_ = x
+	if got := procCPU([]int{-1}); got != 0 {
+		t.Errorf("procCPU of no process: %v, want 0", got)
 	}
 }
