@@ -40,6 +40,7 @@ test: lint unit
 
 unit:
 	$(GO) test -race -count=1 -timeout 18m $(PKGS)
+	cd test/cluster/compare && $(GO) test -race -count=1 .
 
 lint: fmt vet deps docs raftfork
 
