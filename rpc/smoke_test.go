@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
 	"os"
 	"strings"
 	"sync"
@@ -17,18 +16,13 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/coordd/coordd/rpc/apipb"
+	"github.com/coordd/coordd/test/cluster/freeport"
 )
 
-// freeAddr returns a free 127.0.0.1 port.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
+// freeAddr returns a free 127.0.0.1 address, never the same twice in the
+// test process (two picks for one cluster that were the same port made its
+// bootstrap fail: "found duplicate address in configuration").
+func freeAddr(t testing.TB) string { return freeport.Addr(t) }
 
 // testConfig is a server's configuration for a test. With COORDD_TEST_LOG
 // set in the environment, the server logs (level info) to t.Log, which

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
-	"net"
 	"os"
 	"strings"
 	"sync"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/rpc"
+	"github.com/coordd/coordd/test/cluster/freeport"
 	"github.com/coordd/coordd/tree"
 )
 
@@ -70,42 +69,9 @@ func (m *Member) Node() *rpc.Node {
 	return m.node
 }
 
-// handedOut holds the ports FreeAddr has returned in this process: two
-// picks for one cluster must never be the same port (a cluster whose client
-// and peer addresses, or two servers' addresses, collide cannot start).
-var handedOut struct {
-	sync.Mutex
-	ports map[int]bool
-}
-
-// FreeAddr returns an unused 127.0.0.1 address whose port lies below the
-// kernel's ephemeral range (32768 and up on Linux), so that no outgoing
-// connection can be holding it when a stopped server binds it again. It
-// never returns a port it returned before in this process (until most of
-// the range has been handed out).
-func FreeAddr(t testing.TB) string {
-	t.Helper()
-	handedOut.Lock()
-	defer handedOut.Unlock()
-	if handedOut.ports == nil || len(handedOut.ports) > 9000 {
-		handedOut.ports = map[int]bool{}
-	}
-	for i := 0; i < 1000; i++ {
-		port := 20000 + rand.IntN(12000)
-		if handedOut.ports[port] {
-			continue
-		}
-		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err != nil {
-			continue
-		}
-		ln.Close()
-		handedOut.ports[port] = true
-		return ln.Addr().String()
-	}
-	t.Fatal("no free port in 20000-31999 on 127.0.0.1")
-	return ""
-}
+// FreeAddr returns an unused 127.0.0.1 address, never the same twice in a
+// process (freeport.Addr).
+func FreeAddr(t testing.TB) string { return freeport.Addr(t) }
 
 type testWriter struct{ t testing.TB }
 
