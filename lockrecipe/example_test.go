@@ -16,19 +16,25 @@ import (
 // startServer runs a single-node coordd server on free 127.0.0.1 ports for
 // an example and returns its client address and a stop function.
 func startServer() (string, func()) {
-	free := func() string {
+	// Both probes are open at once, so that the two addresses differ, and
+	// closed before the server listens on them.
+	var addrs [2]string
+	var probes [2]net.Listener
+	for i := range probes {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			log.Fatal(err)
 		}
-		defer ln.Close()
-		return ln.Addr().String()
+		probes[i], addrs[i] = ln, ln.Addr().String()
+	}
+	for _, ln := range probes {
+		ln.Close()
 	}
 	dir, err := os.MkdirTemp("", "lockrecipe-example")
 	if err != nil {
 		log.Fatal(err)
 	}
-	n, err := rpc.NewNode(rpc.Config{ID: "1", DataDir: dir, ClientAddr: free(), PeerAddr: free(),
+	n, err := rpc.NewNode(rpc.Config{ID: "1", DataDir: dir, ClientAddr: addrs[0], PeerAddr: addrs[1],
 		Tick: 200 * time.Millisecond, HeartbeatTimeout: 300 * time.Millisecond,
 		ElectionTimeout: 300 * time.Millisecond, LeaderLeaseTimeout: 200 * time.Millisecond})
 	if err != nil {
