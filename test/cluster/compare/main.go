@@ -71,11 +71,6 @@ type result struct {
 	// share of the machine does not enter it, so it compares what an op
 	// costs the servers of either system.
 	ServerCPUPerOp float64 `json:"server_cpu_us_per_op,omitempty"`
-	// Servers is what coordctl bench reports of each server (the CPU
-	// seconds of the measured part).
-	Servers []struct {
-		CPUS float64 `json:"cpu_s"`
-	} `json:"servers,omitempty"`
 }
 
 // clockTick is the unit of /proc/PID/stat's times (USER_HZ, 100 on Linux
@@ -465,12 +460,28 @@ func runCoordd(c config, s spec) (result, error) {
 		return result{}, fmt.Errorf("%v: %s", err, strings.TrimSpace(stderr.String()))
 	}
 	cores := float64(cpuTime(syscall.RUSAGE_CHILDREN)-cpu0) / float64(time.Since(t0))
-	var r result
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	r, err := parseBench(out.Bytes())
+	if err != nil {
+		return result{}, err
+	}
+	r.ClientCores = cores
+	return r, nil
+}
+
+// parseBench reads the result of a run from coordctl bench -o json (its
+// last line), with the servers' CPU per op from what it says of each
+// server: the CPU seconds of the measured part.
+func parseBench(out []byte) (result, error) {
+	var r struct {
+		result
+		Servers []struct {
+			CPUS float64 `json:"cpu_s"`
+		} `json:"servers"`
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
 		return result{}, fmt.Errorf("coordctl's output: %w", err)
 	}
-	r.ClientCores = cores
 	var cpuS float64
 	for _, sv := range r.Servers {
 		cpuS += sv.CPUS
@@ -478,8 +489,7 @@ func runCoordd(c config, s spec) (result, error) {
 	if r.Ops > 0 && len(r.Servers) > 0 {
 		r.ServerCPUPerOp = cpuS * 1e6 / float64(r.Ops)
 	}
-	r.Servers = nil
-	return r, nil
+	return r.result, nil
 }
 
 // keyCount is how many keys a workload reads or writes: --keys, and for

@@ -100,3 +100,26 @@ func TestProcCPU(t *testing.T) {
 		t.Errorf("procCPU of no process: %v, want 0", got)
 	}
 }
+
+// coordctl bench's JSON gives the run's figures and each server's CPU
+// seconds in the measured part; the servers' CPU per op is their sum over
+// the ops.
+func TestParseBench(t *testing.T) {
+	out := []byte(`bench write clients=64: 1s/1s 100 ops, 100 ops/s, errors 0
+{"workload":"write","clients":64,"ops":20000,"errors":0,"ops_per_s":10000,"p50_ms":4,"p99_ms":9.5,"servers":[{"id":"1","cpu_s":1.5},{"id":"2","cpu_s":0.25},{"id":"3","cpu_s":0.25}]}
+`)
+	r, err := parseBench(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Ops != 20000 || r.OpsPerS != 10000 || r.P99 != 9.5 || r.ServerCPUPerOp != 100 {
+		t.Errorf("parseBench: %+v, want 20000 ops at 10000/s, p99 9.5 ms, 100 µs of server CPU per op", r)
+	}
+	r, err = parseBench([]byte(`{"workload":"read","ops":10,"ops_per_s":5}`))
+	if err != nil || r.ServerCPUPerOp != 0 {
+		t.Errorf("without servers: %+v %v, want no CPU per op", r, err)
+	}
+	if _, err := parseBench([]byte("not json")); err == nil {
+		t.Error("parseBench accepted garbage")
+	}
+}
