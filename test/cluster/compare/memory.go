@@ -86,11 +86,18 @@ func newUsage(c config, other string) *usageFigures {
 // process itself allocated) and file pages (RssFile: its executable and
 // libraries as mapped, shared with every other process mapping the same
 // files). How much of an executable is mapped is the kernel's choice, not
-// the program's: with large page-cache folios (ext4 since Linux 6.x) a
-// fault maps the whole folio around it, so nearly all of a binary counts as
-// resident however little of it runs. Both are reported so that a reader
-// can tell the server's own memory from the kernel's mapping of its code.
-type resident struct{ rss, anon, file float64 }
+// the program's: on Linux 6.18 with ext4, nearly all of a binary counts as
+// resident however little of it runs. Both parts are reported so that a
+// reader can tell the server's own memory from the kernel's mapping of its
+// code. Index it with totalRSS, anonRSS and fileRSS.
+type resident [3]float64
+
+// The figures of a resident.
+const (
+	totalRSS = iota // VmRSS
+	anonRSS         // RssAnon
+	fileRSS         // RssFile
+)
 
 // rssMB is a process's resident memory in MB, or all -1.
 func rssMB(pid int) resident {
@@ -110,11 +117,11 @@ func rssMB(pid int) resident {
 		}
 		switch name {
 		case "VmRSS":
-			r.rss = kb / 1024
+			r[totalRSS] = kb / 1024
 		case "RssAnon":
-			r.anon = kb / 1024
+			r[anonRSS] = kb / 1024
 		case "RssFile":
-			r.file = kb / 1024
+			r[fileRSS] = kb / 1024
 		}
 	}
 	return r
@@ -253,7 +260,7 @@ func (u *usageFigures) loadSide(side int) error {
 	time.Sleep(settle)
 	u.loadedMB[side] = u.rss(side)
 	fmt.Fprintf(os.Stderr, "%-10s %d znodes loaded and applied everywhere in %.1fs; resident MB %s\n",
-		u.names[side], n, u.loadS[side], mbList(part(u.loadedMB[side], func(r resident) float64 { return r.rss })))
+		u.names[side], n, u.loadS[side], mbList(part(u.loadedMB[side], totalRSS)))
 	return nil
 }
 
@@ -435,20 +442,15 @@ func (u *usageFigures) print() {
 	fmt.Printf("\nmemory (resident MB, each server) and a follower's catch-up (seconds after its restart); one run each\n\n")
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "\t%s\t%s\tcoordd/%s\t\n", u.names[0], u.names[1], u.names[0])
-	row := func(name string, v [2][]resident, f func(resident) float64) {
-		a, b := part(v[0], f), part(v[1], f)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t\n", name, mbList(a), mbList(b), maxOf(b)/maxOf(a))
+	for _, m := range []struct {
+		name string
+		v    [2][]resident
+	}{{"RSS idle", u.idleMB}, {fmt.Sprintf("RSS with %d znodes", u.c.memZnodes), u.loadedMB}} {
+		for k, name := range []string{m.name, "  anonymous (RssAnon)", "  file pages (RssFile)"} {
+			a, b := part(m.v[0], k), part(m.v[1], k)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t\n", name, mbList(a), mbList(b), maxOf(b)/maxOf(a))
+		}
 	}
-	rss := func(r resident) float64 { return r.rss }
-	anon := func(r resident) float64 { return r.anon }
-	file := func(r resident) float64 { return r.file }
-	row("RSS idle", u.idleMB, rss)
-	row("  anonymous (RssAnon)", u.idleMB, anon)
-	row("  file pages (RssFile)", u.idleMB, file)
-	loaded := fmt.Sprintf("RSS with %d znodes", u.c.memZnodes)
-	row(loaded, u.loadedMB, rss)
-	row("  anonymous (RssAnon)", u.loadedMB, anon)
-	row("  file pages (RssFile)", u.loadedMB, file)
 	fmt.Fprintf(tw, "load %d znodes (s)\t%.1f\t%.1f\t%.2f\t\n", u.c.memZnodes, u.loadS[0], u.loadS[1], u.loadS[1]/u.loadS[0])
 	if u.c.catchupWrites > 0 {
 		fmt.Fprintf(tw, "serving after restart (s)\t%.2f\t%.2f\t%.2f\t\n", u.servingS[0], u.servingS[1], u.servingS[1]/u.servingS[0])
@@ -457,11 +459,11 @@ func (u *usageFigures) print() {
 	tw.Flush()
 }
 
-// part picks one figure of each server's.
-func part(v []resident, f func(resident) float64) []float64 {
+// part picks figure k (totalRSS, anonRSS, fileRSS) of each server's.
+func part(v []resident, k int) []float64 {
 	out := make([]float64, len(v))
 	for i, r := range v {
-		out[i] = f(r)
+		out[i] = r[k]
 	}
 	return out
 }

@@ -72,10 +72,10 @@ func TestProcHelpers(t *testing.T) {
 	// This test's own binary is mapped (file pages) and its heap is not
 	// empty (anonymous), and the two make up the whole.
 	r := rssMB(os.Getpid())
-	if r.rss <= 0 || r.anon <= 0 || r.file <= 0 {
+	if r[totalRSS] <= 0 || r[anonRSS] <= 0 || r[fileRSS] <= 0 {
 		t.Errorf("resident memory of this process: %+v, want every part > 0", r)
 	}
-	if d := r.rss - r.anon - r.file; d < -0.01 || d > r.rss/2 {
+	if d := r[totalRSS] - r[anonRSS] - r[fileRSS]; d < -0.01 || d > r[totalRSS]/2 {
 		t.Errorf("resident memory of this process: %+v: anonymous and file pages are not most of it", r)
 	}
 }
