@@ -1,9 +1,12 @@
 package rpc
 
 import (
+	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -14,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/coordd/coordd/rpc/peerpb"
 )
@@ -40,7 +44,7 @@ func (f *fakePeer) ReadIndex(context.Context, *peerpb.ReadIndexRequest) (*peerpb
 
 // askServer registers f on a gRPC server on 127.0.0.1 and returns an asker
 // connected to it. A nil f.stream leaves Ask unimplemented (an older peer).
-func askServer(t *testing.T, f *fakePeer) *asker {
+func askServer(t testing.TB, f *fakePeer) *asker {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -341,4 +345,121 @@ func TestAskerFallsBackAtOnceEveryTime(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
+}
+
+// BenchmarkAskRoundTrip is one Term question and its answer, asked one at a
+// time: on the Ask stream as a sync round asks it ("stream"), and as a
+// length-prefixed protobuf message each way on a bare TCP connection
+// ("tcp"), the least that any channel between two servers pays: a write and
+// a read at each end. Both ends run in this process, so cpu-µs/op is the CPU
+// of both; rpc/DESIGN.md ("Read index") uses it to weigh what a channel of
+// our own would save.
+func BenchmarkAskRoundTrip(b *testing.B) {
+	b.Run("stream", func(b *testing.B) {
+		f := &fakePeer{term: 7}
+		f.stream = func(stream peerpb.Peer_AskServer) error {
+			for {
+				req, err := stream.Recv()
+				if err != nil {
+					return nil
+				}
+				if err := stream.Send(termAnswer(req.Id, f.term)); err != nil {
+					return err
+				}
+			}
+		}
+		a := askServer(b, f)
+		ctx := context.Background()
+		if _, err := a.term(ctx); err != nil { // opens the stream
+			b.Fatal(err)
+		}
+		measureCPU(b, func() {
+			if _, err := a.term(ctx); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+	b.Run("tcp", func(b *testing.B) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer ln.Close()
+		go func() {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			br, buf := bufio.NewReader(c), []byte(nil)
+			for {
+				var req peerpb.AskRequest
+				if err := readMessage(br, &req); err != nil {
+					return
+				}
+				if buf, err = writeMessage(c, buf, termAnswer(req.Id, 7)); err != nil {
+					return
+				}
+			}
+		}()
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		br, buf := bufio.NewReader(c), []byte(nil)
+		var id uint64
+		measureCPU(b, func() {
+			id++
+			q := &peerpb.AskRequest{Id: id, Kind: &peerpb.AskRequest_Term{Term: &peerpb.TermRequest{}}}
+			var resp peerpb.AskResponse
+			if buf, err = writeMessage(c, buf, q); err != nil {
+				b.Fatal(err)
+			}
+			if err := readMessage(br, &resp); err != nil || resp.Id != id {
+				b.Fatalf("answer %d, %v; want one to question %d", resp.Id, err, id)
+			}
+		})
+	})
+}
+
+func termAnswer(id, term uint64) *peerpb.AskResponse {
+	return &peerpb.AskResponse{Id: id, Kind: &peerpb.AskResponse_Term{Term: &peerpb.TermResponse{Term: term}}}
+}
+
+// writeMessage writes m to w after its length (4 bytes), encoding into buf.
+func writeMessage(w io.Writer, buf []byte, m proto.Message) ([]byte, error) {
+	buf = binary.BigEndian.AppendUint32(buf[:0], uint32(proto.Size(m)))
+	buf, err := proto.MarshalOptions{}.MarshalAppend(buf, m)
+	if err != nil {
+		return buf, err
+	}
+	_, err = w.Write(buf)
+	return buf, err
+}
+
+// readMessage reads a message that writeMessage wrote.
+func readMessage(r io.Reader, m proto.Message) error {
+	var size [4]byte
+	if _, err := io.ReadFull(r, size[:]); err != nil {
+		return err
+	}
+	body := make([]byte, binary.BigEndian.Uint32(size[:]))
+	if _, err := io.ReadFull(r, body); err != nil {
+		return err
+	}
+	return proto.Unmarshal(body, m)
+}
+
+// measureCPU runs op b.N times and reports the process's CPU time (user and
+// system) per op beside the wall time.
+func measureCPU(b *testing.B, op func()) {
+	_, before := processUsage()
+	b.ResetTimer()
+	for range b.N {
+		op()
+	}
+	b.StopTimer()
+	_, after := processUsage()
+	b.ReportMetric((after-before)*1e6/float64(b.N), "cpu-µs/op")
 }
