@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/coordd/coordd/rpc/tlsutil"
 )
@@ -55,7 +56,7 @@ func TestConsoleOnAdminAddr(t *testing.T) {
 	if code, body := post(t, base, "/api/create", `{"path":"/x"}`); code != http.StatusForbidden || !strings.Contains(body, "ReadOnly") {
 		t.Errorf("a write to a read-only console: %d %s", code, body)
 	}
-	if !strings.Contains(stderr.String(), "web console on http://"+ro+"/ (read-only)") {
+	if !waitUntil(20*time.Second, func() bool { return strings.Contains(stderr.String(), "web console on http://"+ro+"/ (read-only)") }) {
 		t.Errorf("start line: %q", stderr.String())
 	}
 

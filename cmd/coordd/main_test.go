@@ -188,7 +188,10 @@ func TestVersion(t *testing.T) {
 	if resp.GetVersion() != "v1.2.3-test" || resp.GetMembers()[0].GetVersion() != "v1.2.3-test" {
 		t.Errorf("status version %q, member version %q; want v1.2.3-test", resp.GetVersion(), resp.GetMembers()[0].GetVersion())
 	}
-	if !strings.Contains(stderr.String(), "coordd v1.2.3-test: server 1 serving clients on "+addr) {
+	// The server answers as soon as its listener is up; the start line is
+	// written after that.
+	line := "coordd v1.2.3-test: server 1 serving clients on " + addr
+	if !waitUntil(20*time.Second, func() bool { return strings.Contains(stderr.String(), line) }) {
 		t.Errorf("start line: %q", stderr.String())
 	}
 }
@@ -277,8 +280,12 @@ func TestTLSFlags(t *testing.T) {
 	if err := status(insecure.NewCredentials()); err == nil {
 		t.Error("a plaintext client got status")
 	}
-	if !strings.Contains(out.String(), "serving clients on "+addr+" with TLS, client certificates required (peers on") ||
-		!strings.Contains(out.String(), "with mutual TLS") {
+	startLine := func() bool {
+		s := out.String()
+		return strings.Contains(s, "serving clients on "+addr+" with TLS, client certificates required (peers on") &&
+			strings.Contains(s, "with mutual TLS")
+	}
+	if !waitUntil(20*time.Second, startLine) { // written after the server answers
 		t.Errorf("start line: %q", out.String())
 	}
 }

@@ -81,7 +81,7 @@ func TestMetricsAddr(t *testing.T) {
 	if code, body := get(base + "/debug/pprof/"); code != http.StatusOK || !strings.Contains(body, "goroutine") {
 		t.Errorf("/debug/pprof/ on the metrics address: %d", code)
 	}
-	if !strings.Contains(stderr.String(), "metrics and health on http://"+addr) {
+	if !waitUntil(20*time.Second, func() bool { return strings.Contains(stderr.String(), "metrics and health on http://"+addr) }) {
 		t.Errorf("the start lines do not say where the metrics are:\n%s", stderr.String())
 	}
 }
