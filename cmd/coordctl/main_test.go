@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/coordd/coordd/rpc"
+	"github.com/coordd/coordd/test/cluster/freeport"
 	"github.com/coordd/coordd/watch"
 )
 
@@ -55,15 +56,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
+// freeAddr returns a free 127.0.0.1 address, never the same twice in the
+// test process (freeport.Addr): a port probed with port 0 and closed can be
+// handed to the next probe, and a server's client and peer addresses must
+// differ.
+func freeAddr(t testing.TB) string { return freeport.Addr(t) }
 
 // testServerVersion is the build version the shared server reports.
 const testServerVersion = "v0.0.0-test"

@@ -22,17 +22,14 @@ import (
 
 	"github.com/coordd/coordd/rpc/apipb"
 	"github.com/coordd/coordd/rpc/tlsutil"
+	"github.com/coordd/coordd/test/cluster/freeport"
 )
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
+// freeAddr returns a free 127.0.0.1 address, never the same twice in the
+// test process (freeport.Addr): a port probed with port 0 and closed can be
+// handed to the next probe, and a server's client and peer addresses must
+// differ.
+func freeAddr(t testing.TB) string { return freeport.Addr(t) }
 
 // TestStartupErrors: a bad flag, a busy port or a data dir of another server
 // id gives a clear message and a non-zero exit.
