@@ -261,7 +261,7 @@ func TestSnapshotBeforeACLs(t *testing.T) {
 		if ids := v.Sessions.Identities(2); ids != nil {
 			t.Errorf("identities %v", ids)
 		}
-		if _, ok := v.Sessions.Reply(2, 1); !ok {
+		if _, _, ok := v.Sessions.Reply(2, 1); !ok {
 			t.Error("the cached replies are lost")
 		}
 	})

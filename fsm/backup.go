@@ -29,7 +29,7 @@ type Backup struct {
 func (f *FSM) Backup() *Backup {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s := &snapshot{tree: f.tree.Clone(), sessions: f.sessions.Clone(), applied: f.applied.Load(), now: f.now}
+	s := &snapshot{tree: f.tree.Clone(), sessions: f.sessions.Clone(), applied: f.applied.Load(), now: f.now, level: f.level}
 	return &Backup{snap: s, Index: s.applied, Term: f.term,
 		Znodes: s.tree.Len(), Sessions: s.sessions.Len(), Ephemerals: s.tree.Ephemerals()}
 }
@@ -60,12 +60,13 @@ type Seed struct {
 // precedes the seed. The snapshot is decoded whole, and refused if it is
 // not one the FSM wrote.
 func Reseed(r io.Reader, conf raft.Configuration) (*Seed, error) {
-	t, reg, applied, now, err := ReadSnapshot(r, DataSizeCap)
+	st, err := ReadSnapshot(r, DataSizeCap)
 	if err != nil {
 		return nil, err
 	}
-	seed := &Seed{Index: applied + 1, Sessions: reg.Len()}
-	tx := &tree.Tx{Zxid: seed.Index, Now: now}
+	t, reg := st.Tree, st.Sessions
+	seed := &Seed{Index: st.Applied + 1, Sessions: reg.Len()}
+	tx := &tree.Tx{Zxid: seed.Index, Now: st.Now}
 	for _, s := range reg.List() {
 		for _, p := range t.EphemeralsOf(s.ID) {
 			if err := t.Delete(p, -1, tx); err != nil {
@@ -76,7 +77,9 @@ func Reseed(r io.Reader, conf raft.Configuration) (*Seed, error) {
 	}
 	resetConfig(t, conf, tx)
 	seed.Znodes = t.Len()
-	seed.snap = &snapshot{tree: t, sessions: session.NewRegistry(), applied: seed.Index, now: now}
+	// The new cluster keeps the command level: its servers restored it, so
+	// they apply it.
+	seed.snap = &snapshot{tree: t, sessions: session.NewRegistry(), applied: seed.Index, now: st.Now, level: st.Level}
 	return seed, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"log/slog"
 	"strings"
@@ -30,9 +31,12 @@ type Applied struct {
 	// Cmd is the decoded command.
 	Cmd *cmdpb.Command
 	// Session and Xid identify the client request this entry answers
-	// (0 when none: session expiry, reaping, no-ops).
+	// (0 when none: session expiry, reaping, no-ops); Epoch, when not 0,
+	// is the connection it came on, and Xid then the server's number of
+	// the request on it, not the client's (see cmdpb.Write.epoch).
 	Session int64
 	Xid     int64
+	Epoch   int64
 	// Result is the outcome of a Write or CloseSession (the cached first
 	// outcome when the write was a retry).
 	Result *cmdpb.Result
@@ -66,6 +70,9 @@ type Applied struct {
 type Resumed struct {
 	Session int64
 	Server  string
+	// Epoch is the session's connection epoch from now on (the entry's
+	// index), when the cluster records epochs (level 2); 0 otherwise.
+	Epoch int64
 }
 
 // Observer learns what every applied entry did. Both methods are called
@@ -89,14 +96,41 @@ type Observer interface {
 // log.
 const DataSizeCap = 64 << 20
 
+// Level is the highest command level this build applies (see
+// cmdpb.SetLevel): the commands and fields it proposes once the cluster has
+// been raised to it.
+const Level = 2
+
 // Options configures an FSM.
 type Options struct {
 	// MaxDataSize is the largest znode data this server admits
 	// (0: tree.DefaultMaxDataSize); see DataSizeCap.
 	MaxDataSize int
-	// Logger receives warnings about undecodable entries.
+	// Logger receives warnings.
 	Logger *slog.Logger
+	// Halt is called, once, when the FSM meets an entry it must not apply
+	// and must not skip: one it cannot decode (damaged, or from a newer
+	// coordd), or one that raises the cluster above Level. The FSM applies
+	// nothing from then on; the server must stop (see Halted). It is
+	// called with the FSM's lock held, from Raft's apply loop: it must not
+	// block or call into the FSM.
+	Halt func(err error)
 }
+
+// HaltError is why an FSM stopped applying: the entry's index and what is
+// wrong with it.
+type HaltError struct {
+	Index int64
+	Err   error
+}
+
+// Error says where and why.
+func (e *HaltError) Error() string {
+	return fmt.Sprintf("fsm: log entry %d: %v; this server stops rather than skip it and diverge from the others", e.Index, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *HaltError) Unwrap() error { return e.Err }
 
 // FSM is coordd's raft.BatchingFSM.
 type FSM struct {
@@ -108,6 +142,8 @@ type FSM struct {
 	sessions *session.Registry
 	now      int64  // max leader time seen, ms
 	term     uint64 // Raft term of the last applied entry (0: unknown, after a restore)
+	level    int64  // the cluster's command level (see cmdpb.SetLevel); 1 before any SetLevel
+	halted   atomic.Pointer[HaltError]
 	applied  atomic.Int64
 	changed  atomic.Int64 // see LastChange
 	observer Observer
@@ -132,8 +168,33 @@ func New(opts Options) *FSM {
 		log:      opts.Logger,
 		tree:     t,
 		sessions: session.NewRegistry(),
+		level:    1,
 		waitCh:   make(chan struct{}),
 	}
+}
+
+// halt stops the FSM for good at the entry index (f.mu held).
+func (f *FSM) halt(index int64, err error) {
+	h := &HaltError{Index: index, Err: err}
+	if !f.halted.CompareAndSwap(nil, h) {
+		return
+	}
+	f.log.Error("stopping: a log entry can neither be applied nor skipped", "index", index, "err", err)
+	if f.opts.Halt != nil {
+		f.opts.Halt(h)
+	}
+}
+
+// Halted returns why the FSM stopped applying entries, or nil while it
+// applies them (see Options.Halt).
+func (f *FSM) Halted() *HaltError { return f.halted.Load() }
+
+// ClusterLevel returns the cluster's command level as applied here (see
+// cmdpb.SetLevel): 1 until an entry raised it.
+func (f *FSM) ClusterLevel() int64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.level
 }
 
 // SetObserver installs the observer (before Raft starts applying).
@@ -163,6 +224,8 @@ type View struct {
 	Sessions *session.Registry
 	// Applied is the zxid of the last applied entry.
 	Applied int64
+	// Level is the cluster's command level (see cmdpb.SetLevel).
+	Level int64
 }
 
 // Read runs fn with the read lock held: no entry is applied while it runs,
@@ -171,7 +234,7 @@ type View struct {
 func (f *FSM) Read(fn func(v View)) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	fn(View{Tree: f.tree, Sessions: f.sessions, Applied: f.applied.Load()})
+	fn(View{Tree: f.tree, Sessions: f.sessions, Applied: f.applied.Load(), Level: f.level})
 }
 
 // Changed returns a channel closed the next time the applied index moves.
@@ -214,6 +277,9 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	out := make([]interface{}, len(logs))
 	f.mu.Lock()
 	for i, l := range logs {
+		if f.halted.Load() != nil {
+			break // nothing more is applied: the server is stopping
+		}
 		f.term = l.Term
 		if l.Type == raft.LogCommand {
 			if r := f.applyCommand(int64(l.Index), l.Term, l.Data); r != nil {
@@ -222,14 +288,20 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		} else {
 			f.changed.Store(int64(l.Index)) // a configuration: count it, to be safe
 			if l.Type == raft.LogConfiguration {
-				f.applied.Store(int64(l.Index))
 				// ZooKeeper's /zookeeper/config follows the membership.
 				tx := &tree.Tx{Zxid: int64(l.Index), Now: f.now}
 				f.applyConfiguration(tx, l.Data)
+				if f.halted.Load() != nil {
+					break
+				}
+				f.applied.Store(int64(l.Index))
 				if f.observer != nil {
 					f.observer.Applied(&Applied{Index: int64(l.Index), Term: l.Term, Configuration: true, Events: tx.Events, Tree: f.tree, Sessions: f.sessions})
 				}
 			}
+		}
+		if f.halted.Load() != nil {
+			break
 		}
 		if int64(l.Index) > f.applied.Load() {
 			f.applied.Store(int64(l.Index))
@@ -255,10 +327,15 @@ func DecodeCommand(data []byte) (*cmdpb.Command, error) {
 func (f *FSM) applyCommand(index int64, term uint64, data []byte) *cmdpb.Result {
 	cmd, err := DecodeCommand(data)
 	if err != nil {
-		// Every server skips the same bad entry the same way.
-		f.log.Error("skipping log entry", "index", index, "err", err)
-		f.changed.Store(index)
-		f.applied.Store(index)
+		// Damaged on this server's disk, or from a newer coordd than this
+		// one: skipping it would leave this server with another state than
+		// the others for good. A newer command is never proposed before
+		// every server applies its level (cmdpb.SetLevel).
+		f.halt(index, err)
+		return nil
+	}
+	if c := cmd.GetSetLevel(); c != nil && c.Level > Level {
+		f.halt(index, fmt.Errorf("the cluster runs at command level %d, and this coordd applies up to level %d: run a newer coordd on this server", c.Level, Level))
 		return nil
 	}
 	if cmd.TimeMs > f.now {
@@ -278,15 +355,16 @@ func (f *FSM) applyCommand(index int64, term uint64, data []byte) *cmdpb.Result 
 	case *cmdpb.Command_OpenSession:
 		info := session.Info{ID: index, TimeoutMs: c.OpenSession.TimeoutMs, Password: c.OpenSession.Password, Owner: c.OpenSession.Server}
 		if err := f.sessions.Open(info); err == nil {
+			f.newEpoch(index, index)
 			a.Opened = &info
 		}
 	case *cmdpb.Command_ResumeSession:
 		id, server := c.ResumeSession.SessionId, c.ResumeSession.Server
 		if err := f.sessions.SetOwner(id, server); err == nil {
-			a.Resumed = &Resumed{Session: id, Server: server}
+			a.Resumed = &Resumed{Session: id, Server: server, Epoch: f.newEpoch(id, index)}
 		}
 	case *cmdpb.Command_CloseSession:
-		a.Session, a.Xid = c.CloseSession.SessionId, c.CloseSession.Xid
+		a.Session, a.Xid, a.Epoch = c.CloseSession.SessionId, c.CloseSession.Xid, c.CloseSession.Epoch
 		if c.CloseSession.Xid != 0 {
 			if r := f.moved(tx, c.CloseSession.SessionId, c.CloseSession.Server); r != nil {
 				a.Result = r
@@ -306,10 +384,15 @@ func (f *FSM) applyCommand(index int64, term uint64, data []byte) *cmdpb.Result 
 			f.reap(p, tx)
 		}
 	case *cmdpb.Command_AddAuth:
-		a.Session, a.Xid = c.AddAuth.SessionId, c.AddAuth.Xid
+		a.Session, a.Xid, a.Epoch = c.AddAuth.SessionId, c.AddAuth.Xid, c.AddAuth.Epoch
 		a.Result = f.addAuth(tx, c.AddAuth)
 	case *cmdpb.Command_ClientAddress:
 		f.setClientAddress(tx, c.ClientAddress)
+	case *cmdpb.Command_SetLevel:
+		if c.SetLevel.Level > f.level {
+			f.log.Info("cluster raised to a new command level", "level", c.SetLevel.Level, "index", index)
+			f.level = c.SetLevel.Level
+		}
 	case *cmdpb.Command_Noop:
 	}
 	a.Tree, a.Sessions = f.tree, f.sessions
@@ -393,7 +476,7 @@ func movedResult(tx *tree.Tx, id int64, owner string, open bool, server string) 
 }
 
 func (f *FSM) applyWrite(a *Applied, tx *tree.Tx, w *cmdpb.Write) {
-	a.Session, a.Xid = w.SessionId, w.Xid
+	a.Session, a.Xid, a.Epoch = w.SessionId, w.Xid, w.Epoch
 	owner, ok := f.sessions.Owner(w.SessionId)
 	if !ok {
 		a.Result = &cmdpb.Result{Zxid: tx.Zxid, Code: cmdpb.Code_SESSION_EXPIRED, Message: "session expired or unknown"}
@@ -406,27 +489,98 @@ func (f *FSM) applyWrite(a *Applied, tx *tree.Tx, w *cmdpb.Write) {
 		a.Result = r
 		return
 	}
-	if cached, ok := f.sessions.Reply(w.SessionId, w.Xid); ok {
-		r := &cmdpb.Result{}
-		if err := proto.Unmarshal(cached, r); err == nil {
-			a.Result = r
-			return
-		}
+	if w.Epoch != 0 {
+		a.Result = f.notOfConnection(tx, w.SessionId, w.Epoch, w.Xid)
+	} else {
+		a.Result = f.retried(tx, w)
 	}
-	if w.Xid < f.sessions.Acked(w.SessionId) {
-		a.Result = &cmdpb.Result{Zxid: tx.Zxid, Code: cmdpb.Code_SYSTEM_ERROR,
-			Message: fmt.Sprintf("stale retry of xid %d: its reply was already acknowledged", w.Xid)}
+	if a.Result != nil {
 		return
 	}
-	f.sessions.Ack(w.SessionId, w.LowestPendingXid)
 	// The write's ACL checks, as its sender: the identities of the
 	// connection it came on (stamped by the server that admitted it) and
 	// those its session authenticated as, in the replicated registry.
 	tx.Auth = &Requester{Conn: ConnFromPB(w.Conn), IDs: f.sessions.Identities(w.SessionId)}
 	a.Result = ExecWrite(f.tree, tx, w)
-	if enc, err := proto.Marshal(a.Result); err == nil {
-		f.sessions.Record(w.SessionId, w.Xid, enc)
+	if w.Epoch != 0 {
+		f.sessions.Advance(w.SessionId, w.Xid)
+	} else if enc, err := proto.Marshal(a.Result); err == nil {
+		f.sessions.Record(w.SessionId, w.Xid, f.digest(w), enc)
 	}
+}
+
+// retried answers a write of coordd's own client, keyed by the client's
+// (session, xid), that is a retry: with the first outcome when it was
+// applied before, refused when the client acknowledged that outcome
+// already. It returns nil for a write to apply, after dropping the cached
+// replies the client acknowledged.
+func (f *FSM) retried(tx *tree.Tx, w *cmdpb.Write) *cmdpb.Result {
+	if cached, digest, ok := f.sessions.Reply(w.SessionId, w.Xid); ok {
+		if f.level >= 2 && digest != f.digest(w) {
+			// Never another request's outcome: a client that reused
+			// an xid for another request gets an error, and nothing
+			// is applied.
+			return &cmdpb.Result{Zxid: tx.Zxid, Code: cmdpb.Code_BAD_ARGUMENTS,
+				Message: fmt.Sprintf("xid %d of session 0x%x was used before by another request: a new request needs a new xid", w.Xid, w.SessionId)}
+		}
+		r := &cmdpb.Result{}
+		if err := proto.Unmarshal(cached, r); err == nil {
+			return r
+		}
+	}
+	if w.Xid < f.sessions.Acked(w.SessionId) {
+		return &cmdpb.Result{Zxid: tx.Zxid, Code: cmdpb.Code_SYSTEM_ERROR,
+			Message: fmt.Sprintf("stale retry of xid %d: its reply was already acknowledged", w.Xid)}
+	}
+	f.sessions.Ack(w.SessionId, w.LowestPendingXid)
+	return nil
+}
+
+// notOfConnection refuses a request of ZooKeeper's protocol, keyed by its
+// connection's epoch and the server's number of it, that is not for the
+// session's current connection (the client connected again since: its
+// old connection is gone, and so is whoever waited for the answer) or that
+// was applied already (a server proposed it again after a leader change).
+// It returns nil for a request to apply. The client's own xid plays no
+// part: a ZooKeeper client may number its requests afresh on every
+// connection.
+func (f *FSM) notOfConnection(tx *tree.Tx, id, epoch, seq int64) *cmdpb.Result {
+	cur, last := f.sessions.Epoch(id)
+	switch {
+	case epoch != cur:
+		return &cmdpb.Result{Zxid: tx.Zxid, Code: cmdpb.Code_SESSION_MOVED,
+			Message: fmt.Sprintf("session 0x%x connected again (connection %d replaced connection %d)", id, cur, epoch)}
+	case seq <= last:
+		return &cmdpb.Result{Zxid: tx.Zxid, Code: cmdpb.Code_SYSTEM_ERROR,
+			Message: fmt.Sprintf("request %d of connection %d of session 0x%x was applied already", seq, epoch, id)}
+	}
+	return nil
+}
+
+// newEpoch records, from level 2 on, that the client of session id
+// connected anew at entry index (it opened or resumed the session), and
+// returns the epoch recorded (0 below level 2).
+func (f *FSM) newEpoch(id, index int64) int64 {
+	if f.level < 2 || f.sessions.SetEpoch(id, index) != nil {
+		return 0
+	}
+	return index
+}
+
+// digest identifies a write's request, whatever connection and server it
+// came by, for the reply cache (from level 2 on; 0 below it, as recorded
+// before): FNV-1a over the deterministic encoding of its operation.
+func (f *FSM) digest(w *cmdpb.Write) uint64 {
+	if f.level < 2 {
+		return 0
+	}
+	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(&cmdpb.Write{Op: w.Op})
+	h := fnv.New64a()
+	h.Write(b)
+	if d := h.Sum64(); d != 0 {
+		return d
+	}
+	return 1 // 0 means none recorded
 }
 
 // ExecWrite runs one client write on t and reports its result; tx.Auth
@@ -590,34 +744,46 @@ func StatToPB(s tree.Stat) *cmdpb.Stat {
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return &snapshot{tree: f.tree.Clone(), sessions: f.sessions.Clone(), applied: f.applied.Load(), now: f.now}, nil
+	return &snapshot{tree: f.tree.Clone(), sessions: f.sessions.Clone(), applied: f.applied.Load(), now: f.now, level: f.level}, nil
 }
 
-// snapshotMagic starts every snapshot; the digit is the format version.
-var snapshotMagic = [8]byte{'C', 'O', 'O', 'R', 'D', 'S', 'N', '1'}
+// snapshotMagic starts every snapshot; the digit is the format version:
+// 1, or 2 when the cluster's command level is 2 or more (the level follows
+// the header), so that an older server reads every snapshot of a cluster
+// it may still be a member of.
+var (
+	snapshotMagic   = [8]byte{'C', 'O', 'O', 'R', 'D', 'S', 'N', '1'}
+	snapshotMagicV2 = [8]byte{'C', 'O', 'O', 'R', 'D', 'S', 'N', '2'}
+)
 
 type snapshot struct {
 	tree     *tree.Tree
 	sessions *session.Registry
 	applied  int64
 	now      int64
+	level    int64
 }
 
 // WriteTo encodes the snapshot: magic, applied index, time, the session
-// registry (length-prefixed), then the tree. Same state, same bytes.
+// registry's length, from version 2 the command level, then the session
+// registry and the tree. Same state, same bytes.
 func (s *snapshot) WriteTo(w io.Writer) (int64, error) {
 	bw := bufio.NewWriterSize(w, 1<<16)
 	var reg countingBuffer
 	if _, err := s.sessions.WriteTo(&reg); err != nil {
 		return 0, err
 	}
-	var hdr [8 + 8 + 8 + 8]byte
+	hdr := make([]byte, 32, 40)
 	copy(hdr[:8], snapshotMagic[:])
 	binary.BigEndian.PutUint64(hdr[8:], uint64(s.applied))
 	binary.BigEndian.PutUint64(hdr[16:], uint64(s.now))
 	binary.BigEndian.PutUint64(hdr[24:], uint64(len(reg.b)))
+	if s.level >= 2 {
+		copy(hdr[:8], snapshotMagicV2[:])
+		hdr = binary.BigEndian.AppendUint64(hdr, uint64(s.level))
+	}
 	n := int64(0)
-	for _, b := range [][]byte{hdr[:], reg.b} {
+	for _, b := range [][]byte{hdr, reg.b} {
 		m, err := bw.Write(b)
 		n += int64(m)
 		if err != nil {
@@ -657,14 +823,17 @@ const maxRegistrySnapshot = 1 << 31
 // sessions re-register them.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	t, reg, applied, now, err := ReadSnapshot(rc, DataSizeCap)
+	st, err := ReadSnapshot(rc, DataSizeCap)
 	if err != nil {
 		return err
 	}
+	if st.Level > Level {
+		return fmt.Errorf("fsm: the snapshot is of a cluster at command level %d, and this coordd applies up to level %d: run a newer coordd on this server", st.Level, Level)
+	}
 	f.mu.Lock()
-	f.tree, f.sessions, f.now, f.term = t, reg, now, 0
-	f.changed.Store(applied)
-	f.applied.Store(applied)
+	f.tree, f.sessions, f.now, f.term, f.level = st.Tree, st.Sessions, st.Now, 0, st.Level
+	f.changed.Store(st.Applied)
+	f.applied.Store(st.Applied)
 	if f.observer != nil {
 		f.observer.Restored()
 	}
@@ -673,36 +842,55 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	return nil
 }
 
+// State is a whole state machine's state, as a snapshot holds it.
+type State struct {
+	Tree     *tree.Tree
+	Sessions *session.Registry
+	// Applied is the index of the last entry applied; Now the leader's
+	// time it had reached (ms); Level the cluster's command level.
+	Applied, Now, Level int64
+}
+
 // ReadSnapshot decodes a snapshot written by the FSM, rejecting garbage.
-func ReadSnapshot(r io.Reader, maxData int) (*tree.Tree, *session.Registry, int64, int64, error) {
+func ReadSnapshot(r io.Reader, maxData int) (*State, error) {
 	br := bufio.NewReaderSize(r, 1<<16)
 	var hdr [32]byte
 	if _, err := io.ReadFull(br, hdr[:]); err != nil {
-		return nil, nil, 0, 0, fmt.Errorf("fsm: snapshot header: %w", err)
+		return nil, fmt.Errorf("fsm: snapshot header: %w", err)
 	}
-	if [8]byte(hdr[:8]) != snapshotMagic {
-		return nil, nil, 0, 0, errors.New("fsm: not a coordd snapshot (bad magic)")
+	st := &State{Level: 1}
+	switch [8]byte(hdr[:8]) {
+	case snapshotMagic:
+	case snapshotMagicV2:
+		var lv [8]byte
+		if _, err := io.ReadFull(br, lv[:]); err != nil {
+			return nil, fmt.Errorf("fsm: snapshot header: %w", err)
+		}
+		st.Level = int64(binary.BigEndian.Uint64(lv[:]))
+		if st.Level < 2 {
+			return nil, errors.New("fsm: corrupt snapshot header (level)")
+		}
+	default:
+		return nil, errors.New("fsm: not a coordd snapshot (bad magic)")
 	}
-	applied := int64(binary.BigEndian.Uint64(hdr[8:]))
-	now := int64(binary.BigEndian.Uint64(hdr[16:]))
+	st.Applied = int64(binary.BigEndian.Uint64(hdr[8:]))
+	st.Now = int64(binary.BigEndian.Uint64(hdr[16:]))
 	regLen := binary.BigEndian.Uint64(hdr[24:])
-	if applied < 0 || regLen > maxRegistrySnapshot {
-		return nil, nil, 0, 0, errors.New("fsm: corrupt snapshot header")
+	if st.Applied < 0 || regLen > maxRegistrySnapshot {
+		return nil, errors.New("fsm: corrupt snapshot header")
 	}
 	regBytes, err := io.ReadAll(io.LimitReader(br, int64(regLen)))
 	if err != nil || uint64(len(regBytes)) != regLen {
-		return nil, nil, 0, 0, errors.New("fsm: snapshot truncated in its session section")
+		return nil, errors.New("fsm: snapshot truncated in its session section")
 	}
-	reg, err := session.ReadRegistry(bytes.NewReader(regBytes))
-	if err != nil {
-		return nil, nil, 0, 0, fmt.Errorf("fsm: snapshot sessions: %w", err)
+	if st.Sessions, err = session.ReadRegistry(bytes.NewReader(regBytes)); err != nil {
+		return nil, fmt.Errorf("fsm: snapshot sessions: %w", err)
 	}
-	t, err := tree.Read(br, tree.Options{MaxDataSize: maxData})
-	if err != nil {
-		return nil, nil, 0, 0, fmt.Errorf("fsm: snapshot tree: %w", err)
+	if st.Tree, err = tree.Read(br, tree.Options{MaxDataSize: maxData}); err != nil {
+		return nil, fmt.Errorf("fsm: snapshot tree: %w", err)
 	}
 	// A snapshot from before the tree stored ZooKeeper's system nodes (the
 	// server answered for them) gets them here, as every server does.
-	t.AddSystemNodes()
-	return t, reg, applied, now, nil
+	st.Tree.AddSystemNodes()
+	return st, nil
 }

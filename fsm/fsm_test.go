@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -236,12 +237,44 @@ func TestTimeNeverGoesBack(t *testing.T) {
 	})
 }
 
-func TestRejectsGarbage(t *testing.T) {
-	f := New(Options{})
-	r := f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: []byte{0xff, 0x01, 0x02}})
-	if r != nil || f.AppliedIndex() != 1 {
-		t.Fatalf("garbage entry: %v applied=%d", r, f.AppliedIndex())
+// TestHaltsOnGarbage: an entry the FSM cannot decode (a flipped bit on
+// this server's disk, or a command of a newer coordd) is never skipped: the
+// FSM stops there, says where, applies nothing more, and its server is told
+// once. So is a snapshot it cannot read refused.
+func TestHaltsOnGarbage(t *testing.T) {
+	cases := map[string]*raft.Log{
+		"garbage":         {Index: 2, Type: raft.LogCommand, Data: []byte{0xff, 0x01, 0x02}},
+		"no body":         {Index: 2, Type: raft.LogCommand, Data: []byte{0x08, 0x05}}, // time_ms only
+		"unknown command": {Index: 2, Type: raft.LogCommand, Data: []byte{0x08, 0x05, 0xfa, 0x03, 0x00}},
+		"configuration":   {Index: 2, Type: raft.LogConfiguration, Data: []byte{0xff, 0x00}},
+		"newer level":     logOf(t, open(1, "x"), &cmdpb.Command{Cmd: &cmdpb.Command_SetLevel{SetLevel: &cmdpb.SetLevel{Level: Level + 1}}})[1],
 	}
+	for name, bad := range cases {
+		t.Run(name, func(t *testing.T) {
+			var halts []error
+			f := New(Options{Halt: func(err error) { halts = append(halts, err) }})
+			first := logOf(t, open(1, "pw"))
+			later := logOf(t, open(1, "a"), open(2, "b"), open(3, "c"))[2]
+			f.ApplyBatch([]*raft.Log{first[0], bad, later})
+			f.Apply(&raft.Log{Index: 4, Type: raft.LogCommand, Data: later.Data})
+			h := f.Halted()
+			if h == nil || h.Index != 2 || len(halts) != 1 {
+				t.Fatalf("halted %v, told %d times", h, len(halts))
+			}
+			if !strings.Contains(halts[0].Error(), "log entry 2") {
+				t.Fatalf("the error does not say where: %v", halts[0])
+			}
+			if f.AppliedIndex() != 1 {
+				t.Fatalf("applied %d after the bad entry, want 1", f.AppliedIndex())
+			}
+			f.Read(func(v View) {
+				if v.Sessions.Len() != 1 {
+					t.Fatalf("%d sessions: an entry after the bad one applied", v.Sessions.Len())
+				}
+			})
+		})
+	}
+	f := New(Options{})
 	for _, bad := range [][]byte{nil, []byte("COORDSN1"), []byte("not a snapshot at all, no")} {
 		if err := f.Restore(nopCloser{bytes.NewReader(bad)}); err == nil {
 			t.Fatalf("restore accepted %q", bad)
@@ -334,12 +367,13 @@ func TestLastChangeSkipsNoops(t *testing.T) {
 	check(2, 1)
 	f.ApplyBatch(logs[2:])
 	check(5, 3)
-	// A configuration entry counts as a change; so does an undecodable one.
-	f.ApplyBatch([]*raft.Log{{Index: 6, Term: 1, Type: raft.LogConfiguration}})
+	// A configuration entry counts as a change.
+	conf := raft.EncodeConfiguration(raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: "1", Address: "127.0.0.1:1"}}})
+	f.ApplyBatch([]*raft.Log{{Index: 6, Term: 1, Type: raft.LogConfiguration, Data: conf}})
 	check(6, 6)
 	f.ApplyBatch(logOf(t, noop(1005), noop(1006), noop(1007), noop(1008), noop(1009), noop(1010), noop(1011))[6:])
 	check(7, 6)
-	f.ApplyBatch([]*raft.Log{{Index: 8, Term: 1, Type: raft.LogCommand, Data: []byte{0xff, 0xff}}})
+	f.ApplyBatch(logOf(t, noop(1005), noop(1006), noop(1007), noop(1008), noop(1009), noop(1010), noop(1011), open(1012, "q"))[7:])
 	check(8, 8)
 
 	g := New(Options{})

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -136,7 +137,7 @@ func decodeConfiguration(data []byte) (c raft.Configuration, ok bool) {
 func (f *FSM) applyConfiguration(tx *tree.Tx, data []byte) {
 	c, ok := decodeConfiguration(data)
 	if !ok {
-		f.log.Error("skipping an undecodable configuration entry", "index", tx.Zxid)
+		f.halt(tx.Zxid, errors.New("a configuration entry that cannot be decoded"))
 		return
 	}
 	f.tree.SetConfig(renderConfig(serversOf(c, clientsOf(configText(f.tree))), tx.Zxid), tx)

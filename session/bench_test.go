@@ -71,7 +71,7 @@ func BenchmarkRegistryRecordAfterClone(b *testing.B) {
 		}
 		id := int64(i%benchSessions) + 1
 		xid := int64(i/benchSessions) + 1
-		r.Record(id, xid, reply)
+		r.Record(id, xid, 0, reply)
 		r.Ack(id, xid)
 	}
 }

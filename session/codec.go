@@ -16,8 +16,9 @@ var ErrCorrupt = errors.New("session: corrupt registry encoding")
 
 // The encoding, written by WriteTo and read by ReadRegistry:
 //
-//	magic    "CDSR" then the format version: 0x03, or 0x02 when no session holds an
-//	         identity
+//	magic    "CDSR" then the format version: 0x04 when a session has a connection
+//	         epoch or a cached reply a digest, else 0x03, or 0x02 when no session
+//	         holds an identity either
 //	count    uvarint, number of sessions
 //	count times, in strictly increasing ID order:
 //	  id        varint
@@ -28,12 +29,16 @@ var ErrCorrupt = errors.New("session: corrupt registry encoding")
 //	  nReplies  uvarint (<= MaxCachedReplies)
 //	  nReplies times, in strictly increasing xid order, every xid >= floor:
 //	    xid     varint
+//	    digest  version 4 only: 8 bytes big-endian
 //	    len     uvarint (<= MaxReplyLen), then len bytes
-//	  version 3 only:
+//	  versions 3 and 4:
 //	  nIds      uvarint (<= MaxIdentities)
 //	  nIds times, distinct, in the order added:
 //	    scheme  uvarint len, then len bytes
 //	    id      uvarint len, then len bytes (scheme and id <= MaxIdentityLen)
+//	  version 4 only:
+//	  epoch     varint (>= 0)
+//	  seq       varint (>= 0; 0 when epoch is 0)
 //	crc      4 bytes big-endian CRC-32C of everything before it
 //
 // Varints are encoding/binary's, and must be minimal (canonical), so that a registry
@@ -43,8 +48,14 @@ var ErrCorrupt = errors.New("session: corrupt registry encoding")
 // bytes; ReadRegistry still reads it (every owner is then ""). Version 2, written
 // before sessions had identities, is version 3 without them; a registry in which no
 // session holds an identity is still written in version 2, byte for byte as servers
-// from before identities write and read it.
-var magic = [5]byte{'C', 'D', 'S', 'R', 3}
+// from before identities write and read it. Version 4 adds the connection epochs and
+// the replies' digests, which only a cluster at command level 2 records (the FSM's
+// SetLevel): until then the registry is written as before, so that a server of an
+// older version can read a snapshot of a newer one during a rolling upgrade.
+var magic = [5]byte{'C', 'D', 'S', 'R', 4}
+
+// magicV3 starts the encoding of format version 3.
+var magicV3 = [5]byte{'C', 'D', 'S', 'R', 3}
 
 // magicV2 starts the encoding of format version 2.
 var magicV2 = [5]byte{'C', 'D', 'S', 'R', 2}
@@ -106,21 +117,24 @@ func (e *encoder) bytes(b []byte) {
 // they were built. It returns the number of bytes written.
 func (r *Registry) WriteTo(w io.Writer) (int64, error) { return r.writeTo(w, true) }
 
-// writeTo writes format version 3 (version 2 when no session holds an
-// identity), or version 1 (without owners or identities) for the tests of the
-// reading of old snapshots.
+// writeTo writes the oldest format version that holds r (see magic), or version 1
+// (without owners or identities) for the tests of the reading of old snapshots.
 func (r *Registry) writeTo(w io.Writer, owners bool) (int64, error) {
 	e := &encoder{w: w, buf: make([]byte, 0, flushAt+64)}
-	ids := false
+	ids, v4 := false, false
 	if owners {
 		r.tree.Ascend(func(it item) bool {
-			ids = len(it.e.ids) > 0
-			return !ids
+			ids = ids || len(it.e.ids) > 0
+			v4 = v4 || it.e.level2()
+			return !v4
 		})
+		ids = ids || v4
 	}
 	switch {
-	case ids:
+	case v4:
 		e.buf = append(e.buf, magic[:]...)
+	case ids:
+		e.buf = append(e.buf, magicV3[:]...)
 	case owners:
 		e.buf = append(e.buf, magicV2[:]...)
 	default:
@@ -139,6 +153,9 @@ func (r *Registry) writeTo(w io.Writer, owners bool) (int64, error) {
 		e.buf = binary.AppendUvarint(e.buf, uint64(len(s.replies)))
 		for _, rp := range s.replies {
 			e.buf = binary.AppendVarint(e.buf, rp.xid)
+			if v4 {
+				e.buf = binary.BigEndian.AppendUint64(e.buf, rp.digest)
+			}
 			e.bytes(rp.data)
 		}
 		if ids {
@@ -147,6 +164,10 @@ func (r *Registry) writeTo(w io.Writer, owners bool) (int64, error) {
 				e.bytes([]byte(x.Scheme))
 				e.bytes([]byte(x.ID))
 			}
+		}
+		if v4 {
+			e.buf = binary.AppendVarint(e.buf, s.epoch)
+			e.buf = binary.AppendVarint(e.buf, s.seq)
 		}
 		e.maybeFlush()
 		return e.err == nil
@@ -168,9 +189,10 @@ type decoder struct {
 	r   io.Reader
 	br  io.ByteReader // r, if it is one
 	crc uint32
-	// owners: the format has each session's owner (version 2 and 3);
-	// ids: its identities (version 3).
-	owners, ids bool
+	// owners: the format has each session's owner (version 2 and up);
+	// ids: its identities (version 3 and up); v4: its epoch and its
+	// replies' digests (version 4).
+	owners, ids, v4 bool
 	one         [1]byte
 	vb          [binary.MaxVarintLen64]byte
 }
@@ -302,11 +324,11 @@ func readRegistry(rd io.Reader, verify bool) (*Registry, error) {
 	if err := d.full(m[:]); err != nil {
 		return nil, err
 	}
-	if m != magic && m != magicV2 && m != magicV1 {
+	if m != magic && m != magicV3 && m != magicV2 && m != magicV1 {
 		return nil, corrupt("bad magic or version %q", m[:])
 	}
-	d.owners, d.ids = m != magicV1, m == magic
-	anyIDs := false
+	d.owners, d.ids, d.v4 = m != magicV1, m == magic || m == magicV3, m == magic
+	anyIDs, anyV4 := false, false
 	count, err := d.uvarint()
 	if err != nil {
 		return nil, err
@@ -319,6 +341,7 @@ func readRegistry(rd io.Reader, verify bool) (*Registry, error) {
 			return nil, err
 		}
 		anyIDs = anyIDs || len(s.ids) > 0
+		anyV4 = anyV4 || s.level2()
 		if i > 0 && s.info.ID <= prev {
 			return nil, corrupt("session %d after %d: not in increasing order", s.info.ID, prev)
 		}
@@ -326,7 +349,10 @@ func readRegistry(rd io.Reader, verify bool) (*Registry, error) {
 		s.owner = r.tok
 		r.put(s)
 	}
-	if d.ids && !anyIDs {
+	switch {
+	case d.v4 && !anyV4:
+		return nil, corrupt("version 4 with no epoch or digest (an older version is written then)")
+	case d.ids && !d.v4 && !anyIDs:
 		return nil, corrupt("version 3 with no identities (version 2 is written then)")
 	}
 	want := d.crc
@@ -380,6 +406,13 @@ func (d *decoder) session() (*entry, error) {
 		if i > 0 && rp.xid <= s.replies[i-1].xid {
 			return nil, corrupt("session %d: reply xid %d not increasing", s.info.ID, rp.xid)
 		}
+		if d.v4 {
+			var b [8]byte
+			if err := d.full(b[:]); err != nil {
+				return nil, err
+			}
+			rp.digest = binary.BigEndian.Uint64(b[:])
+		}
 		if rp.data, err = d.bytes("reply length", MaxReplyLen); err != nil {
 			return nil, err
 		}
@@ -390,7 +423,32 @@ func (d *decoder) session() (*entry, error) {
 			return nil, err
 		}
 	}
+	if d.v4 {
+		if s.epoch, err = d.varint(); err != nil {
+			return nil, err
+		}
+		if s.seq, err = d.varint(); err != nil {
+			return nil, err
+		}
+		if s.epoch < 0 || s.seq < 0 || (s.epoch == 0 && s.seq != 0) {
+			return nil, corrupt("session %d: epoch %d with request number %d", s.info.ID, s.epoch, s.seq)
+		}
+	}
 	return &s, nil
+}
+
+// level2 reports whether the session holds anything only format version 4
+// encodes: a connection epoch or a reply's digest.
+func (e *entry) level2() bool {
+	if e.epoch != 0 || e.seq != 0 {
+		return true
+	}
+	for _, rp := range e.replies {
+		if rp.digest != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func (d *decoder) identities(sid int64) ([]Identity, error) {

@@ -20,8 +20,8 @@ func FuzzReadRegistry(f *testing.F) {
 	f.Add(encode(f, buildRegistry(f, []int64{1, 2, 3})))
 	r := NewRegistry()
 	_ = r.Open(Info{ID: -1, TimeoutMs: 1 << 40, Password: pw(0xaa)})
-	r.Record(-1, 1, []byte("a"))
-	r.Record(-1, 9, nil)
+	r.Record(-1, 1, 0, []byte("a"))
+	r.Record(-1, 9, 0, nil)
 	r.Ack(-1, 1)
 	f.Add(encode(f, r))
 	if _, err := r.AddIdentities(-1, []Identity{{"digest", "u:h"}, {"super", ""}}); err != nil {
@@ -30,6 +30,10 @@ func FuzzReadRegistry(f *testing.F) {
 	f.Add(encode(f, r))
 	f.Add([]byte("CDSR\x01"))
 	r.SetOwner(-1, "server-1")
+	f.Add(encode(f, r))
+	_ = r.SetEpoch(-1, 3)
+	r.Advance(-1, 2)
+	r.Record(-1, 10, 77, []byte("d"))
 	f.Add(encode(f, r))
 	var v1 bytes.Buffer
 	if _, err := r.writeTo(&v1, false); err != nil {
@@ -80,7 +84,7 @@ func FuzzReadRegistry(f *testing.F) {
 func TestEncodingGolden(t *testing.T) {
 	r := NewRegistry()
 	_ = r.Open(Info{ID: 1, TimeoutMs: 2, Password: []byte{0xab}})
-	r.Record(1, 3, []byte("x"))
+	r.Record(1, 3, 0, []byte("x"))
 	r.Ack(1, 3)
 	got := encode(t, r)
 	_ = r.SetOwner(1, "s")
@@ -113,6 +117,95 @@ func TestEncodingGolden(t *testing.T) {
 	noIDs := withCRC([]byte{'C', 'D', 'S', 'R', 3, 1, 2, 4, 1, 0xab, 1, 's', 6, 1, 6, 1, 'x', 0})
 	if _, err := ReadRegistry(bytes.NewReader(noIDs)); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("version 3 without identities: %v", err)
+	}
+
+	// With a connection epoch, version 4: each reply has its digest, each
+	// session ends with its epoch and request number.
+	if err := r.SetEpoch(1, 9); err != nil {
+		t.Fatal(err)
+	}
+	r.Advance(1, 2)
+	got = encode(t, r)
+	want = withCRC([]byte{'C', 'D', 'S', 'R', 4, 1, 2, 4, 1, 0xab, 1, 's', 6, 1, 6, 0, 0, 0, 0, 0, 0, 0, 0, 1, 'x', 1, 1, 'd', 1, 'u', 18, 4})
+	if !bytes.Equal(got, want) {
+		t.Fatalf("encoding = %x, want %x", got, want)
+	}
+	back, err = ReadRegistry(bytes.NewReader(got))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, q := back.Epoch(1); e != 9 || q != 2 {
+		t.Fatalf("epoch %d, request %d after a round trip", e, q)
+	}
+	// Version 4 with neither an epoch nor a digest is not canonical; nor is a
+	// request number without an epoch.
+	for name, b := range map[string][]byte{
+		"no epoch":            {'C', 'D', 'S', 'R', 4, 1, 2, 4, 1, 0xab, 1, 's', 6, 1, 6, 0, 0, 0, 0, 0, 0, 0, 0, 1, 'x', 0, 0, 0},
+		"number, no epoch":    {'C', 'D', 'S', 'R', 4, 1, 2, 4, 1, 0xab, 1, 's', 6, 1, 6, 0, 0, 0, 0, 0, 0, 0, 0, 1, 'x', 0, 0, 4},
+		"negative request no": {'C', 'D', 'S', 'R', 4, 1, 2, 4, 1, 0xab, 1, 's', 6, 1, 6, 0, 0, 0, 0, 0, 0, 0, 0, 1, 'x', 0, 18, 3},
+	} {
+		if _, err := ReadRegistry(bytes.NewReader(withCRC(b))); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	// A digest alone makes version 4 too.
+	d := NewRegistry()
+	_ = d.Open(Info{ID: 1, TimeoutMs: 2, Password: []byte{0xab}})
+	d.Record(1, 3, 0x0102030405060708, []byte("x"))
+	got = encode(t, d)
+	want = withCRC([]byte{'C', 'D', 'S', 'R', 4, 1, 2, 4, 1, 0xab, 0, 0, 1, 6, 1, 2, 3, 4, 5, 6, 7, 8, 1, 'x', 0, 0, 0})
+	if !bytes.Equal(got, want) {
+		t.Fatalf("encoding = %x, want %x", got, want)
+	}
+	if _, dg, ok := back.Reply(1, 3); !ok || dg != 0 {
+		t.Fatalf("reply digest %x, %v", dg, ok)
+	}
+	back, err = ReadRegistry(bytes.NewReader(got))
+	if _, dg, ok := back.Reply(1, 3); err != nil || !ok || dg != 0x0102030405060708 {
+		t.Fatalf("reply digest %x, %v, %v", dg, ok, err)
+	}
+}
+
+// TestEpochs: a session's connection epoch only moves forward, resets its
+// request number, and the request number only moves forward within it.
+func TestEpochs(t *testing.T) {
+	r := NewRegistry()
+	if err := r.SetEpoch(1, 5); !errors.Is(err, ErrUnknown) {
+		t.Fatalf("SetEpoch of an unknown session: %v", err)
+	}
+	_ = r.Open(Info{ID: 1, TimeoutMs: 2, Password: []byte{1}})
+	if e, q := r.Epoch(1); e != 0 || q != 0 {
+		t.Fatalf("new session: epoch %d, request %d", e, q)
+	}
+	steps := []struct {
+		epoch, advance int64 // 0: not called
+		wantE, wantQ   int64
+	}{
+		{epoch: 1, wantE: 1},
+		{advance: 3, wantE: 1, wantQ: 3},
+		{advance: 2, wantE: 1, wantQ: 3}, // a lower number changes nothing
+		{epoch: 1, wantE: 1, wantQ: 3},   // nor the same epoch
+		{epoch: 7, wantE: 7, wantQ: 0},   // a new connection starts from 0
+		{epoch: 4, wantE: 7, wantQ: 0},   // an older one changes nothing
+		{advance: 1, wantE: 7, wantQ: 1},
+	}
+	for i, s := range steps {
+		c := r.Clone() // the clone keeps what it saw
+		e0, q0 := c.Epoch(1)
+		if s.epoch != 0 {
+			if err := r.SetEpoch(1, s.epoch); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if s.advance != 0 {
+			r.Advance(1, s.advance)
+		}
+		if e, q := r.Epoch(1); e != s.wantE || q != s.wantQ {
+			t.Fatalf("step %d: epoch %d, request %d; want %d, %d", i, e, q, s.wantE, s.wantQ)
+		}
+		if e, q := c.Epoch(1); e != e0 || q != q0 {
+			t.Fatalf("step %d: the clone changed", i)
+		}
 	}
 }
 
@@ -175,7 +268,7 @@ func TestReadVersion1(t *testing.T) {
 	if !ok || info.TimeoutMs != 2 || !bytes.Equal(info.Password, []byte{0xab}) || info.Owner != "" {
 		t.Fatalf("session read from version 1: %+v %v", info, ok)
 	}
-	if reply, ok := r.Reply(1, 3); !ok || string(reply) != "x" || r.Acked(1) != 3 {
+	if reply, _, ok := r.Reply(1, 3); !ok || string(reply) != "x" || r.Acked(1) != 3 {
 		t.Fatalf("reply read from version 1: %q %v, floor %d", reply, ok, r.Acked(1))
 	}
 	want := withCRC([]byte{'C', 'D', 'S', 'R', 2, 1, 2, 4, 1, 0xab, 0, 6, 1, 6, 1, 'x'})

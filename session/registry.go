@@ -65,8 +65,11 @@ type Info struct {
 
 // reply is one cached reply.
 type reply struct {
-	xid  int64
-	data []byte // never modified after Record
+	xid int64
+	// digest identifies the request the reply answers (0: not recorded);
+	// see [Registry.Record].
+	digest uint64
+	data   []byte // never modified after Record
 }
 
 // owner is a copy-on-write token. Each Registry holds one; an entry may be mutated in
@@ -84,6 +87,10 @@ type entry struct {
 	// ids are the identities the session authenticated as, in the order
 	// added, without repeats. The slice is replaced, never modified.
 	ids []Identity
+	// epoch is the session's latest connection of ZooKeeper's protocol
+	// (0: none recorded), and seq the highest request number applied on
+	// it; see [Registry.SetEpoch].
+	epoch, seq int64
 }
 
 // item is the registry tree's element: a session id and its value. Keying on a value
@@ -265,26 +272,75 @@ func (r *Registry) Identities(id int64) []Identity {
 	return e.ids
 }
 
+// SetEpoch records that the session's client connected anew, as epoch
+// (the log index of the entry that opened or resumed the session then): from
+// now on only requests of that connection count, numbered by the server
+// from 1 (see [Registry.Advance]). An epoch at or below the session's current
+// one changes nothing. It returns an error wrapping [ErrUnknown] if id is not
+// open.
+//
+// This is how requests of a ZooKeeper client, which may number its requests
+// afresh on every connection, are told apart: a server's re-proposal of one
+// of them is recognised by its (epoch, number), never by the client's xid.
+func (r *Registry) SetEpoch(id, epoch int64) error {
+	e, ok := r.get(id)
+	if !ok {
+		return fmt.Errorf("%w: %d", ErrUnknown, id)
+	}
+	if epoch > e.epoch {
+		m := r.mutable(e)
+		m.epoch, m.seq = epoch, 0
+	}
+	return nil
+}
+
+// Epoch returns the session's current connection epoch and the highest
+// request number applied on it (0, 0 when none is recorded or the session
+// is unknown).
+func (r *Registry) Epoch(id int64) (epoch, seq int64) {
+	e, ok := r.get(id)
+	if !ok {
+		return 0, 0
+	}
+	return e.epoch, e.seq
+}
+
+// Advance records that request seq of the session's current connection was
+// applied: a request of that connection numbered seq or below is a
+// re-proposal from now on. A lower seq changes nothing; no-op for an unknown
+// session.
+func (r *Registry) Advance(id, seq int64) {
+	e, ok := r.get(id)
+	if !ok || seq <= e.seq {
+		return
+	}
+	r.mutable(e).seq = seq
+}
+
 // search returns the index of the first cached reply with xid >= x.
 func search(rs []reply, x int64) int {
 	return sort.Search(len(rs), func(i int) bool { return rs[i].xid >= x })
 }
 
-// Reply returns the cached reply of the write with xid in session id, if any. The
-// returned slice is shared with the registry (and its clones) and must not be modified.
-func (r *Registry) Reply(id, xid int64) (reply []byte, ok bool) {
+// Reply returns the cached reply of the write with xid in session id, if any, with the
+// digest of the request it answers (as recorded). The returned slice is shared with the
+// registry (and its clones) and must not be modified.
+func (r *Registry) Reply(id, xid int64) (reply []byte, digest uint64, ok bool) {
 	e, found := r.get(id)
 	if !found {
-		return nil, false
+		return nil, 0, false
 	}
 	i := search(e.replies, xid)
 	if i < len(e.replies) && e.replies[i].xid == xid {
-		return e.replies[i].data, true
+		return e.replies[i].data, e.replies[i].digest, true
 	}
-	return nil, false
+	return nil, 0, false
 }
 
-// Record caches reply (copied) as the outcome of the write with xid in session id.
+// Record caches reply (copied) as the outcome of the write with xid in session id, with
+// digest, which identifies the request (0: none). The registry only keeps the digest: the
+// FSM returns a cached reply only to a retry whose digest is the same, so that a request
+// that reuses an xid is never answered with another request's outcome.
 //
 // It is a no-op for an unknown session, for an xid below the session's ack floor
 // ([Registry.Acked]: that reply could never be asked for again), and for an xid that
@@ -295,7 +351,7 @@ func (r *Registry) Reply(id, xid int64) (reply []byte, ok bool) {
 // [MaxReplyLen] (it is then not cached) — raises the ack floor past its xid. A retry of
 // that write is thereby refused as stale rather than applied a second time:
 // exactly-once may degrade to at-most-once, never to at-least-once.
-func (r *Registry) Record(id, xid int64, reply []byte) {
+func (r *Registry) Record(id, xid int64, digest uint64, reply []byte) {
 	e, ok := r.get(id)
 	if !ok || xid < e.floor {
 		return
@@ -309,13 +365,15 @@ func (r *Registry) Record(id, xid int64, reply []byte) {
 		e.raiseFloor(xid + 1)
 		return
 	}
-	e.replies = insertReply(e.replies, i, replyOf(xid, reply))
+	e.replies = insertReply(e.replies, i, replyOf(xid, digest, reply))
 	if len(e.replies) > MaxCachedReplies {
 		e.raiseFloor(e.replies[0].xid + 1)
 	}
 }
 
-func replyOf(xid int64, data []byte) reply { return reply{xid: xid, data: cloneBytes(data)} }
+func replyOf(xid int64, digest uint64, data []byte) reply {
+	return reply{xid: xid, digest: digest, data: cloneBytes(data)}
+}
 
 func insertReply(rs []reply, i int, x reply) []reply {
 	rs = append(rs, reply{})

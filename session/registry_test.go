@@ -187,16 +187,16 @@ func TestReplyCache(t *testing.T) {
 			for i, o := range tc.ops {
 				switch o.kind {
 				case "record":
-					r.Record(o.id, o.xid, []byte(o.reply))
+					r.Record(o.id, o.xid, 0, []byte(o.reply))
 				case "ack":
 					r.Ack(o.id, o.xid)
 				case "want":
-					got, ok := r.Reply(o.id, o.xid)
+					got, _, ok := r.Reply(o.id, o.xid)
 					if !ok || string(got) != o.reply {
 						t.Fatalf("op %d: Reply(%d, %d) = %q, %v; want %q", i, o.id, o.xid, got, ok, o.reply)
 					}
 				case "gone":
-					if got, ok := r.Reply(o.id, o.xid); ok {
+					if got, _, ok := r.Reply(o.id, o.xid); ok {
 						t.Fatalf("op %d: Reply(%d, %d) = %q, want none", i, o.id, o.xid, got)
 					}
 				case "floor":
@@ -213,15 +213,15 @@ func TestReplyCacheCopiesAndCloseForgets(t *testing.T) {
 	r := NewRegistry()
 	mustOpen(t, r, 1)
 	b := []byte("reply")
-	r.Record(1, 1, b)
+	r.Record(1, 1, 0, b)
 	b[0] = 'X'
-	if got, _ := r.Reply(1, 1); string(got) != "reply" {
+	if got, _, _ := r.Reply(1, 1); string(got) != "reply" {
 		t.Fatalf("Record kept the caller's slice: %q", got)
 	}
 	r.Ack(1, 1)
 	r.Close(1)
 	mustOpen(t, r, 1)
-	if _, ok := r.Reply(1, 1); ok || r.Acked(1) != 0 {
+	if _, _, ok := r.Reply(1, 1); ok || r.Acked(1) != 0 {
 		t.Fatal("reopened session inherited the old reply cache")
 	}
 }
@@ -231,15 +231,15 @@ func TestReplyCacheCap(t *testing.T) {
 	mustOpen(t, r, 1)
 	const extra = 10
 	for xid := int64(1); xid <= MaxCachedReplies+extra; xid++ {
-		r.Record(1, xid, []byte(fmt.Sprint(xid)))
+		r.Record(1, xid, 0, []byte(fmt.Sprint(xid)))
 	}
 	for xid := int64(1); xid <= extra; xid++ {
-		if _, ok := r.Reply(1, xid); ok {
+		if _, _, ok := r.Reply(1, xid); ok {
 			t.Fatalf("xid %d still cached past the cap", xid)
 		}
 	}
 	for xid := int64(extra + 1); xid <= MaxCachedReplies+extra; xid++ {
-		if got, ok := r.Reply(1, xid); !ok || string(got) != fmt.Sprint(xid) {
+		if got, _, ok := r.Reply(1, xid); !ok || string(got) != fmt.Sprint(xid) {
 			t.Fatalf("Reply(1, %d) = %q, %v", xid, got, ok)
 		}
 	}
@@ -248,8 +248,8 @@ func TestReplyCacheCap(t *testing.T) {
 		t.Fatalf("Acked = %d, want %d (floor raised past the evicted xids)", got, extra+1)
 	}
 	// Over-long replies are not cached and also raise the floor.
-	r.Record(1, 5000, make([]byte, MaxReplyLen+1))
-	if _, ok := r.Reply(1, 5000); ok || r.Acked(1) != 5001 {
+	r.Record(1, 5000, 0, make([]byte, MaxReplyLen+1))
+	if _, _, ok := r.Reply(1, 5000); ok || r.Acked(1) != 5001 {
 		t.Fatalf("over-long reply: cached=%v floor=%d", ok, r.Acked(1))
 	}
 }
@@ -259,9 +259,9 @@ func buildRegistry(t testing.TB, order []int64) *Registry {
 	r := NewRegistry()
 	for _, id := range order {
 		mustOpen(t, r, id)
-		r.Record(id, 3, []byte(fmt.Sprintf("r%d-3", id)))
-		r.Record(id, 1, []byte(fmt.Sprintf("r%d-1", id)))
-		r.Record(id, 2, []byte(fmt.Sprintf("r%d-2", id)))
+		r.Record(id, 3, 0, []byte(fmt.Sprintf("r%d-3", id)))
+		r.Record(id, 1, 0, []byte(fmt.Sprintf("r%d-1", id)))
+		r.Record(id, 2, 0, []byte(fmt.Sprintf("r%d-2", id)))
 		r.Ack(id, 2)
 	}
 	return r
@@ -288,15 +288,15 @@ func TestCloneIsolation(t *testing.T) {
 	// Mutating the original leaves the clone as it was.
 	mustOpen(t, orig, 4)
 	orig.Close(1)
-	orig.Record(2, 10, []byte("new"))
+	orig.Record(2, 10, 0, []byte("new"))
 	orig.Ack(3, 3)
 	if got := encode(t, c); !bytes.Equal(got, before) {
 		t.Fatal("clone changed when the original was mutated")
 	}
-	if _, ok := c.Reply(2, 10); ok {
+	if _, _, ok := c.Reply(2, 10); ok {
 		t.Fatal("clone sees a reply recorded on the original")
 	}
-	if _, ok := c.Reply(3, 2); !ok {
+	if _, _, ok := c.Reply(3, 2); !ok {
 		t.Fatal("clone lost a reply acked on the original")
 	}
 
@@ -304,22 +304,22 @@ func TestCloneIsolation(t *testing.T) {
 	now := encode(t, orig)
 	c.Close(2)
 	mustOpen(t, c, 5)
-	c.Record(3, 20, []byte("clone"))
+	c.Record(3, 20, 0, []byte("clone"))
 	c.Ack(1, 100)
 	if got := encode(t, orig); !bytes.Equal(got, now) {
 		t.Fatal("original changed when the clone was mutated")
 	}
 	// Clone of a clone, and further mutations after the clone on both sides.
 	c2 := c.Clone()
-	c.Record(3, 21, []byte("c"))
-	c2.Record(3, 21, []byte("c2"))
-	if a, _ := c.Reply(3, 21); string(a) != "c" {
+	c.Record(3, 21, 0, []byte("c"))
+	c2.Record(3, 21, 0, []byte("c2"))
+	if a, _, _ := c.Reply(3, 21); string(a) != "c" {
 		t.Fatalf("c sees %q", a)
 	}
-	if b, _ := c2.Reply(3, 21); string(b) != "c2" {
+	if b, _, _ := c2.Reply(3, 21); string(b) != "c2" {
 		t.Fatalf("c2 sees %q", b)
 	}
-	if _, ok := orig.Reply(3, 21); ok {
+	if _, _, ok := orig.Reply(3, 21); ok {
 		t.Fatal("original sees a clone's reply")
 	}
 }
@@ -331,7 +331,7 @@ func TestCloneConcurrentEncode(t *testing.T) {
 	for id := int64(1); id <= 200; id++ {
 		mustOpen(t, r, id)
 		for xid := int64(1); xid <= 5; xid++ {
-			r.Record(id, xid, []byte("x"))
+			r.Record(id, xid, 0, []byte("x"))
 		}
 	}
 	for round := 0; round < 5; round++ {
@@ -351,7 +351,7 @@ func TestCloneConcurrentEncode(t *testing.T) {
 		for id := int64(1); id <= 200; id++ {
 			switch id % 4 {
 			case 0:
-				r.Record(id, int64(10+round), []byte("y"))
+				r.Record(id, int64(10+round), 0, []byte("y"))
 			case 1:
 				r.Ack(id, int64(2+round))
 			case 2:
@@ -379,9 +379,9 @@ func TestWriteToDeterministic(t *testing.T) {
 		mustOpen(t, c, id)
 		r := c.Clone() // forces copy-on-write on later changes
 		_ = r
-		c.Record(id, 1, []byte(fmt.Sprintf("r%d-1", id)))
-		c.Record(id, 2, []byte(fmt.Sprintf("r%d-2", id)))
-		c.Record(id, 3, []byte(fmt.Sprintf("r%d-3", id)))
+		c.Record(id, 1, 0, []byte(fmt.Sprintf("r%d-1", id)))
+		c.Record(id, 2, 0, []byte(fmt.Sprintf("r%d-2", id)))
+		c.Record(id, 3, 0, []byte(fmt.Sprintf("r%d-3", id)))
 		c.Ack(id, 2)
 	}
 	ea, eb, ec := encode(t, a), encode(t, b), encode(t, c)
@@ -397,7 +397,7 @@ func TestRoundTrip(t *testing.T) {
 	r := buildRegistry(t, []int64{3, 1, 2})
 	_ = r.Open(Info{ID: -5, TimeoutMs: -1}) // extremes survive too
 	_ = r.Open(Info{ID: 1 << 62, TimeoutMs: 1 << 40, Password: []byte{}})
-	r.Record(1<<62, 3, bytes.Repeat([]byte{7}, 3*chunk+5)) // long reply, read in chunks
+	r.Record(1<<62, 3, 0, bytes.Repeat([]byte{7}, 3*chunk+5)) // long reply, read in chunks
 	r.Ack(-5, -10)
 	enc := encode(t, r)
 
@@ -420,11 +420,11 @@ func TestRoundTrip(t *testing.T) {
 			if a, b := got.Acked(-5), r.Acked(-5); a != b {
 				t.Fatalf("Acked = %d, want %d", a, b)
 			}
-			if rp, ok := got.Reply(1<<62, 3); !ok || len(rp) != 3*chunk+5 {
+			if rp, _, ok := got.Reply(1<<62, 3); !ok || len(rp) != 3*chunk+5 {
 				t.Fatalf("long reply: %d bytes, %v", len(rp), ok)
 			}
 			// The decoded registry is fully usable.
-			got.Record(1, 50, []byte("z"))
+			got.Record(1, 50, 0, []byte("z"))
 			mustOpen(t, got, 77)
 		})
 	}

@@ -176,6 +176,7 @@ type Command struct {
 	//	*Command_ResumeSession
 	//	*Command_AddAuth
 	//	*Command_ClientAddress
+	//	*Command_SetLevel
 	Cmd           isCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -297,6 +298,15 @@ func (x *Command) GetClientAddress() *ClientAddress {
 	return nil
 }
 
+func (x *Command) GetSetLevel() *SetLevel {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_SetLevel); ok {
+			return x.SetLevel
+		}
+	}
+	return nil
+}
+
 type isCommand_Cmd interface {
 	isCommand_Cmd()
 }
@@ -333,6 +343,10 @@ type Command_ClientAddress struct {
 	ClientAddress *ClientAddress `protobuf:"bytes,9,opt,name=client_address,json=clientAddress,proto3,oneof"`
 }
 
+type Command_SetLevel struct {
+	SetLevel *SetLevel `protobuf:"bytes,10,opt,name=set_level,json=setLevel,proto3,oneof"`
+}
+
 func (*Command_Write) isCommand_Cmd() {}
 
 func (*Command_OpenSession) isCommand_Cmd() {}
@@ -349,6 +363,66 @@ func (*Command_AddAuth) isCommand_Cmd() {}
 
 func (*Command_ClientAddress) isCommand_Cmd() {}
 
+func (*Command_SetLevel) isCommand_Cmd() {}
+
+// SetLevel raises the cluster's command level: the set of commands and
+// fields that servers may propose from this entry on. The leader proposes
+// it only once every member of the configuration has said it applies that
+// level, so that no server ever meets a command or a field it does not
+// understand (an older one would ignore an unknown field and diverge). A
+// server that applies a level above its own stops: it is older than the
+// cluster. Levels never go down.
+//
+//	1  everything before level 2 (no SetLevel entry: the level of a log
+//	   that never held one)
+//	2  ZooKeeper-protocol requests keyed by their connection (Write.epoch,
+//	   CloseSession.epoch, AddAuth.epoch, a ResumeSession on every
+//	   ZooKeeper-protocol reconnect), and cached replies checked against a
+//	   digest of their request
+type SetLevel struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Level         int64                  `protobuf:"varint,1,opt,name=level,proto3" json:"level,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetLevel) Reset() {
+	*x = SetLevel{}
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetLevel) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetLevel) ProtoMessage() {}
+
+func (x *SetLevel) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetLevel.ProtoReflect.Descriptor instead.
+func (*SetLevel) Descriptor() ([]byte, []int) {
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *SetLevel) GetLevel() int64 {
+	if x != nil {
+		return x.Level
+	}
+	return 0
+}
+
 // ClientAddress registers the client address of a member of the cluster
 // (its --client-addr), for ZooKeeper's /zookeeper/config: each server
 // submits its own when the replicated configuration lacks it or shows
@@ -364,7 +438,7 @@ type ClientAddress struct {
 
 func (x *ClientAddress) Reset() {
 	*x = ClientAddress{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[1]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -376,7 +450,7 @@ func (x *ClientAddress) String() string {
 func (*ClientAddress) ProtoMessage() {}
 
 func (x *ClientAddress) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[1]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -389,7 +463,7 @@ func (x *ClientAddress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientAddress.ProtoReflect.Descriptor instead.
 func (*ClientAddress) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{1}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ClientAddress) GetServerId() string {
@@ -407,7 +481,8 @@ func (x *ClientAddress) GetAddress() string {
 }
 
 // Write is a client write, identified by (session_id, xid) for exactly-once
-// retries.
+// retries of coordd's own client, or by (session_id, epoch, xid) when it
+// came over ZooKeeper's protocol (epoch set).
 type Write struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	SessionId int64                  `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -422,6 +497,16 @@ type Write struct {
 	// connection; the write's ACL checks use it with the session's
 	// identities. Absent in entries from before ACLs.
 	Conn *Conn `protobuf:"bytes,5,opt,name=conn,proto3" json:"conn,omitempty"`
+	// epoch, when set (level 2), is the connection of ZooKeeper's protocol
+	// the write came on: the index of the entry that opened or last resumed
+	// the session when the connection began. xid is then not the client's
+	// (a ZooKeeper client may number its requests afresh on every
+	// connection) but the server's own, counting the connection's commands
+	// from 1; lowest_pending_xid is unused. The FSM applies such a write
+	// only while epoch is the session's latest and xid is above the last one
+	// applied, and caches no reply: a server's re-proposal applies once, and
+	// no request is ever answered with another's reply.
+	Epoch int64 `protobuf:"varint,6,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	// Types that are valid to be assigned to Op:
 	//
 	//	*Write_Create
@@ -436,7 +521,7 @@ type Write struct {
 
 func (x *Write) Reset() {
 	*x = Write{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[2]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -448,7 +533,7 @@ func (x *Write) String() string {
 func (*Write) ProtoMessage() {}
 
 func (x *Write) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[2]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -461,7 +546,7 @@ func (x *Write) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Write.ProtoReflect.Descriptor instead.
 func (*Write) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{2}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Write) GetSessionId() int64 {
@@ -497,6 +582,13 @@ func (x *Write) GetConn() *Conn {
 		return x.Conn
 	}
 	return nil
+}
+
+func (x *Write) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
 }
 
 func (x *Write) GetOp() isWrite_Op {
@@ -599,7 +691,7 @@ type Conn struct {
 
 func (x *Conn) Reset() {
 	*x = Conn{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[3]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -611,7 +703,7 @@ func (x *Conn) String() string {
 func (*Conn) ProtoMessage() {}
 
 func (x *Conn) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[3]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -624,7 +716,7 @@ func (x *Conn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Conn.ProtoReflect.Descriptor instead.
 func (*Conn) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{3}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Conn) GetIp() []byte {
@@ -653,7 +745,7 @@ type ACL struct {
 
 func (x *ACL) Reset() {
 	*x = ACL{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[4]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -665,7 +757,7 @@ func (x *ACL) String() string {
 func (*ACL) ProtoMessage() {}
 
 func (x *ACL) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[4]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -678,7 +770,7 @@ func (x *ACL) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ACL.ProtoReflect.Descriptor instead.
 func (*ACL) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{4}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ACL) GetPerms() int32 {
@@ -713,7 +805,7 @@ type Identity struct {
 
 func (x *Identity) Reset() {
 	*x = Identity{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[5]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -725,7 +817,7 @@ func (x *Identity) String() string {
 func (*Identity) ProtoMessage() {}
 
 func (x *Identity) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[5]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -738,7 +830,7 @@ func (x *Identity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Identity.ProtoReflect.Descriptor instead.
 func (*Identity) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{5}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Identity) GetScheme() string {
@@ -777,7 +869,7 @@ type Create struct {
 
 func (x *Create) Reset() {
 	*x = Create{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[6]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -789,7 +881,7 @@ func (x *Create) String() string {
 func (*Create) ProtoMessage() {}
 
 func (x *Create) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[6]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -802,7 +894,7 @@ func (x *Create) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Create.ProtoReflect.Descriptor instead.
 func (*Create) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{6}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Create) GetPath() string {
@@ -866,7 +958,7 @@ type SetACL struct {
 
 func (x *SetACL) Reset() {
 	*x = SetACL{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[7]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -878,7 +970,7 @@ func (x *SetACL) String() string {
 func (*SetACL) ProtoMessage() {}
 
 func (x *SetACL) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[7]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -891,7 +983,7 @@ func (x *SetACL) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetACL.ProtoReflect.Descriptor instead.
 func (*SetACL) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{7}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SetACL) GetPath() string {
@@ -926,7 +1018,7 @@ type Delete struct {
 
 func (x *Delete) Reset() {
 	*x = Delete{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[8]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -938,7 +1030,7 @@ func (x *Delete) String() string {
 func (*Delete) ProtoMessage() {}
 
 func (x *Delete) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[8]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -951,7 +1043,7 @@ func (x *Delete) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delete.ProtoReflect.Descriptor instead.
 func (*Delete) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{8}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Delete) GetPath() string {
@@ -982,7 +1074,7 @@ type SetData struct {
 
 func (x *SetData) Reset() {
 	*x = SetData{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[9]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -994,7 +1086,7 @@ func (x *SetData) String() string {
 func (*SetData) ProtoMessage() {}
 
 func (x *SetData) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[9]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1007,7 +1099,7 @@ func (x *SetData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetData.ProtoReflect.Descriptor instead.
 func (*SetData) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{9}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SetData) GetPath() string {
@@ -1049,7 +1141,7 @@ type Check struct {
 
 func (x *Check) Reset() {
 	*x = Check{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[10]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1061,7 +1153,7 @@ func (x *Check) String() string {
 func (*Check) ProtoMessage() {}
 
 func (x *Check) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[10]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1074,7 +1166,7 @@ func (x *Check) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Check.ProtoReflect.Descriptor instead.
 func (*Check) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{10}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Check) GetPath() string {
@@ -1107,7 +1199,7 @@ type Op struct {
 
 func (x *Op) Reset() {
 	*x = Op{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[11]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1119,7 +1211,7 @@ func (x *Op) String() string {
 func (*Op) ProtoMessage() {}
 
 func (x *Op) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[11]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1132,7 +1224,7 @@ func (x *Op) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Op.ProtoReflect.Descriptor instead.
 func (*Op) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{11}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Op) GetOp() isOp_Op {
@@ -1216,7 +1308,7 @@ type Multi struct {
 
 func (x *Multi) Reset() {
 	*x = Multi{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[12]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1228,7 +1320,7 @@ func (x *Multi) String() string {
 func (*Multi) ProtoMessage() {}
 
 func (x *Multi) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[12]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1241,7 +1333,7 @@ func (x *Multi) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Multi.ProtoReflect.Descriptor instead.
 func (*Multi) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{12}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Multi) GetOps() []*Op {
@@ -1264,7 +1356,7 @@ type OpenSession struct {
 
 func (x *OpenSession) Reset() {
 	*x = OpenSession{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[13]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1276,7 +1368,7 @@ func (x *OpenSession) String() string {
 func (*OpenSession) ProtoMessage() {}
 
 func (x *OpenSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[13]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1289,7 +1381,7 @@ func (x *OpenSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSession.ProtoReflect.Descriptor instead.
 func (*OpenSession) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{13}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *OpenSession) GetTimeoutMs() int64 {
@@ -1327,7 +1419,7 @@ type ResumeSession struct {
 
 func (x *ResumeSession) Reset() {
 	*x = ResumeSession{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[14]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1339,7 +1431,7 @@ func (x *ResumeSession) String() string {
 func (*ResumeSession) ProtoMessage() {}
 
 func (x *ResumeSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[14]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1352,7 +1444,7 @@ func (x *ResumeSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeSession.ProtoReflect.Descriptor instead.
 func (*ResumeSession) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{14}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ResumeSession) GetSessionId() int64 {
@@ -1381,14 +1473,16 @@ type CloseSession struct {
 	Term uint64 `protobuf:"varint,4,opt,name=term,proto3" json:"term,omitempty"`
 	// server is the server whose client asked for the close (xid set); as
 	// for Write.server, another server than the owner gets SESSION_MOVED.
-	Server        string `protobuf:"bytes,5,opt,name=server,proto3" json:"server,omitempty"`
+	Server string `protobuf:"bytes,5,opt,name=server,proto3" json:"server,omitempty"`
+	// epoch and xid, as Write's, for a close asked over ZooKeeper's protocol.
+	Epoch         int64 `protobuf:"varint,6,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CloseSession) Reset() {
 	*x = CloseSession{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[15]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1400,7 +1494,7 @@ func (x *CloseSession) String() string {
 func (*CloseSession) ProtoMessage() {}
 
 func (x *CloseSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[15]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1413,7 +1507,7 @@ func (x *CloseSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSession.ProtoReflect.Descriptor instead.
 func (*CloseSession) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{15}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CloseSession) GetSessionId() int64 {
@@ -1451,6 +1545,13 @@ func (x *CloseSession) GetServer() string {
 	return ""
 }
 
+func (x *CloseSession) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
 // Noop changes nothing. A new leader proposes one at the start of its term
 // (leader_id set), so the FSM's index reaches the commit index of the new
 // term. (Earlier versions also proposed them with leader_id empty to carry
@@ -1466,7 +1567,7 @@ type Noop struct {
 
 func (x *Noop) Reset() {
 	*x = Noop{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[16]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1478,7 +1579,7 @@ func (x *Noop) String() string {
 func (*Noop) ProtoMessage() {}
 
 func (x *Noop) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[16]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1491,7 +1592,7 @@ func (x *Noop) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Noop.ProtoReflect.Descriptor instead.
 func (*Noop) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{16}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Noop) GetLeaderId() string {
@@ -1512,14 +1613,16 @@ type AddAuth struct {
 	Ids       []*Identity            `protobuf:"bytes,3,rep,name=ids,proto3" json:"ids,omitempty"`
 	// server is the server whose client sent it; from a server that no
 	// longer owns the session it fails with SESSION_MOVED, as a write does.
-	Server        string `protobuf:"bytes,4,opt,name=server,proto3" json:"server,omitempty"`
+	Server string `protobuf:"bytes,4,opt,name=server,proto3" json:"server,omitempty"`
+	// epoch and xid, as Write's, for an addAuth sent over ZooKeeper's protocol.
+	Epoch         int64 `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AddAuth) Reset() {
 	*x = AddAuth{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[17]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1531,7 +1634,7 @@ func (x *AddAuth) String() string {
 func (*AddAuth) ProtoMessage() {}
 
 func (x *AddAuth) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[17]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1544,7 +1647,7 @@ func (x *AddAuth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddAuth.ProtoReflect.Descriptor instead.
 func (*AddAuth) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{17}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AddAuth) GetSessionId() int64 {
@@ -1575,6 +1678,13 @@ func (x *AddAuth) GetServer() string {
 	return ""
 }
 
+func (x *AddAuth) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
 // Reap is a leader-proposed conditional delete of a container or TTL node;
 // the FSM re-checks the condition at apply time.
 type Reap struct {
@@ -1586,7 +1696,7 @@ type Reap struct {
 
 func (x *Reap) Reset() {
 	*x = Reap{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[18]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1598,7 +1708,7 @@ func (x *Reap) String() string {
 func (*Reap) ProtoMessage() {}
 
 func (x *Reap) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[18]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1611,7 +1721,7 @@ func (x *Reap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reap.ProtoReflect.Descriptor instead.
 func (*Reap) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{18}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Reap) GetPaths() []string {
@@ -1643,7 +1753,7 @@ type Stat struct {
 
 func (x *Stat) Reset() {
 	*x = Stat{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[19]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1655,7 +1765,7 @@ func (x *Stat) String() string {
 func (*Stat) ProtoMessage() {}
 
 func (x *Stat) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[19]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1668,7 +1778,7 @@ func (x *Stat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stat.ProtoReflect.Descriptor instead.
 func (*Stat) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{19}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Stat) GetCzxid() int64 {
@@ -1775,7 +1885,7 @@ type OpResult struct {
 
 func (x *OpResult) Reset() {
 	*x = OpResult{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[20]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1787,7 +1897,7 @@ func (x *OpResult) String() string {
 func (*OpResult) ProtoMessage() {}
 
 func (x *OpResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[20]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1800,7 +1910,7 @@ func (x *OpResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpResult.ProtoReflect.Descriptor instead.
 func (*OpResult) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{20}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *OpResult) GetCode() Code {
@@ -1847,7 +1957,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[21]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1859,7 +1969,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[21]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1872,7 +1982,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{21}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Result) GetZxid() int64 {
@@ -1921,7 +2031,7 @@ var File_fsm_cmdpb_command_proto protoreflect.FileDescriptor
 
 const file_fsm_cmdpb_command_proto_rawDesc = "" +
 	"\n" +
-	"\x17fsm/cmdpb/command.proto\x12\rcoordd.cmd.v1\"\xf5\x03\n" +
+	"\x17fsm/cmdpb/command.proto\x12\rcoordd.cmd.v1\"\xad\x04\n" +
 	"\aCommand\x12\x17\n" +
 	"\atime_ms\x18\x01 \x01(\x03R\x06timeMs\x12,\n" +
 	"\x05write\x18\x02 \x01(\v2\x14.coordd.cmd.v1.WriteH\x00R\x05write\x12?\n" +
@@ -1931,18 +2041,23 @@ const file_fsm_cmdpb_command_proto_rawDesc = "" +
 	"\x04reap\x18\x06 \x01(\v2\x13.coordd.cmd.v1.ReapH\x00R\x04reap\x12E\n" +
 	"\x0eresume_session\x18\a \x01(\v2\x1c.coordd.cmd.v1.ResumeSessionH\x00R\rresumeSession\x123\n" +
 	"\badd_auth\x18\b \x01(\v2\x16.coordd.cmd.v1.AddAuthH\x00R\aaddAuth\x12E\n" +
-	"\x0eclient_address\x18\t \x01(\v2\x1c.coordd.cmd.v1.ClientAddressH\x00R\rclientAddressB\x05\n" +
-	"\x03cmd\"F\n" +
+	"\x0eclient_address\x18\t \x01(\v2\x1c.coordd.cmd.v1.ClientAddressH\x00R\rclientAddress\x126\n" +
+	"\tset_level\x18\n" +
+	" \x01(\v2\x17.coordd.cmd.v1.SetLevelH\x00R\bsetLevelB\x05\n" +
+	"\x03cmd\" \n" +
+	"\bSetLevel\x12\x14\n" +
+	"\x05level\x18\x01 \x01(\x03R\x05level\"F\n" +
 	"\rClientAddress\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x18\n" +
-	"\aaddress\x18\x02 \x01(\tR\aaddress\"\xa4\x03\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\"\xba\x03\n" +
 	"\x05Write\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x03R\tsessionId\x12\x10\n" +
 	"\x03xid\x18\x02 \x01(\x03R\x03xid\x12,\n" +
 	"\x12lowest_pending_xid\x18\x03 \x01(\x03R\x10lowestPendingXid\x12\x16\n" +
 	"\x06server\x18\x04 \x01(\tR\x06server\x12'\n" +
-	"\x04conn\x18\x05 \x01(\v2\x13.coordd.cmd.v1.ConnR\x04conn\x12/\n" +
+	"\x04conn\x18\x05 \x01(\v2\x13.coordd.cmd.v1.ConnR\x04conn\x12\x14\n" +
+	"\x05epoch\x18\x06 \x01(\x03R\x05epoch\x12/\n" +
 	"\x06create\x18\n" +
 	" \x01(\v2\x15.coordd.cmd.v1.CreateH\x00R\x06create\x12/\n" +
 	"\x06delete\x18\v \x01(\v2\x15.coordd.cmd.v1.DeleteH\x00R\x06delete\x123\n" +
@@ -2001,22 +2116,24 @@ const file_fsm_cmdpb_command_proto_rawDesc = "" +
 	"\rResumeSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x03R\tsessionId\x12\x16\n" +
-	"\x06server\x18\x02 \x01(\tR\x06server\"\x85\x01\n" +
+	"\x06server\x18\x02 \x01(\tR\x06server\"\x9b\x01\n" +
 	"\fCloseSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x03R\tsessionId\x12\x10\n" +
 	"\x03xid\x18\x02 \x01(\x03R\x03xid\x12\x18\n" +
 	"\aexpired\x18\x03 \x01(\bR\aexpired\x12\x12\n" +
 	"\x04term\x18\x04 \x01(\x04R\x04term\x12\x16\n" +
-	"\x06server\x18\x05 \x01(\tR\x06server\"#\n" +
+	"\x06server\x18\x05 \x01(\tR\x06server\x12\x14\n" +
+	"\x05epoch\x18\x06 \x01(\x03R\x05epoch\"#\n" +
 	"\x04Noop\x12\x1b\n" +
-	"\tleader_id\x18\x01 \x01(\tR\bleaderId\"}\n" +
+	"\tleader_id\x18\x01 \x01(\tR\bleaderId\"\x93\x01\n" +
 	"\aAddAuth\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x03R\tsessionId\x12\x10\n" +
 	"\x03xid\x18\x02 \x01(\x03R\x03xid\x12)\n" +
 	"\x03ids\x18\x03 \x03(\v2\x17.coordd.cmd.v1.IdentityR\x03ids\x12\x16\n" +
-	"\x06server\x18\x04 \x01(\tR\x06server\"\x1c\n" +
+	"\x06server\x18\x04 \x01(\tR\x06server\x12\x14\n" +
+	"\x05epoch\x18\x05 \x01(\x03R\x05epoch\"\x1c\n" +
 	"\x04Reap\x12\x14\n" +
 	"\x05paths\x18\x01 \x03(\tR\x05paths\"\xf3\x02\n" +
 	"\x04Stat\x12\x14\n" +
@@ -2081,68 +2198,70 @@ func file_fsm_cmdpb_command_proto_rawDescGZIP() []byte {
 }
 
 var file_fsm_cmdpb_command_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_fsm_cmdpb_command_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_fsm_cmdpb_command_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_fsm_cmdpb_command_proto_goTypes = []any{
 	(Kind)(0),             // 0: coordd.cmd.v1.Kind
 	(Code)(0),             // 1: coordd.cmd.v1.Code
 	(*Command)(nil),       // 2: coordd.cmd.v1.Command
-	(*ClientAddress)(nil), // 3: coordd.cmd.v1.ClientAddress
-	(*Write)(nil),         // 4: coordd.cmd.v1.Write
-	(*Conn)(nil),          // 5: coordd.cmd.v1.Conn
-	(*ACL)(nil),           // 6: coordd.cmd.v1.ACL
-	(*Identity)(nil),      // 7: coordd.cmd.v1.Identity
-	(*Create)(nil),        // 8: coordd.cmd.v1.Create
-	(*SetACL)(nil),        // 9: coordd.cmd.v1.SetACL
-	(*Delete)(nil),        // 10: coordd.cmd.v1.Delete
-	(*SetData)(nil),       // 11: coordd.cmd.v1.SetData
-	(*Check)(nil),         // 12: coordd.cmd.v1.Check
-	(*Op)(nil),            // 13: coordd.cmd.v1.Op
-	(*Multi)(nil),         // 14: coordd.cmd.v1.Multi
-	(*OpenSession)(nil),   // 15: coordd.cmd.v1.OpenSession
-	(*ResumeSession)(nil), // 16: coordd.cmd.v1.ResumeSession
-	(*CloseSession)(nil),  // 17: coordd.cmd.v1.CloseSession
-	(*Noop)(nil),          // 18: coordd.cmd.v1.Noop
-	(*AddAuth)(nil),       // 19: coordd.cmd.v1.AddAuth
-	(*Reap)(nil),          // 20: coordd.cmd.v1.Reap
-	(*Stat)(nil),          // 21: coordd.cmd.v1.Stat
-	(*OpResult)(nil),      // 22: coordd.cmd.v1.OpResult
-	(*Result)(nil),        // 23: coordd.cmd.v1.Result
+	(*SetLevel)(nil),      // 3: coordd.cmd.v1.SetLevel
+	(*ClientAddress)(nil), // 4: coordd.cmd.v1.ClientAddress
+	(*Write)(nil),         // 5: coordd.cmd.v1.Write
+	(*Conn)(nil),          // 6: coordd.cmd.v1.Conn
+	(*ACL)(nil),           // 7: coordd.cmd.v1.ACL
+	(*Identity)(nil),      // 8: coordd.cmd.v1.Identity
+	(*Create)(nil),        // 9: coordd.cmd.v1.Create
+	(*SetACL)(nil),        // 10: coordd.cmd.v1.SetACL
+	(*Delete)(nil),        // 11: coordd.cmd.v1.Delete
+	(*SetData)(nil),       // 12: coordd.cmd.v1.SetData
+	(*Check)(nil),         // 13: coordd.cmd.v1.Check
+	(*Op)(nil),            // 14: coordd.cmd.v1.Op
+	(*Multi)(nil),         // 15: coordd.cmd.v1.Multi
+	(*OpenSession)(nil),   // 16: coordd.cmd.v1.OpenSession
+	(*ResumeSession)(nil), // 17: coordd.cmd.v1.ResumeSession
+	(*CloseSession)(nil),  // 18: coordd.cmd.v1.CloseSession
+	(*Noop)(nil),          // 19: coordd.cmd.v1.Noop
+	(*AddAuth)(nil),       // 20: coordd.cmd.v1.AddAuth
+	(*Reap)(nil),          // 21: coordd.cmd.v1.Reap
+	(*Stat)(nil),          // 22: coordd.cmd.v1.Stat
+	(*OpResult)(nil),      // 23: coordd.cmd.v1.OpResult
+	(*Result)(nil),        // 24: coordd.cmd.v1.Result
 }
 var file_fsm_cmdpb_command_proto_depIdxs = []int32{
-	4,  // 0: coordd.cmd.v1.Command.write:type_name -> coordd.cmd.v1.Write
-	15, // 1: coordd.cmd.v1.Command.open_session:type_name -> coordd.cmd.v1.OpenSession
-	17, // 2: coordd.cmd.v1.Command.close_session:type_name -> coordd.cmd.v1.CloseSession
-	18, // 3: coordd.cmd.v1.Command.noop:type_name -> coordd.cmd.v1.Noop
-	20, // 4: coordd.cmd.v1.Command.reap:type_name -> coordd.cmd.v1.Reap
-	16, // 5: coordd.cmd.v1.Command.resume_session:type_name -> coordd.cmd.v1.ResumeSession
-	19, // 6: coordd.cmd.v1.Command.add_auth:type_name -> coordd.cmd.v1.AddAuth
-	3,  // 7: coordd.cmd.v1.Command.client_address:type_name -> coordd.cmd.v1.ClientAddress
-	5,  // 8: coordd.cmd.v1.Write.conn:type_name -> coordd.cmd.v1.Conn
-	8,  // 9: coordd.cmd.v1.Write.create:type_name -> coordd.cmd.v1.Create
-	10, // 10: coordd.cmd.v1.Write.delete:type_name -> coordd.cmd.v1.Delete
-	11, // 11: coordd.cmd.v1.Write.set_data:type_name -> coordd.cmd.v1.SetData
-	14, // 12: coordd.cmd.v1.Write.multi:type_name -> coordd.cmd.v1.Multi
-	9,  // 13: coordd.cmd.v1.Write.set_acl:type_name -> coordd.cmd.v1.SetACL
-	0,  // 14: coordd.cmd.v1.Create.kind:type_name -> coordd.cmd.v1.Kind
-	6,  // 15: coordd.cmd.v1.Create.acl:type_name -> coordd.cmd.v1.ACL
-	6,  // 16: coordd.cmd.v1.SetACL.acl:type_name -> coordd.cmd.v1.ACL
-	8,  // 17: coordd.cmd.v1.Op.create:type_name -> coordd.cmd.v1.Create
-	10, // 18: coordd.cmd.v1.Op.delete:type_name -> coordd.cmd.v1.Delete
-	11, // 19: coordd.cmd.v1.Op.set_data:type_name -> coordd.cmd.v1.SetData
-	12, // 20: coordd.cmd.v1.Op.check:type_name -> coordd.cmd.v1.Check
-	13, // 21: coordd.cmd.v1.Multi.ops:type_name -> coordd.cmd.v1.Op
-	7,  // 22: coordd.cmd.v1.AddAuth.ids:type_name -> coordd.cmd.v1.Identity
-	0,  // 23: coordd.cmd.v1.Stat.kind:type_name -> coordd.cmd.v1.Kind
-	1,  // 24: coordd.cmd.v1.OpResult.code:type_name -> coordd.cmd.v1.Code
-	21, // 25: coordd.cmd.v1.OpResult.stat:type_name -> coordd.cmd.v1.Stat
-	1,  // 26: coordd.cmd.v1.Result.code:type_name -> coordd.cmd.v1.Code
-	21, // 27: coordd.cmd.v1.Result.stat:type_name -> coordd.cmd.v1.Stat
-	22, // 28: coordd.cmd.v1.Result.ops:type_name -> coordd.cmd.v1.OpResult
-	29, // [29:29] is the sub-list for method output_type
-	29, // [29:29] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	5,  // 0: coordd.cmd.v1.Command.write:type_name -> coordd.cmd.v1.Write
+	16, // 1: coordd.cmd.v1.Command.open_session:type_name -> coordd.cmd.v1.OpenSession
+	18, // 2: coordd.cmd.v1.Command.close_session:type_name -> coordd.cmd.v1.CloseSession
+	19, // 3: coordd.cmd.v1.Command.noop:type_name -> coordd.cmd.v1.Noop
+	21, // 4: coordd.cmd.v1.Command.reap:type_name -> coordd.cmd.v1.Reap
+	17, // 5: coordd.cmd.v1.Command.resume_session:type_name -> coordd.cmd.v1.ResumeSession
+	20, // 6: coordd.cmd.v1.Command.add_auth:type_name -> coordd.cmd.v1.AddAuth
+	4,  // 7: coordd.cmd.v1.Command.client_address:type_name -> coordd.cmd.v1.ClientAddress
+	3,  // 8: coordd.cmd.v1.Command.set_level:type_name -> coordd.cmd.v1.SetLevel
+	6,  // 9: coordd.cmd.v1.Write.conn:type_name -> coordd.cmd.v1.Conn
+	9,  // 10: coordd.cmd.v1.Write.create:type_name -> coordd.cmd.v1.Create
+	11, // 11: coordd.cmd.v1.Write.delete:type_name -> coordd.cmd.v1.Delete
+	12, // 12: coordd.cmd.v1.Write.set_data:type_name -> coordd.cmd.v1.SetData
+	15, // 13: coordd.cmd.v1.Write.multi:type_name -> coordd.cmd.v1.Multi
+	10, // 14: coordd.cmd.v1.Write.set_acl:type_name -> coordd.cmd.v1.SetACL
+	0,  // 15: coordd.cmd.v1.Create.kind:type_name -> coordd.cmd.v1.Kind
+	7,  // 16: coordd.cmd.v1.Create.acl:type_name -> coordd.cmd.v1.ACL
+	7,  // 17: coordd.cmd.v1.SetACL.acl:type_name -> coordd.cmd.v1.ACL
+	9,  // 18: coordd.cmd.v1.Op.create:type_name -> coordd.cmd.v1.Create
+	11, // 19: coordd.cmd.v1.Op.delete:type_name -> coordd.cmd.v1.Delete
+	12, // 20: coordd.cmd.v1.Op.set_data:type_name -> coordd.cmd.v1.SetData
+	13, // 21: coordd.cmd.v1.Op.check:type_name -> coordd.cmd.v1.Check
+	14, // 22: coordd.cmd.v1.Multi.ops:type_name -> coordd.cmd.v1.Op
+	8,  // 23: coordd.cmd.v1.AddAuth.ids:type_name -> coordd.cmd.v1.Identity
+	0,  // 24: coordd.cmd.v1.Stat.kind:type_name -> coordd.cmd.v1.Kind
+	1,  // 25: coordd.cmd.v1.OpResult.code:type_name -> coordd.cmd.v1.Code
+	22, // 26: coordd.cmd.v1.OpResult.stat:type_name -> coordd.cmd.v1.Stat
+	1,  // 27: coordd.cmd.v1.Result.code:type_name -> coordd.cmd.v1.Code
+	22, // 28: coordd.cmd.v1.Result.stat:type_name -> coordd.cmd.v1.Stat
+	23, // 29: coordd.cmd.v1.Result.ops:type_name -> coordd.cmd.v1.OpResult
+	30, // [30:30] is the sub-list for method output_type
+	30, // [30:30] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_fsm_cmdpb_command_proto_init() }
@@ -2159,15 +2278,16 @@ func file_fsm_cmdpb_command_proto_init() {
 		(*Command_ResumeSession)(nil),
 		(*Command_AddAuth)(nil),
 		(*Command_ClientAddress)(nil),
+		(*Command_SetLevel)(nil),
 	}
-	file_fsm_cmdpb_command_proto_msgTypes[2].OneofWrappers = []any{
+	file_fsm_cmdpb_command_proto_msgTypes[3].OneofWrappers = []any{
 		(*Write_Create)(nil),
 		(*Write_Delete)(nil),
 		(*Write_SetData)(nil),
 		(*Write_Multi)(nil),
 		(*Write_SetAcl)(nil),
 	}
-	file_fsm_cmdpb_command_proto_msgTypes[11].OneofWrappers = []any{
+	file_fsm_cmdpb_command_proto_msgTypes[12].OneofWrappers = []any{
 		(*Op_Create)(nil),
 		(*Op_Delete)(nil),
 		(*Op_SetData)(nil),
@@ -2179,7 +2299,7 @@ func file_fsm_cmdpb_command_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fsm_cmdpb_command_proto_rawDesc), len(file_fsm_cmdpb_command_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   22,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
