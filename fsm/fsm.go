@@ -40,6 +40,11 @@ type Applied struct {
 	// Result is the outcome of a Write or CloseSession (the cached first
 	// outcome when the write was a retry).
 	Result *cmdpb.Result
+	// Refused is set when the write was refused for who sent it, without
+	// being applied: a stale retry, an xid used before for another
+	// request, a connection the session replaced, a re-proposal of a
+	// request applied already, a server that no longer owns the session.
+	Refused bool
 	// Events are what the entry changed, in order, for the server's watch
 	// table (which is not replicated state, and so not the FSM's).
 	Events []tree.Event
@@ -367,7 +372,7 @@ func (f *FSM) applyCommand(index int64, term uint64, data []byte) *cmdpb.Result 
 		a.Session, a.Xid, a.Epoch = c.CloseSession.SessionId, c.CloseSession.Xid, c.CloseSession.Epoch
 		if c.CloseSession.Xid != 0 {
 			if r := f.moved(tx, c.CloseSession.SessionId, c.CloseSession.Server); r != nil {
-				a.Result = r
+				a.Result, a.Refused = r, true
 				break
 			}
 		}
@@ -385,6 +390,10 @@ func (f *FSM) applyCommand(index int64, term uint64, data []byte) *cmdpb.Result 
 		}
 	case *cmdpb.Command_AddAuth:
 		a.Session, a.Xid, a.Epoch = c.AddAuth.SessionId, c.AddAuth.Xid, c.AddAuth.Epoch
+		if r := f.moved(tx, c.AddAuth.SessionId, c.AddAuth.Server); r != nil {
+			a.Result, a.Refused = r, true
+			break
+		}
 		a.Result = f.addAuth(tx, c.AddAuth)
 	case *cmdpb.Command_ClientAddress:
 		f.setClientAddress(tx, c.ClientAddress)
@@ -436,15 +445,13 @@ func (f *FSM) closeSession(a *Applied, tx *tree.Tx, id int64) *cmdpb.Result {
 	return &cmdpb.Result{Zxid: tx.Zxid}
 }
 
-// addAuth adds identities to a session. It is not cached for retries: adding
-// identities the session holds already changes nothing.
+// addAuth adds identities to a session (whose owner sent it). It is not
+// cached for retries: adding identities the session holds already changes
+// nothing.
 func (f *FSM) addAuth(tx *tree.Tx, c *cmdpb.AddAuth) *cmdpb.Result {
 	ids := make([]session.Identity, 0, len(c.Ids))
 	for _, id := range c.Ids {
 		ids = append(ids, session.Identity{Scheme: id.Scheme, ID: id.Id})
-	}
-	if r := f.moved(tx, c.SessionId, c.Server); r != nil {
-		return r
 	}
 	ok, err := f.sessions.AddIdentities(c.SessionId, ids)
 	switch {
@@ -486,13 +493,14 @@ func (f *FSM) applyWrite(a *Applied, tx *tree.Tx, w *cmdpb.Write) {
 	// the refusal is not cached: the client's retry of the same xid, from
 	// the server it moved to, applies.
 	if r := movedResult(tx, w.SessionId, owner, true, w.Server); r != nil {
-		a.Result = r
+		a.Result, a.Refused = r, true
 		return
 	}
 	if w.Epoch != 0 {
 		a.Result = f.notOfConnection(tx, w.SessionId, w.Epoch, w.Xid)
+		a.Refused = a.Result != nil
 	} else {
-		a.Result = f.retried(tx, w)
+		a.Result, a.Refused = f.retried(tx, w)
 	}
 	if a.Result != nil {
 		return
@@ -511,29 +519,30 @@ func (f *FSM) applyWrite(a *Applied, tx *tree.Tx, w *cmdpb.Write) {
 
 // retried answers a write of coordd's own client, keyed by the client's
 // (session, xid), that is a retry: with the first outcome when it was
-// applied before, refused when the client acknowledged that outcome
-// already. It returns nil for a write to apply, after dropping the cached
-// replies the client acknowledged.
-func (f *FSM) retried(tx *tree.Tx, w *cmdpb.Write) *cmdpb.Result {
+// applied before, refused (refused set) when the client acknowledged that
+// outcome already or the xid was used by another request. It returns nil
+// for a write to apply, after dropping the cached replies the client
+// acknowledged.
+func (f *FSM) retried(tx *tree.Tx, w *cmdpb.Write) (r *cmdpb.Result, refused bool) {
 	if cached, digest, ok := f.sessions.Reply(w.SessionId, w.Xid); ok {
 		if f.level >= 2 && digest != f.digest(w) {
 			// Never another request's outcome: a client that reused
 			// an xid for another request gets an error, and nothing
 			// is applied.
 			return &cmdpb.Result{Zxid: tx.Zxid, Code: cmdpb.Code_BAD_ARGUMENTS,
-				Message: fmt.Sprintf("xid %d of session 0x%x was used before by another request: a new request needs a new xid", w.Xid, w.SessionId)}
+				Message: fmt.Sprintf("xid %d of session 0x%x was used before by another request: a new request needs a new xid", w.Xid, w.SessionId)}, true
 		}
 		r := &cmdpb.Result{}
 		if err := proto.Unmarshal(cached, r); err == nil {
-			return r
+			return r, false
 		}
 	}
 	if w.Xid < f.sessions.Acked(w.SessionId) {
 		return &cmdpb.Result{Zxid: tx.Zxid, Code: cmdpb.Code_SYSTEM_ERROR,
-			Message: fmt.Sprintf("stale retry of xid %d: its reply was already acknowledged", w.Xid)}
+			Message: fmt.Sprintf("stale retry of xid %d: its reply was already acknowledged", w.Xid)}, true
 	}
 	f.sessions.Ack(w.SessionId, w.LowestPendingXid)
-	return nil
+	return nil, false
 }
 
 // notOfConnection refuses a request of ZooKeeper's protocol, keyed by its

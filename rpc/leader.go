@@ -12,6 +12,7 @@ import (
 
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/fsm/cmdpb"
+	"github.com/coordd/coordd/rpc/peerpb"
 	"github.com/coordd/coordd/session"
 )
 
@@ -34,6 +35,9 @@ type leaderDuties struct {
 	// asked the members for their client addresses (its goroutine only).
 	upkeep     atomic.Bool
 	addrsAsked time.Time
+	// levelAsked is when configUpkeep last asked the members which
+	// command level they apply (its goroutine only).
+	levelAsked time.Time
 
 	// readable is the term whose no-op of this server's has applied here
 	// while it led (0: none): from then on, within that term, the commit
@@ -127,13 +131,46 @@ func (l *leaderDuties) run() {
 	}
 }
 
-// configUpkeep keeps /zookeeper/config complete: the membership stated
-// again if the FSM has no record of it, the members' client addresses
-// registered.
+// configUpkeep keeps the replicated record of the cluster complete: the
+// command level raised as far as every member allows, the membership
+// stated again if the FSM has no record of it, the members' client
+// addresses registered.
 func (l *leaderDuties) configUpkeep() {
+	l.raiseLevel()
 	if !l.n.restateConfiguration() {
 		l.registerClientAddrs()
 	}
+}
+
+// raiseLevel proposes the highest command level that every member of the
+// configuration applies (cmdpb.SetLevel), when it is above the cluster's:
+// so a rolling upgrade switches the new commands on once its last server
+// runs the new version, and never before. Every member must answer: one
+// that does not may be older. It asks at most once a second, and not at
+// all once the cluster is at this server's level.
+func (l *leaderDuties) raiseLevel() {
+	n := l.n
+	cur := n.fsm.ClusterLevel()
+	if cur >= fsm.Level || time.Since(l.levelAsked) < time.Second {
+		return
+	}
+	l.levelAsked = time.Now()
+	ctx, cancel := context.WithTimeout(n.ctx, 2*time.Second)
+	defer cancel()
+	servers, infos := n.memberInfos(ctx, &peerpb.InfoRequest{})
+	level := int64(fsm.Level)
+	for _, s := range servers {
+		in, ok := infos[string(s.ID)]
+		if !ok {
+			return
+		}
+		level = min(level, max(in.Level, 1))
+	}
+	if len(servers) == 0 || level <= cur {
+		return
+	}
+	n.log.Info("raising the cluster's command level: every member applies it", "from", cur, "to", level)
+	l.proposeOwn(&cmdpb.Command{Cmd: &cmdpb.Command_SetLevel{SetLevel: &cmdpb.SetLevel{Level: level}}})
 }
 
 // reapPass proposes conditional deletes of the containers and TTL nodes

@@ -268,7 +268,7 @@ func (n *Node) addMember(ctx context.Context, req *apipb.AddMemberRequest) error
 		}
 	}
 	in, err := n.peerInfo(ctx, req.PeerAddress)
-	if err := checkNewcomer(req.Id, req.PeerAddress, in, err); err != nil {
+	if err := checkNewcomer(req.Id, req.PeerAddress, in, err, n.fsm.ClusterLevel()); err != nil {
 		return err
 	}
 	if err := n.confirmMajority(ctx); err != nil {
@@ -298,7 +298,9 @@ func (n *Node) addMember(ctx context.Context, req *apipb.AddMemberRequest) error
 // data dir bootstraps one and elects itself; the leader's log would then
 // seem to match its own (every cluster's first entry has index 1 and term
 // 1) while its state machine has applied entries the cluster never had.
-func checkNewcomer(id, addr string, in *peerpb.InfoResponse, err error) error {
+// Nor may it be older than the cluster's command level (level): it would
+// meet commands it cannot apply.
+func checkNewcomer(id, addr string, in *peerpb.InfoResponse, err error, level int64) error {
 	switch {
 	case err != nil:
 		return nil
@@ -307,6 +309,9 @@ func checkNewcomer(id, addr string, in *peerpb.InfoResponse, err error) error {
 	case in.Role == "leader":
 		return refuse(codes.FailedPrecondition, reasonNotJoining,
 			"the server at %s leads a cluster of its own (it was not started with --join): stop it, empty its data dir and start it with --join", addr)
+	case max(in.Level, 1) < level:
+		return refuse(codes.FailedPrecondition, reasonBadArguments,
+			"the server at %s runs coordd %s, which applies command level %d, and the cluster runs at level %d: run a newer coordd there", addr, in.Version, max(in.Level, 1), level)
 	}
 	return nil
 }

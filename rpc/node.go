@@ -89,6 +89,11 @@ type Node struct {
 	wg     sync.WaitGroup
 
 	closeOnce sync.Once
+
+	built    chan struct{} // closed once NewNode has returned the node
+	haltOnce sync.Once
+	halted   chan struct{} // closed by halt
+	haltErr  error         // set before halted closes
 }
 
 // maxMessageSize bounds one gRPC message: the largest znode plus headroom.
@@ -157,7 +162,7 @@ func NewNode(cfg Config) (_ *Node, err error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID)}
+	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), halted: make(chan struct{}), built: make(chan struct{})}
 	n.refusals = newRefusals(n.log)
 	if err := n.loadTLS(); err != nil {
 		return nil, err
@@ -223,7 +228,7 @@ func NewNode(cfg Config) (_ *Node, err error) {
 	n.asked.observe = func(d time.Duration, err error) { n.metrics.ReadIndexRound(false, d, err) }
 	n.prop = newProposer(n)
 	n.leader = newLeaderDuties(n)
-	n.fsm = fsm.New(fsm.Options{MaxDataSize: cfg.MaxDataSize, Logger: n.log})
+	n.fsm = fsm.New(fsm.Options{MaxDataSize: cfg.MaxDataSize, Logger: n.log, Halt: n.halt})
 	n.engine = engine.New(engine.Config{
 		ServerID: cfg.ID, FSM: n.fsm, Cluster: cluster{n},
 		Tick: cfg.Tick, MinSessionTimeout: cfg.MinSessionTimeout, MaxSessionTimeout: cfg.MaxSessionTimeout,
@@ -360,6 +365,7 @@ func NewNode(cfg Config) (_ *Node, err error) {
 		n.serveAdmin(n.adminLn)
 	}
 	n.log.Info("server started", "client", n.clientLn.Addr().String(), "peer", cfg.PeerAddr, "metrics", n.MetricsAddr())
+	close(n.built)
 	return n, nil
 }
 

@@ -43,6 +43,7 @@ func (n *Node) info(req *peerpb.InfoRequest) *peerpb.InfoResponse {
 		Applied: n.fsm.AppliedIndex(), Term: n.raft.CurrentTerm(), Leader: string(leader),
 		RssBytes: rss, CpuSeconds: cpu, Sessions: n.engine.Local(), Version: n.cfg.Version,
 		Commit: int64(n.raft.CommitIndex()), LastContactMs: lastContactMs(state, n.raft.LastContact(), time.Now()),
+		Level: fsm.Level,
 	}
 	tr := n.metrics.Traffic()
 	in.Reads, in.Writes, in.WriteSeconds = tr.Reads, tr.Writes, tr.WriteSeconds

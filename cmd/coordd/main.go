@@ -174,8 +174,18 @@ func runUntil(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) in
 			fmt.Fprintf(stderr, "coordd: web console on http://%s/ (%s)\n", a, consoleMode(conCfg.Writes))
 		}
 	}
-	s := <-stop
-	fmt.Fprintf(stderr, "coordd: %v: shutting down\n", s)
+	select {
+	case s := <-stop:
+		fmt.Fprintf(stderr, "coordd: %v: shutting down\n", s)
+	case <-node.Halted():
+		// The server closed itself: its log holds an entry it can neither
+		// apply nor skip.
+		if web != nil {
+			web.Close()
+		}
+		fmt.Fprintf(stderr, "coordd: %v\n", node.HaltErr())
+		return 1
+	}
 	if web != nil {
 		web.Close() // its session, before the server goes
 	}

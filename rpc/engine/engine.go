@@ -123,6 +123,9 @@ type Engine struct {
 	// touched maps each session heard from since the last touch batch to
 	// the highest xid it sent meanwhile (0: none, only a connect).
 	touched map[int64]int64
+	// refusals are the reasons for which a request of each session was
+	// refused and logged (see logRefusal), so that each is logged once.
+	refusals map[int64]map[string]bool
 
 	// outstanding counts the requests queued on the connected sessions and
 	// not yet answered (ZooKeeper's outstanding requests).
@@ -145,6 +148,7 @@ func New(cfg Config) *Engine {
 		openWait:   make(map[string]chan session.Info),
 		resumeWait: make(map[int64]chan struct{}),
 		touched:    make(map[int64]int64),
+		refusals:   make(map[int64]map[string]bool),
 	}
 }
 
@@ -193,6 +197,7 @@ func (e *Engine) Applied(a *fsm.Applied) {
 	for _, id := range a.Closed {
 		e.watches.RemoveSession(id)
 		e.mu.Lock()
+		delete(e.refusals, id)
 		if ch, ok := e.resumeWait[id]; ok {
 			// A session closed while it was moving here: the connect finds
 			// it gone.
@@ -202,8 +207,11 @@ func (e *Engine) Applied(a *fsm.Applied) {
 		e.mu.Unlock()
 	}
 	if a.Session != 0 && a.Result != nil && e.mine(a.Cmd) {
+		if a.Refused {
+			e.logRefusal(a)
+		}
 		if s := e.get(a.Session); s != nil {
-			s.completeWrite(a.Xid, a.Result, fsm.View{Tree: a.Tree, Sessions: a.Sessions, Applied: a.Index})
+			s.completeWrite(a.Epoch, a.Xid, a.Result, fsm.View{Tree: a.Tree, Sessions: a.Sessions, Applied: a.Index})
 		}
 	}
 	for _, id := range a.Closed {
@@ -215,6 +223,28 @@ func (e *Engine) Applied(a *fsm.Applied) {
 		default:
 			s.End(&Response{Code: SessionExpired, Message: "session expired"})
 		}
+	}
+}
+
+// logRefusal logs, at info and once per session and code, that the state
+// machine refused a request this server submitted without applying it (a
+// stale retry, an xid used for another request, a connection the session
+// replaced, a session that moved): the client is told, and an operator
+// looking for why a client's writes fail finds it here.
+func (e *Engine) logRefusal(a *fsm.Applied) {
+	reason := a.Result.Code.String()
+	e.mu.Lock()
+	seen := e.refusals[a.Session]
+	if seen == nil {
+		seen = map[string]bool{}
+		e.refusals[a.Session] = seen
+	}
+	first := !seen[reason]
+	seen[reason] = true
+	e.mu.Unlock()
+	if first {
+		e.log.Info("a request was refused", "session", fmt.Sprintf("0x%x", a.Session), "xid", a.Xid, "connection", a.Epoch,
+			"code", reason, "reason", a.Result.Message, "note", "logged once per session and code")
 	}
 }
 
@@ -455,6 +485,16 @@ type ConnectRequest struct {
 	// ZooKeeper gives a connection itself (its ip, its verified client
 	// certificate's subject).
 	Conn fsm.Conn
+	// ClientRetries says the client keys its writes by xids unique to the
+	// session and sends an unanswered write again, with its xid, after a
+	// reconnect (coordd's own client): the state machine then answers a
+	// retry with the first outcome. Otherwise (ZooKeeper's protocol) an xid
+	// only tags a reply on this connection (a client may number its
+	// requests afresh on every connection, and never sends one again), and
+	// the engine keys the connection's requests itself: once the cluster
+	// is at command level 2, every connect logs a new epoch for the
+	// session, and the connection's commands are numbered from 1 in it.
+	ClientRetries bool
 }
 
 // ConnectError is why a connect failed: Unavailable (no leader, behind the
@@ -496,6 +536,9 @@ func (e *Engine) Connect(ctx context.Context, req ConnectRequest) (*Session, err
 			return nil, &ConnectError{Unavailable, fmt.Sprintf("server %s is behind the client (applied %d < last seen %d)", e.cfg.ServerID, f.AppliedIndex(), req.LastZxid)}
 		}
 	}
+	// Requests keyed by the connection need an epoch of their own, logged
+	// at every connect (a new session's is its opening entry).
+	epochs := !req.ClientRetries && f.ClusterLevel() >= 2
 	var info session.Info
 	if req.SessionID == 0 {
 		timeout := session.Negotiate(time.Duration(req.TimeoutMs)*time.Millisecond, e.cfg.Tick, e.cfg.MinSessionTimeout, e.cfg.MaxSessionTimeout)
@@ -534,13 +577,15 @@ func (e *Engine) Connect(ctx context.Context, req ConnectRequest) (*Session, err
 		case perr != nil:
 			return nil, &ConnectError{SessionExpired, fmt.Sprintf("session 0x%x expired or unknown", req.SessionID)}
 		}
-		if info.Owner != e.cfg.ServerID {
+		if info.Owner != e.cfg.ServerID || epochs {
 			// A client resuming is alive: its session must not expire
 			// while it moves.
 			e.touch(info.ID, 0)
-			// The session moves here: logged, so that every server agrees
-			// which one may write for it (ZooKeeper's leader records the
-			// owner when a server revalidates a session).
+			// The session moves here, or starts a new epoch: logged, so
+			// that every server agrees which one may write for it
+			// (ZooKeeper's leader records the owner when a server
+			// revalidates a session), and which connection's requests
+			// still count.
 			if err := e.resume(ctx, info.ID, time.Duration(info.TimeoutMs)*time.Millisecond); err != nil {
 				return nil, &ConnectError{Unavailable, "resuming session: " + err.Error()}
 			}
@@ -555,6 +600,11 @@ func (e *Engine) Connect(ctx context.Context, req ConnectRequest) (*Session, err
 		if _, ok := v.Sessions.Get(info.ID); !ok {
 			gone = true // closed between open/check and now
 			return
+		}
+		if !req.ClientRetries {
+			// The session's latest epoch: this connection's, or a newer
+			// one's that will end this connection (0: none, below level 2).
+			s.epoch, _ = v.Sessions.Epoch(info.ID)
 		}
 		e.mu.Lock()
 		old = e.sessions[info.ID]

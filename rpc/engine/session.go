@@ -30,7 +30,11 @@ type entry struct {
 	resp       *Response
 	dispatched bool
 	cmd        *cmdpb.Command
-	arrived    time.Time
+	// key is the xid the command carries in the log, which its result
+	// comes back with: the client's xid, or the connection's own number
+	// of the request (Session.epoch set), given when it is dispatched.
+	key     int64
+	arrived time.Time
 }
 
 // Session is one session connected to this server, over either protocol:
@@ -50,7 +54,14 @@ type Session struct {
 	// anyone, never changed.
 	conn fsm.Conn
 
+	// epoch, when not 0, is the connection's epoch (ConnectRequest.
+	// ClientRetries false, cluster level 2): its commands carry it and the
+	// connection's own numbers (seq), not the client's xids. Set before
+	// the session is shown to anyone, never changed.
+	epoch int64
+
 	mu    sync.Mutex
+	seq   int64 // the last number given to a command of the connection
 	queue []*entry
 	out   []Message
 	wake  chan struct{}
@@ -244,8 +255,7 @@ func (s *Session) enqueue(en *entry) {
 		e.outstanding.Add(1)
 	}
 	if en.kind == kindWrite && !syncPending {
-		en.dispatched = true
-		e.cfg.Cluster.Submit(en.cmd)
+		s.dispatchLocked(en)
 	}
 	if en.kind == kindSync {
 		go s.runSync(en)
@@ -344,13 +354,18 @@ func (s *Session) reconfig(r Reconfig) (int64, error) {
 	return s.e.cfg.Cluster.Reconfig(ctx, r)
 }
 
-// completeWrite records the FSM's result for the write with this xid and
-// answers whatever is now at the head. Called with the FSM's write lock held.
-func (s *Session) completeWrite(xid int64, r *cmdpb.Result, v fsm.View) {
+// completeWrite records the FSM's result for the write the log knows as
+// (epoch, xid) and answers whatever is now at the head. A result of another
+// connection's epoch answers nothing here, whatever its xid. Called with
+// the FSM's write lock held.
+func (s *Session) completeWrite(epoch, xid int64, r *cmdpb.Result, v fsm.View) {
+	if epoch != s.epoch {
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, en := range s.queue {
-		if en.kind == kindWrite && en.req.Xid == xid && en.resp == nil {
+		if en.kind == kindWrite && en.dispatched && en.key == xid && en.resp == nil {
 			en.resp = resultResponse(en.req, r)
 			break
 		}
@@ -405,8 +420,30 @@ func (s *Session) dispatchHeldLocked() {
 			return
 		}
 		if en.kind == kindWrite && !en.dispatched {
-			en.dispatched = true
-			s.e.cfg.Cluster.Submit(en.cmd)
+			s.dispatchLocked(en)
 		}
 	}
+}
+
+// dispatchLocked submits a write's command (s.mu held), in the order of the
+// session's requests. On a connection keyed by its epoch, the command gets
+// the connection's next number here: the numbers rise in the order the
+// commands enter the log, which is how the state machine knows a
+// re-proposal from a new request.
+func (s *Session) dispatchLocked(en *entry) {
+	en.dispatched = true
+	en.key = en.req.Xid
+	if s.epoch != 0 {
+		s.seq++
+		en.key = s.seq
+		switch c := en.cmd.GetCmd().(type) {
+		case *cmdpb.Command_Write:
+			c.Write.Epoch, c.Write.Xid, c.Write.LowestPendingXid = s.epoch, s.seq, 0
+		case *cmdpb.Command_CloseSession:
+			c.CloseSession.Epoch, c.CloseSession.Xid = s.epoch, s.seq
+		case *cmdpb.Command_AddAuth:
+			c.AddAuth.Epoch, c.AddAuth.Xid = s.epoch, s.seq
+		}
+	}
+	s.e.cfg.Cluster.Submit(en.cmd)
 }

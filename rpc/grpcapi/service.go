@@ -113,6 +113,9 @@ func (s *Service) Session(stream apipb.Coord_SessionServer) error {
 			Persistent: creq.PersistentWatches, PersistentRecursive: creq.PersistentRecursiveWatches},
 		Vouches: creq.Vouches,
 		Conn:    connOf(ctx),
+		// coordd's client numbers its requests once per session and
+		// sends an unanswered write again with its xid.
+		ClientRetries: true,
 	})
 	if err != nil {
 		var ce *engine.ConnectError

@@ -441,8 +441,12 @@ type InfoResponse struct {
 	// session_watches[i] is the number of watches of sessions[i] here, when
 	// asked for.
 	SessionWatches []int64 `protobuf:"varint,16,rep,packed,name=session_watches,json=sessionWatches,proto3" json:"session_watches,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// level is the highest command level the server applies (fsm.Level;
+	// cmdpb.SetLevel); 0 from a server older than command levels, which
+	// applies level 1.
+	Level         int64 `protobuf:"varint,17,opt,name=level,proto3" json:"level,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InfoResponse) Reset() {
@@ -585,6 +589,13 @@ func (x *InfoResponse) GetSessionWatches() []int64 {
 		return x.SessionWatches
 	}
 	return nil
+}
+
+func (x *InfoResponse) GetLevel() int64 {
+	if x != nil {
+		return x.Level
+	}
+	return 0
 }
 
 // TermRequest asks for the server's current term.
@@ -1003,7 +1014,7 @@ const file_rpc_peerpb_peer_proto_rawDesc = "" +
 	"\aunknown\x18\x01 \x03(\x03R\aunknown\x12\x1c\n" +
 	"\tconfirmed\x18\x02 \x01(\bR\tconfirmed\"6\n" +
 	"\vInfoRequest\x12'\n" +
-	"\x0fsession_watches\x18\x01 \x01(\bR\x0esessionWatches\"\xcf\x03\n" +
+	"\x0fsession_watches\x18\x01 \x01(\bR\x0esessionWatches\"\xe5\x03\n" +
 	"\fInfoResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12%\n" +
@@ -1022,7 +1033,8 @@ const file_rpc_peerpb_peer_proto_rawDesc = "" +
 	"\x05reads\x18\r \x01(\x04R\x05reads\x12\x16\n" +
 	"\x06writes\x18\x0e \x01(\x04R\x06writes\x12#\n" +
 	"\rwrite_seconds\x18\x0f \x01(\x01R\fwriteSeconds\x12'\n" +
-	"\x0fsession_watches\x18\x10 \x03(\x03R\x0esessionWatches\"\r\n" +
+	"\x0fsession_watches\x18\x10 \x03(\x03R\x0esessionWatches\x12\x14\n" +
+	"\x05level\x18\x11 \x01(\x03R\x05level\"\r\n" +
 	"\vTermRequest\"\"\n" +
 	"\fTermResponse\x12\x12\n" +
 	"\x04term\x18\x01 \x01(\x04R\x04term\"\x9a\x01\n" +

@@ -130,10 +130,12 @@ func New(t testing.TB, n int, opts Options) *Cluster {
 }
 
 // waitConfigSettled waits until every member's /zookeeper/config lists
-// every member's client address. Each server registers its own after the
-// cluster starts, and each registration changes /zookeeper/config (and
-// fires the watches on it, recursive ones on / among them, as in
-// ZooKeeper): a test starts once those changes are behind it.
+// every member's client address, and every member has applied the entry
+// that raised the cluster to this build's command level. Each server
+// registers its own address after the cluster starts, and each
+// registration changes /zookeeper/config (and fires the watches on it,
+// recursive ones on / among them, as in ZooKeeper): a test starts once
+// those changes are behind it, with the semantics of this build's level.
 func (c *Cluster) waitConfigSettled(d time.Duration) {
 	c.t.Helper()
 	deadline := time.Now().Add(d)
@@ -145,7 +147,11 @@ func (c *Cluster) waitConfigSettled(d time.Duration) {
 				continue
 			}
 			var data []byte
-			n.FSM().Read(func(v fsm.View) { data, _, _ = v.Tree.Get(tree.ConfigPath) })
+			var level int64
+			n.FSM().Read(func(v fsm.View) { data, _, _ = v.Tree.Get(tree.ConfigPath); level = v.Level })
+			if level < fsm.Level {
+				settled, last = false, fmt.Sprintf("server %s: command level %d, not yet %d", m.ID, level, fsm.Level)
+			}
 			for _, o := range c.Members {
 				if !strings.Contains(string(data), o.Cfg.ClientAddr) {
 					settled, last = false, fmt.Sprintf("server %s: %q lacks %s", m.ID, data, o.Cfg.ClientAddr)
