@@ -75,9 +75,14 @@ type Applied struct {
 type Resumed struct {
 	Session int64
 	Server  string
-	// Epoch is the session's connection epoch from now on (the entry's
-	// index), when the cluster records epochs (level 2); 0 otherwise.
+	// Epoch is the session's connection epoch from now on, when the
+	// cluster records epochs (level 2); 0 otherwise.
 	Epoch int64
+	// Stale is set when the resume changed nothing: its epoch was not
+	// above the session's (a re-proposal of an earlier resume, or one that
+	// lost a race with another connection's). Server is then not the
+	// owner.
+	Stale bool
 }
 
 // Observer learns what every applied entry did. Both methods are called
@@ -364,10 +369,7 @@ func (f *FSM) applyCommand(index int64, term uint64, data []byte) *cmdpb.Result 
 			a.Opened = &info
 		}
 	case *cmdpb.Command_ResumeSession:
-		id, server := c.ResumeSession.SessionId, c.ResumeSession.Server
-		if err := f.sessions.SetOwner(id, server); err == nil {
-			a.Resumed = &Resumed{Session: id, Server: server, Epoch: f.newEpoch(id, index)}
-		}
+		a.Resumed = f.resume(index, c.ResumeSession)
 	case *cmdpb.Command_CloseSession:
 		a.Session, a.Xid, a.Epoch = c.CloseSession.SessionId, c.CloseSession.Xid, c.CloseSession.Epoch
 		if c.CloseSession.Xid != 0 {
@@ -564,6 +566,34 @@ func (f *FSM) notOfConnection(tx *tree.Tx, id, epoch, seq int64) *cmdpb.Result {
 			Message: fmt.Sprintf("request %d of connection %d of session 0x%x was applied already", seq, epoch, id)}
 	}
 	return nil
+}
+
+// resume applies a ResumeSession: the session's owner and, from level 2
+// on, its connection epoch. A resume that names its epoch applies only if
+// the epoch is above the session's current one, so that a re-proposal of an
+// earlier resume, or one that lost a race with another connection's,
+// changes nothing (Stale). It returns nil for a session that is not open.
+func (f *FSM) resume(index int64, c *cmdpb.ResumeSession) *Resumed {
+	r := &Resumed{Session: c.SessionId, Server: c.Server}
+	if _, ok := f.sessions.Owner(c.SessionId); !ok {
+		return nil
+	}
+	if c.Epoch != 0 && f.level >= 2 {
+		if cur, _ := f.sessions.Epoch(c.SessionId); c.Epoch <= cur {
+			r.Epoch, r.Stale = c.Epoch, true
+			return r
+		}
+		if f.sessions.SetOwner(c.SessionId, c.Server) != nil || f.sessions.SetEpoch(c.SessionId, c.Epoch) != nil {
+			return nil
+		}
+		r.Epoch = c.Epoch
+		return r
+	}
+	if f.sessions.SetOwner(c.SessionId, c.Server) != nil {
+		return nil
+	}
+	r.Epoch = f.newEpoch(c.SessionId, index)
+	return r
 }
 
 // newEpoch records, from level 2 on, that the client of session id

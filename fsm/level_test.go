@@ -185,3 +185,46 @@ func TestRetryMustBeTheSameRequest(t *testing.T) {
 		t.Fatalf("ZooKeeper-protocol write: %+v", r)
 	}
 }
+
+// TestResumeEpochs: from level 2 on, a resume names the epoch it gives the
+// session and applies only above the current one: a server's re-proposal
+// of it, or of an earlier resume, changes neither the owner nor the epoch,
+// so the connection that made it goes on being the session's.
+func TestResumeEpochs(t *testing.T) {
+	a := newApplier(t)
+	a.apply(setLevel(2))
+	a.apply(open(1, "pw")) // session 2, epoch 2
+	resumeAt := func(server string, epoch int64) *cmdpb.Command {
+		return &cmdpb.Command{Cmd: &cmdpb.Command_ResumeSession{ResumeSession: &cmdpb.ResumeSession{SessionId: 2, Server: server, Epoch: epoch}}}
+	}
+	steps := []struct {
+		server      string
+		epoch       int64
+		stale       bool
+		owner       string
+		wantEpochOf int64
+	}{
+		{"b", 3, false, "b", 3},
+		{"b", 3, true, "b", 3}, // the same resume again
+		{"c", 5, false, "c", 5},
+		{"b", 3, true, "c", 5}, // an earlier one again: the owner stays
+		{"b", 4, true, "c", 5}, // one that lost the race
+		{"b", 6, false, "b", 6},
+	}
+	for i, s := range steps {
+		r := a.apply(resumeAt(s.server, s.epoch)).Resumed
+		if r == nil || r.Stale != s.stale || r.Epoch != s.epoch {
+			t.Fatalf("step %d: %+v", i, r)
+		}
+		a.f.Read(func(v View) {
+			owner, _ := v.Sessions.Owner(2)
+			e, _ := v.Sessions.Epoch(2)
+			if owner != s.owner || e != s.wantEpochOf {
+				t.Fatalf("step %d: owner %s epoch %d; want %s %d", i, owner, e, s.owner, s.wantEpochOf)
+			}
+		})
+	}
+	if r := a.apply(&cmdpb.Command{Cmd: &cmdpb.Command_ResumeSession{ResumeSession: &cmdpb.ResumeSession{SessionId: 99, Server: "b", Epoch: 9}}}).Resumed; r != nil {
+		t.Fatalf("resume of an unknown session: %+v", r)
+	}
+}

@@ -376,9 +376,9 @@ func (*Command_SetLevel) isCommand_Cmd() {}
 //	1  everything before level 2 (no SetLevel entry: the level of a log
 //	   that never held one)
 //	2  ZooKeeper-protocol requests keyed by their connection (Write.epoch,
-//	   CloseSession.epoch, AddAuth.epoch, a ResumeSession on every
-//	   ZooKeeper-protocol reconnect), and cached replies checked against a
-//	   digest of their request
+//	   CloseSession.epoch, AddAuth.epoch, a ResumeSession with its epoch on
+//	   every ZooKeeper-protocol reconnect), and cached replies checked
+//	   against a digest of their request
 type SetLevel struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Level         int64                  `protobuf:"varint,1,opt,name=level,proto3" json:"level,omitempty"`
@@ -498,8 +498,9 @@ type Write struct {
 	// identities. Absent in entries from before ACLs.
 	Conn *Conn `protobuf:"bytes,5,opt,name=conn,proto3" json:"conn,omitempty"`
 	// epoch, when set (level 2), is the connection of ZooKeeper's protocol
-	// the write came on: the index of the entry that opened or last resumed
-	// the session when the connection began. xid is then not the client's
+	// the write came on: the session's epoch that its OpenSession (the
+	// entry's index) or its ResumeSession (ResumeSession.epoch) set when the
+	// connection began. xid is then not the client's
 	// (a ZooKeeper client may number its requests afresh on every
 	// connection) but the server's own, counting the connection's commands
 	// from 1; lowest_pending_xid is unused. The FSM applies such a write
@@ -1410,9 +1411,16 @@ func (x *OpenSession) GetServer() string {
 // server fail with SESSION_MOVED, and that server closes its connection of
 // the session.
 type ResumeSession struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SessionId     int64                  `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	Server        string                 `protobuf:"bytes,2,opt,name=server,proto3" json:"server,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId int64                  `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Server    string                 `protobuf:"bytes,2,opt,name=server,proto3" json:"server,omitempty"`
+	// epoch (level 2) is the session's new connection epoch, chosen by the
+	// server the client connected to above the latest it applied. The entry
+	// applies (owner and epoch) only if epoch is above the session's current
+	// one: so a server's re-proposal of an earlier resume, or a resume that
+	// lost a race with another connection's, changes nothing. 0: the entry's
+	// index is the new epoch, unconditionally (an entry logged below level 2).
+	Epoch         int64 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1459,6 +1467,13 @@ func (x *ResumeSession) GetServer() string {
 		return x.Server
 	}
 	return ""
+}
+
+func (x *ResumeSession) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
 }
 
 // CloseSession closes a session and deletes its ephemerals, on client
@@ -2112,11 +2127,12 @@ const file_fsm_cmdpb_command_proto_rawDesc = "" +
 	"\n" +
 	"timeout_ms\x18\x01 \x01(\x03R\ttimeoutMs\x12\x1a\n" +
 	"\bpassword\x18\x02 \x01(\fR\bpassword\x12\x16\n" +
-	"\x06server\x18\x03 \x01(\tR\x06server\"F\n" +
+	"\x06server\x18\x03 \x01(\tR\x06server\"\\\n" +
 	"\rResumeSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x03R\tsessionId\x12\x16\n" +
-	"\x06server\x18\x02 \x01(\tR\x06server\"\x9b\x01\n" +
+	"\x06server\x18\x02 \x01(\tR\x06server\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\x03R\x05epoch\"\x9b\x01\n" +
 	"\fCloseSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x03R\tsessionId\x12\x10\n" +

@@ -119,7 +119,11 @@ type Engine struct {
 	openWait map[string]chan session.Info // keyed by password
 	// resumeWait are the connects waiting for their ResumeSession to be
 	// applied, by session.
-	resumeWait map[int64]chan struct{}
+	resumeWait map[int64]*resumeWaiter
+	// connecting holds the sessions a connect is resuming here, each with
+	// a channel closed when it is done: one connect of a session at a time
+	// per server, so that each picks its epoch above the last one's.
+	connecting map[int64]chan struct{}
 	// touched maps each session heard from since the last touch batch to
 	// the highest xid it sent meanwhile (0: none, only a connect).
 	touched map[int64]int64
@@ -146,7 +150,8 @@ func New(cfg Config) *Engine {
 		watches:    watch.NewManager(),
 		sessions:   make(map[int64]*Session),
 		openWait:   make(map[string]chan session.Info),
-		resumeWait: make(map[int64]chan struct{}),
+		resumeWait: make(map[int64]*resumeWaiter),
+		connecting: make(map[int64]chan struct{}),
 		touched:    make(map[int64]int64),
 		refusals:   make(map[int64]map[string]bool),
 	}
@@ -198,11 +203,11 @@ func (e *Engine) Applied(a *fsm.Applied) {
 		e.watches.RemoveSession(id)
 		e.mu.Lock()
 		delete(e.refusals, id)
-		if ch, ok := e.resumeWait[id]; ok {
+		if w, ok := e.resumeWait[id]; ok {
 			// A session closed while it was moving here: the connect finds
 			// it gone.
 			delete(e.resumeWait, id)
-			close(ch)
+			w.done <- false
 		}
 		e.mu.Unlock()
 	}
@@ -271,49 +276,103 @@ func (e *Engine) mine(cmd *cmdpb.Command) bool {
 // for it here goes on; a connection of the session here, if another server
 // owns it now, is closed with SessionMoved (its writes would fail anyway;
 // the client is connected elsewhere, and ZooKeeper closes such a
-// connection too). The FSM's write lock is held.
+// connection too). A stale resume (see fsm.Resumed) changed nothing: the
+// connect that proposed it, if it waits here, fails. The FSM's write lock
+// is held.
 func (e *Engine) resumed(r *fsm.Resumed) {
 	e.mu.Lock()
 	if r.Server == e.cfg.ServerID {
-		if ch, ok := e.resumeWait[r.Session]; ok {
+		if w, ok := e.resumeWait[r.Session]; ok && (w.epoch == 0 || w.epoch == r.Epoch) {
 			delete(e.resumeWait, r.Session)
-			close(ch)
+			w.done <- !r.Stale
 		}
 	}
 	s := e.sessions[r.Session]
 	e.mu.Unlock()
-	if s != nil && r.Server != e.cfg.ServerID {
+	if s != nil && !r.Stale && r.Server != e.cfg.ServerID {
 		e.log.Info("session moved to another server", "session", r.Session, "server", r.Server)
 		s.End(&Response{Code: SessionMoved, Message: fmt.Sprintf("session moved to server %s", r.Server)})
 	}
 }
 
+// resumeWaiter is a connect waiting for its ResumeSession: epoch is the
+// one it proposed (0 below level 2); done gets whether the entry applied.
+type resumeWaiter struct {
+	epoch int64
+	done  chan bool
+}
+
+// lockSession waits until no other connect of session id is resuming it
+// here, and returns the function that lets the next one go.
+func (e *Engine) lockSession(ctx context.Context, id int64) (func(), error) {
+	for {
+		e.mu.Lock()
+		busy, ok := e.connecting[id]
+		if !ok {
+			mine := make(chan struct{})
+			e.connecting[id] = mine
+			e.mu.Unlock()
+			return func() {
+				e.mu.Lock()
+				delete(e.connecting, id)
+				e.mu.Unlock()
+				close(mine)
+			}, nil
+		}
+		e.mu.Unlock()
+		select {
+		case <-busy:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
 // resume makes this server the owner of a session (a ResumeSession entry)
 // and waits until it has applied it: from then on, writes of the session
-// from any other server fail with SessionMoved.
-func (e *Engine) resume(ctx context.Context, id int64, timeout time.Duration) error {
-	e.mu.Lock()
-	ch, ok := e.resumeWait[id]
-	if !ok {
-		ch = make(chan struct{})
-		e.resumeWait[id] = ch
+// from any other server fail with SessionMoved. From command level 2 on,
+// the entry also gives the session a new connection epoch, one above the
+// latest this server has applied once it caught up with the leader, and
+// it applies only if no other connection's resume got there first; resume
+// returns that epoch (0 below level 2). The caller holds lockSession.
+func (e *Engine) resume(ctx context.Context, id int64, timeout time.Duration) (int64, error) {
+	f := e.cfg.FSM
+	var epoch int64
+	if f.ClusterLevel() >= 2 {
+		wctx, cancel := context.WithTimeout(ctx, ConnectWait)
+		idx, err := e.cfg.Cluster.ReadIndex(wctx.Done())
+		caughtUp := err == nil && f.WaitApplied(wctx.Done(), idx)
+		cancel()
+		if !caughtUp {
+			return 0, errors.New("could not catch up with the leader's state")
+		}
+		f.Read(func(v fsm.View) {
+			cur, _ := v.Sessions.Epoch(id)
+			epoch = cur + 1
+		})
 	}
+	w := &resumeWaiter{epoch: epoch, done: make(chan bool, 1)}
+	e.mu.Lock()
+	e.resumeWait[id] = w
 	e.mu.Unlock()
-	e.cfg.Cluster.Submit(&cmdpb.Command{Cmd: &cmdpb.Command_ResumeSession{ResumeSession: &cmdpb.ResumeSession{SessionId: id, Server: e.cfg.ServerID}}})
+	e.cfg.Cluster.Submit(&cmdpb.Command{Cmd: &cmdpb.Command_ResumeSession{ResumeSession: &cmdpb.ResumeSession{SessionId: id, Server: e.cfg.ServerID, Epoch: epoch}}})
 	wait := time.NewTimer(max(5*time.Second, timeout))
 	defer wait.Stop()
 	select {
-	case <-ch:
-		return nil
+	case ok := <-w.done:
+		if !ok {
+			return 0, errors.New("the session was closed, or connected again elsewhere, meanwhile")
+		}
+		return epoch, nil
 	case <-wait.C:
 	case <-ctx.Done():
 	}
 	e.mu.Lock()
-	if e.resumeWait[id] == ch {
+	if e.resumeWait[id] == w {
 		delete(e.resumeWait, id)
 	}
 	e.mu.Unlock()
-	return errors.New("timed out moving the session here")
+	return 0, errors.New("timed out moving the session here")
 }
 
 // Restored is told that a snapshot replaced the whole state: the watch
@@ -539,6 +598,7 @@ func (e *Engine) Connect(ctx context.Context, req ConnectRequest) (*Session, err
 	// Requests keyed by the connection need an epoch of their own, logged
 	// at every connect (a new session's is its opening entry).
 	epochs := !req.ClientRetries && f.ClusterLevel() >= 2
+	var epoch int64 // the epoch this connect's resume gave the session
 	var info session.Info
 	if req.SessionID == 0 {
 		timeout := session.Negotiate(time.Duration(req.TimeoutMs)*time.Millisecond, e.cfg.Tick, e.cfg.MinSessionTimeout, e.cfg.MaxSessionTimeout)
@@ -578,6 +638,11 @@ func (e *Engine) Connect(ctx context.Context, req ConnectRequest) (*Session, err
 			return nil, &ConnectError{SessionExpired, fmt.Sprintf("session 0x%x expired or unknown", req.SessionID)}
 		}
 		if info.Owner != e.cfg.ServerID || epochs {
+			unlock, err := e.lockSession(ctx, info.ID)
+			if err != nil {
+				return nil, &ConnectError{Unavailable, "resuming session: " + err.Error()}
+			}
+			defer unlock()
 			// A client resuming is alive: its session must not expire
 			// while it moves.
 			e.touch(info.ID, 0)
@@ -586,7 +651,7 @@ func (e *Engine) Connect(ctx context.Context, req ConnectRequest) (*Session, err
 			// (ZooKeeper's leader records the owner when a server
 			// revalidates a session), and which connection's requests
 			// still count.
-			if err := e.resume(ctx, info.ID, time.Duration(info.TimeoutMs)*time.Millisecond); err != nil {
+			if epoch, err = e.resume(ctx, info.ID, time.Duration(info.TimeoutMs)*time.Millisecond); err != nil {
 				return nil, &ConnectError{Unavailable, "resuming session: " + err.Error()}
 			}
 		}
@@ -595,16 +660,21 @@ func (e *Engine) Connect(ctx context.Context, req ConnectRequest) (*Session, err
 	s := newSession(e, info.ID, req.Vouches)
 	s.conn = req.Conn
 	var old *Session
-	var gone bool
+	var gone, replaced bool
 	f.Read(func(v fsm.View) {
 		if _, ok := v.Sessions.Get(info.ID); !ok {
 			gone = true // closed between open/check and now
 			return
 		}
+		cur, _ := v.Sessions.Epoch(info.ID)
+		if epoch != 0 && cur != epoch {
+			replaced = true // another connection of the session came since
+			return
+		}
 		if !req.ClientRetries {
-			// The session's latest epoch: this connection's, or a newer
-			// one's that will end this connection (0: none, below level 2).
-			s.epoch, _ = v.Sessions.Epoch(info.ID)
+			// Keyed by the connection: the epoch its resume (or the
+			// session's opening) set (0: none, below level 2).
+			s.epoch = cur
 		}
 		e.mu.Lock()
 		old = e.sessions[info.ID]
@@ -617,8 +687,11 @@ func (e *Engine) Connect(ctx context.Context, req ConnectRequest) (*Session, err
 		}
 		s.mu.Unlock()
 	})
-	if gone {
+	switch {
+	case gone:
 		return nil, &ConnectError{SessionExpired, "session expired"}
+	case replaced:
+		return nil, &ConnectError{Unavailable, fmt.Sprintf("session 0x%x connected again elsewhere meanwhile", info.ID)}
 	}
 	if old != nil {
 		old.End(nil)
