@@ -84,8 +84,8 @@ const clientAddrRecheck = 10 * time.Second
 // asks the members (Info) at most once a second while an address is
 // missing, and otherwise every clientAddrRecheck. The leader registers them, rather than each server
 // its own, so that a follower never forwards a command an older leader
-// would refuse during a rolling upgrade; and a follower of an older
-// version skips the command as one it cannot decode.
+// would refuse during a rolling upgrade. (ClientAddress is of command
+// level 1: every server that may be a member applies it.)
 func (l *leaderDuties) registerClientAddrs() {
 	n := l.n
 	listed := map[string]string{}
