@@ -123,11 +123,15 @@ func (w *Watches) Len() int {
 
 // Request is one operation of a session.
 type Request struct {
-	// Xid is the client's id of the request, unique and increasing within
-	// the session; writes are applied at most once per (session, xid).
+	// Xid is the client's id of the request, which its reply carries. For
+	// coordd's own client (ConnectRequest.ClientRetries) it is unique and
+	// increasing within the session, and writes are applied at most once
+	// per (session, xid); for ZooKeeper's clients it only tags the reply
+	// (see Session.dispatchLocked).
 	Xid int64
 	// LowestPendingXid: the client has the replies of every write below it,
-	// so the server may forget them (the exactly-once cache).
+	// so the server may forget them (the exactly-once cache of
+	// ClientRetries; before command level 2, of every client).
 	LowestPendingXid int64
 	Op               Op
 	Path             string

@@ -3,8 +3,10 @@ package engine
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -274,5 +276,48 @@ func TestRepliesBelongToTheirRequests(t *testing.T) {
 				t.Fatalf("only %d writes acknowledged: the test exercised little", total)
 			}
 		})
+	}
+}
+
+// countingHandler counts the log records whose message is msg.
+type countingHandler struct {
+	slog.Handler
+	msg string
+	n   *atomic.Int32
+}
+
+func (h countingHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.n.Add(1)
+	}
+	return nil
+}
+
+func (h countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+// TestRefusalLoggedOnce: a request the state machine refuses for who sent
+// it (here coordd's client reusing an xid for another request) is answered
+// with the error and logged at info, once per session and code, so that an
+// operator finds why a client's writes fail without a log line per write.
+func TestRefusalLoggedOnce(t *testing.T) {
+	f := fsm.New(fsm.Options{})
+	c := newLogCluster(t, f)
+	var n atomic.Int32
+	e := New(Config{ServerID: "1", FSM: f, Cluster: c, Tick: 100 * time.Millisecond,
+		MinSessionTimeout: 200 * time.Millisecond, MaxSessionTimeout: 10 * time.Second,
+		Logger: slog.New(countingHandler{msg: "a request was refused", n: &n})})
+	f.SetObserver(e)
+	c.Submit(&cmdpb.Command{Cmd: &cmdpb.Command_SetLevel{SetLevel: &cmdpb.SetLevel{Level: fsm.Level}}})
+	ts := connectTest(t, e, ConnectRequest{ClientRetries: true})
+	ts.ok(Request{Op: OpCreate, Path: "/a"})
+	for i := 0; i < 3; i++ {
+		ts.xid = 0 // the same xid again, for another request
+		r, _ := ts.do(Request{Op: OpCreate, Path: fmt.Sprintf("/b%d", i)})
+		if r.Code != BadArguments || r.Path != "" {
+			t.Fatalf("a reused xid for another request: %v %q %s", r.Code, r.Path, r.Message)
+		}
+	}
+	if got := n.Load(); got != 1 {
+		t.Fatalf("the refusal was logged %d times, want once", got)
 	}
 }
