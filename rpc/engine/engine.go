@@ -332,25 +332,21 @@ func (e *Engine) lockSession(ctx context.Context, id int64) (func(), error) {
 // and waits until it has applied it: from then on, writes of the session
 // from any other server fail with SessionMoved. From command level 2 on,
 // the entry also gives the session a new connection epoch, one above the
-// latest this server has applied once it caught up with the leader, and
-// it applies only if no other connection's resume got there first; resume
-// returns that epoch (0 below level 2). The caller holds lockSession.
+// latest this server has applied, and it applies only if no other
+// connection's resume got there first; resume returns that epoch (0 below
+// level 2). The caller holds lockSession.
 func (e *Engine) resume(ctx context.Context, id int64, timeout time.Duration) (int64, error) {
-	f := e.cfg.FSM
 	var epoch int64
-	if f.ClusterLevel() >= 2 {
-		wctx, cancel := context.WithTimeout(ctx, ConnectWait)
-		idx, err := e.cfg.Cluster.ReadIndex(wctx.Done())
-		caughtUp := err == nil && f.WaitApplied(wctx.Done(), idx)
-		cancel()
-		if !caughtUp {
-			return 0, errors.New("could not catch up with the leader's state")
-		}
-		f.Read(func(v fsm.View) {
+	e.cfg.FSM.Read(func(v fsm.View) {
+		if v.Level >= 2 {
+			// Above every epoch applied here. A server behind another
+			// connection's resume proposes one that is not above it: the
+			// resume is stale and this connect fails, and the client,
+			// trying again, finds the server caught up or another one.
 			cur, _ := v.Sessions.Epoch(id)
 			epoch = cur + 1
-		})
-	}
+		}
+	})
 	w := &resumeWaiter{epoch: epoch, done: make(chan bool, 1)}
 	e.mu.Lock()
 	e.resumeWait[id] = w

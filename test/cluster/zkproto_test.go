@@ -839,9 +839,18 @@ func TestZKSessionMoved(t *testing.T) {
 		if cr.SessionId != o.id {
 			t.Fatalf("resume: session %#x, want %#x", cr.SessionId, o.id)
 		}
+		// coordd's client numbers its requests once per session: the new
+		// stream goes on from the old one's xids (a reused xid is refused).
+		g.xid = 100
 		return func(p string) {
 			if code, _, err := g.create(p); err != nil || code != apipb.ErrorCode_OK {
 				t.Fatalf("the new stream's write: %v %v", code, err)
+			}
+			if _, err := check.Sync(p); err != nil {
+				t.Fatal(err)
+			}
+			if ok, _, err := check.Exists(p); !ok || err != nil {
+				t.Fatalf("the new stream's write of %s was answered OK but did not apply: %v", p, err)
 			}
 		}
 	}
