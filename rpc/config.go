@@ -146,6 +146,10 @@ type Config struct {
 	// Tests use it to slow down or fail a server's log writes.
 	wrapLogStore func(raft.LogStore) raft.LogStore
 
+	// reportLevel, if set, is the command level this server reports to
+	// the others instead of fsm.Level: tests play an older server with it.
+	reportLevel int64
+
 	// wire, if set, replaces minWireLimit (tests lower it to reach the
 	// bound quickly).
 	wire int

@@ -36,8 +36,10 @@ type leaderDuties struct {
 	upkeep     atomic.Bool
 	addrsAsked time.Time
 	// levelAsked is when configUpkeep last asked the members which
-	// command level they apply (its goroutine only).
+	// command level they apply (its goroutine only); levelAsks counts the
+	// times it did.
 	levelAsked time.Time
+	levelAsks  atomic.Int64
 
 	// readable is the term whose no-op of this server's has applied here
 	// while it led (0: none): from then on, within that term, the commit
@@ -158,6 +160,7 @@ func (l *leaderDuties) raiseLevel() {
 	ctx, cancel := context.WithTimeout(n.ctx, 2*time.Second)
 	defer cancel()
 	servers, infos := n.memberInfos(ctx, &peerpb.InfoRequest{})
+	defer l.levelAsks.Add(1)
 	level := int64(fsm.Level)
 	for _, s := range servers {
 		in, ok := infos[string(s.ID)]

@@ -45,6 +45,9 @@ func (n *Node) info(req *peerpb.InfoRequest) *peerpb.InfoResponse {
 		Commit: int64(n.raft.CommitIndex()), LastContactMs: lastContactMs(state, n.raft.LastContact(), time.Now()),
 		Level: fsm.Level,
 	}
+	if n.cfg.reportLevel != 0 {
+		in.Level = n.cfg.reportLevel
+	}
 	tr := n.metrics.Traffic()
 	in.Reads, in.Writes, in.WriteSeconds = tr.Reads, tr.Writes, tr.WriteSeconds
 	if req.GetSessionWatches() {
