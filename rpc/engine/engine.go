@@ -207,7 +207,7 @@ func (e *Engine) Applied(a *fsm.Applied) {
 			// A session closed while it was moving here: the connect finds
 			// it gone.
 			delete(e.resumeWait, id)
-			w.done <- false
+			w.done <- resumeClosed
 		}
 		e.mu.Unlock()
 	}
@@ -277,14 +277,18 @@ func (e *Engine) mine(cmd *cmdpb.Command) bool {
 // owns it now, is closed with SessionMoved (its writes would fail anyway;
 // the client is connected elsewhere, and ZooKeeper closes such a
 // connection too). A stale resume (see fsm.Resumed) changed nothing: the
-// connect that proposed it, if it waits here, fails. The FSM's write lock
-// is held.
+// connect that proposed it, if it waits here, proposes again above the
+// session's epoch. The FSM's write lock is held.
 func (e *Engine) resumed(r *fsm.Resumed) {
 	e.mu.Lock()
 	if r.Server == e.cfg.ServerID {
 		if w, ok := e.resumeWait[r.Session]; ok && (w.epoch == 0 || w.epoch == r.Epoch) {
 			delete(e.resumeWait, r.Session)
-			w.done <- !r.Stale
+			out := resumeApplied
+			if r.Stale {
+				out = resumeStale
+			}
+			w.done <- out
 		}
 	}
 	s := e.sessions[r.Session]
@@ -296,11 +300,20 @@ func (e *Engine) resumed(r *fsm.Resumed) {
 }
 
 // resumeWaiter is a connect waiting for its ResumeSession: epoch is the
-// one it proposed (0 below level 2); done gets whether the entry applied.
+// one it proposed (0 below level 2); done gets what became of it.
 type resumeWaiter struct {
 	epoch int64
-	done  chan bool
+	done  chan resumeOutcome
 }
+
+// resumeOutcome is what became of a ResumeSession.
+type resumeOutcome int
+
+const (
+	resumeApplied resumeOutcome = iota
+	resumeStale                 // another resume gave the session a higher epoch first
+	resumeClosed                // the session was closed
+)
 
 // lockSession waits until no other connect of session id is resuming it
 // here, and returns the function that lets the next one go.
@@ -333,42 +346,50 @@ func (e *Engine) lockSession(ctx context.Context, id int64) (func(), error) {
 // from any other server fail with SessionMoved. From command level 2 on,
 // the entry also gives the session a new connection epoch, one above the
 // latest this server has applied, and it applies only if no other
-// connection's resume got there first; resume returns that epoch (0 below
-// level 2). The caller holds lockSession.
+// connection's resume got there first: if one did, resume proposes again
+// above it, until the session's timeout (the client may have left earlier
+// attempts on other servers behind, whose resumes apply later). It returns
+// the epoch (0 below level 2). The caller holds lockSession.
 func (e *Engine) resume(ctx context.Context, id int64, timeout time.Duration) (int64, error) {
-	var epoch int64
-	e.cfg.FSM.Read(func(v fsm.View) {
-		if v.Level >= 2 {
-			// Above every epoch applied here. A server behind another
-			// connection's resume proposes one that is not above it: the
-			// resume is stale and this connect fails, and the client,
-			// trying again, finds the server caught up or another one.
-			cur, _ := v.Sessions.Epoch(id)
-			epoch = cur + 1
-		}
-	})
-	w := &resumeWaiter{epoch: epoch, done: make(chan bool, 1)}
-	e.mu.Lock()
-	e.resumeWait[id] = w
-	e.mu.Unlock()
-	e.cfg.Cluster.Submit(&cmdpb.Command{Cmd: &cmdpb.Command_ResumeSession{ResumeSession: &cmdpb.ResumeSession{SessionId: id, Server: e.cfg.ServerID, Epoch: epoch}}})
 	wait := time.NewTimer(max(5*time.Second, timeout))
 	defer wait.Stop()
-	select {
-	case ok := <-w.done:
-		if !ok {
-			return 0, errors.New("the session was closed, or connected again elsewhere, meanwhile")
+	for {
+		var epoch int64
+		e.cfg.FSM.Read(func(v fsm.View) {
+			if v.Level >= 2 {
+				// Above every epoch applied here.
+				cur, _ := v.Sessions.Epoch(id)
+				epoch = cur + 1
+			}
+		})
+		w := &resumeWaiter{epoch: epoch, done: make(chan resumeOutcome, 1)}
+		e.mu.Lock()
+		e.resumeWait[id] = w
+		e.mu.Unlock()
+		e.cfg.Cluster.Submit(&cmdpb.Command{Cmd: &cmdpb.Command_ResumeSession{ResumeSession: &cmdpb.ResumeSession{SessionId: id, Server: e.cfg.ServerID, Epoch: epoch}}})
+		select {
+		case out := <-w.done:
+			switch out {
+			case resumeApplied:
+				return epoch, nil
+			case resumeClosed:
+				return 0, errors.New("the session was closed meanwhile")
+			}
+			// Stale: another connection's resume (an earlier attempt of
+			// the same client, on another server, that applied after the
+			// client gave up on it) gave the session a higher epoch, which
+			// this server has now applied: propose above it.
+			continue
+		case <-wait.C:
+		case <-ctx.Done():
 		}
-		return epoch, nil
-	case <-wait.C:
-	case <-ctx.Done():
+		e.mu.Lock()
+		if e.resumeWait[id] == w {
+			delete(e.resumeWait, id)
+		}
+		e.mu.Unlock()
+		return 0, errors.New("timed out moving the session here")
 	}
-	e.mu.Lock()
-	if e.resumeWait[id] == w {
-		delete(e.resumeWait, id)
-	}
-	e.mu.Unlock()
-	return 0, errors.New("timed out moving the session here")
 }
 
 // Restored is told that a snapshot replaced the whole state: the watch

@@ -321,3 +321,26 @@ func TestRefusalLoggedOnce(t *testing.T) {
 		t.Fatalf("the refusal was logged %d times, want once", got)
 	}
 }
+
+// TestResumeAfterAnAbandonedAttempt: a client that gave up on a slow
+// server left its resume behind there; it applies just before the resume
+// of the client's next attempt, with the same epoch. The next attempt's
+// resume is stale, and the connect proposes again above it instead of
+// failing: the client gets its session, and its writes apply.
+func TestResumeAfterAnAbandonedAttempt(t *testing.T) {
+	e, c := testEngine(t)
+	c.Submit(&cmdpb.Command{Cmd: &cmdpb.Command_SetLevel{SetLevel: &cmdpb.SetLevel{Level: fsm.Level}}})
+	first := connectTest(t, e, ConnectRequest{})
+	id, pw := first.connected.SessionID, first.connected.Password
+	first.s.Detach()
+	for round := 0; round < 20; round++ {
+		var cur int64
+		e.cfg.FSM.Read(func(v fsm.View) { cur, _ = v.Sessions.Epoch(id) })
+		// The abandoned attempt's resume, with the epoch the next one
+		// will propose too.
+		c.Submit(&cmdpb.Command{Cmd: &cmdpb.Command_ResumeSession{ResumeSession: &cmdpb.ResumeSession{SessionId: id, Server: "1", Epoch: cur + 1}}})
+		ts := connectTest(t, e, ConnectRequest{SessionID: id, Password: pw})
+		ts.ok(Request{Op: OpCreate, Path: fmt.Sprintf("/r%d", round)})
+		ts.s.Detach()
+	}
+}

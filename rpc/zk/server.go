@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -231,10 +232,21 @@ func (s *Server) ServeConn(nc net.Conn) {
 func (s *Server) serve(nc net.Conn, creq *jute.ConnectRequest) {
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
+	// Buffered, so that a request's length prefix and body, and often the
+	// next requests of a pipelining client, come in one read: unbuffered,
+	// every request cost two read calls.
+	br := bufio.NewReaderSize(nc, recvBuffer)
+	stopWatch := watchGone(nc, br, cancel)
 	sess, err := s.cfg.Engine.Connect(ctx, engine.ConnectRequest{
 		SessionID: creq.SessionID, Password: creq.Passwd, TimeoutMs: int64(creq.TimeOut), LastZxid: creq.LastZxidSeen,
 		Conn: connOf(nc),
 	})
+	if !stopWatch() && err == nil {
+		// The client left while its session was being opened or
+		// resumed here: nobody reads the answer.
+		sess.Detach()
+		return
+	}
 	if err != nil {
 		var ce *engine.ConnectError
 		if errors.As(err, &ce) && (ce.Code == engine.SessionExpired || ce.Code == engine.AuthFailed) {
@@ -273,19 +285,39 @@ func (s *Server) serve(nc net.Conn, creq *jute.ConnectRequest) {
 		c.sendLoop(ctx, creq.HasReadOnly)
 		nc.Close() // ends the receive loop
 	}()
-	c.recvLoop()
+	c.recvLoop(br)
 	sess.End(nil)
 	<-sent
 }
 
-// recvLoop reads requests until the connection ends or breaks the
-// protocol, and submits them in order.
-func (c *conn) recvLoop() {
+// watchGone cancels a connect when its client closes the connection (or
+// it breaks) before the connect is answered, so that the engine stops
+// moving the session here for a client that went elsewhere. It only peeks:
+// whatever the client sends meanwhile stays in br for the receive loop. The
+// function it returns stops the watch, and reports whether the client was
+// still there.
+func watchGone(nc net.Conn, br *bufio.Reader, cancel context.CancelFunc) (stop func() bool) {
+	done := make(chan bool, 1)
+	go func() {
+		_, err := br.Peek(1)
+		gone := err != nil && !errors.Is(err, os.ErrDeadlineExceeded)
+		if gone {
+			cancel()
+		}
+		done <- gone
+	}()
+	return func() bool {
+		_ = nc.SetReadDeadline(time.Now()) // wakes the peek, if it still waits
+		gone := <-done
+		_ = nc.SetReadDeadline(time.Time{})
+		return !gone
+	}
+}
+
+// recvLoop reads requests from br (the connection's buffered reader) until
+// the connection ends or breaks the protocol, and submits them in order.
+func (c *conn) recvLoop(br *bufio.Reader) {
 	limit := c.srv.cfg.MaxFrame
-	// Buffered, so that a request's length prefix and body, and often the
-	// next requests of a pipelining client, come in one read: unbuffered,
-	// every request cost two read calls.
-	br := bufio.NewReaderSize(c.nc, recvBuffer)
 	for {
 		if t := c.timeout(); t > 0 {
 			// A client pings at least every third of its timeout; one
