@@ -88,6 +88,11 @@ func (c *prefixConn) Read(p []byte) (int, error) {
 	return c.Conn.Read(p)
 }
 
+// NetConn returns the connection under c, as tls.Conn's does: whoever
+// serves c shuts only its sending side through it (a four-letter word's
+// answer ends in FIN, not in a reset).
+func (c *prefixConn) NetConn() net.Conn { return c.Conn }
+
 // tlsPrefixConn is a prefixConn over TLS. It reports the handshake, as a
 // *tls.Conn does, so that whoever serves the connection (the ZooKeeper
 // front-end, gRPC through handshaken) can see the client's verified

@@ -55,7 +55,11 @@ type Config struct {
 	// Tick is the session time unit; timeouts are negotiated into
 	// [MinSessionTimeout, MaxSessionTimeout] (default 1s).
 	Tick time.Duration
-	// MinSessionTimeout defaults to 2*Tick, MaxSessionTimeout to 20*Tick.
+	// MinSessionTimeout defaults to 2*Tick (2 s), MaxSessionTimeout to
+	// 40*Tick (40 s): ZooKeeper's stock bounds are [2, 20] x tickTime with
+	// tickTime 2 s, so its clients may ask for up to 40 s (Patroni's ttl is
+	// 30 s), while coordd's tick stays 1 s because it also paces the
+	// leader's watch on its quorum, its duties and its vouches.
 	MinSessionTimeout time.Duration
 	MaxSessionTimeout time.Duration
 
@@ -172,7 +176,7 @@ func (c *Config) setDefaults() error {
 		c.MinSessionTimeout = 2 * c.Tick
 	}
 	if c.MaxSessionTimeout <= 0 {
-		c.MaxSessionTimeout = 20 * c.Tick
+		c.MaxSessionTimeout = 40 * c.Tick
 	}
 	if c.MaxDataSize > fsm.DataSizeCap {
 		return fmt.Errorf("rpc: max data size %d exceeds %d, the most any coordd server holds", c.MaxDataSize, fsm.DataSizeCap)

@@ -18,11 +18,14 @@
 #   java     ZooKeeper's Java client               test/compat/javaclient/ClientSuite.java
 #   curator  Curator's recipes                     test/compat/javaclient/CuratorSuite.java
 #   kazoo    Python's kazoo                        test/compat/kazoo/kazoo_suite.py
+#   fourletter  zktop, nc and a plain socket asking four-letter words
+#                                                  test/compat/fourletter/fourletter_suite.py
 #   probe    WatchProbe's scenarios, compared with golden answers
 #                                                  test/compat/java/compare.sh
 #
 # It installs what it needs from Debian's packages (zookeeper,
-# libzookeeper-java, the three libcurator-*-java, python3-kazoo, a JDK) with
+# libzookeeper-java, the three libcurator-*-java, python3-kazoo, a JDK; zktop
+# and netcat-openbsd for the fourletter suite) with
 # apt-get when run as root, and otherwise says what to install.
 #
 # The cluster: coordd on 127.0.200.11-13 (TARGET=zookeeper: 127.0.201.11-13;
@@ -49,7 +52,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 target=${TARGET:-coordd}
-suites=${SUITES:-zkcli java curator kazoo probe}
+suites=${SUITES:-zkcli java curator kazoo fourletter probe}
 update=${UPDATE:-0}
 [ "$update" != 0 ] || update=
 bin=${BIN:-bin}
@@ -62,7 +65,7 @@ curator=/usr/share/java/curator-framework.jar:/usr/share/java/curator-recipes.ja
 
 usage() {
 	echo "compat: $1" >&2
-	echo "usage: make compat [TARGET=coordd|zookeeper] [SUITES=\"zkcli java curator kazoo probe\"] [UPDATE=1]" >&2
+	echo "usage: make compat [TARGET=coordd|zookeeper] [SUITES=\"zkcli java curator kazoo fourletter probe\"] [UPDATE=1]" >&2
 	exit 2
 }
 case $target in
@@ -71,7 +74,7 @@ zookeeper) net=${COMPAT_NET:-127.0.201} ;;
 *) usage "TARGET is coordd or zookeeper, not $target" ;;
 esac
 for s in $suites; do
-	case $s in zkcli | java | curator | kazoo | probe) ;; *) usage "no suite $s" ;; esac
+	case $s in zkcli | java | curator | kazoo | fourletter | probe) ;; *) usage "no suite $s" ;; esac
 done
 if [ -n "$update" ] && [ "$target" != coordd ]; then
 	usage "UPDATE=1 rewrites coordd's goldens: not with TARGET=$target"
@@ -92,6 +95,10 @@ want /usr/share/java/curator-client.jar libcurator-client-java
 want /usr/share/java/slf4j-simple.jar libslf4j-java
 command -v javac >/dev/null || need+=(default-jdk-headless)
 { [ -x "$python" ] && "$python" -c 'import kazoo' 2>/dev/null; } || need+=(python3-kazoo)
+if [[ " $suites " == *" fourletter "* ]]; then
+	want /usr/lib/python3/dist-packages/zktop.py zktop
+	command -v nc >/dev/null || need+=(netcat-openbsd)
+fi
 if [ ${#need[@]} -gt 0 ]; then
 	if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
 		echo "compat: needs Debian's packages ${need[*]}; as root: apt-get install -y ${need[*]}" >&2
@@ -283,6 +290,7 @@ run_suite() {
 	java) set -- "${java_cmd[@]}" ClientSuite ;;
 	curator) set -- "${java_cmd[@]}" CuratorSuite ;;
 	kazoo) set -- "$python" test/compat/kazoo/kazoo_suite.py ;;
+	fourletter) set -- "$python" test/compat/fourletter/fourletter_suite.py ;;
 	probe) set -- bash test/compat/java/compare.sh -s "$(addr 1)" -t "$target" -k "$dir/probe" ${update:+-u} ${fixes:+-c "$fixes"} ;;
 	esac
 	# In the background, so that a signal to this script runs its cleanup
@@ -308,7 +316,7 @@ run_suite() {
 			{ grep -v '^\s*at \|INFO' "$dir/$name.log" || true; } | tail -n 15 | sed 's/^/    /'
 		fi
 	fi
-	summary+=("$(printf '%-8s %s  %-22s %4ds' "$name" "$verdict" "($checks)" $((SECONDS - t0)))")
+	summary+=("$(printf '%-10s %s  %-22s %4ds' "$name" "$verdict" "($checks)" $((SECONDS - t0)))")
 }
 
 for s in $suites; do run_suite "$s"; done

@@ -624,6 +624,7 @@ func (e *Engine) Connect(ctx context.Context, req ConnectRequest) (*Session, err
 		if err != nil {
 			return nil, &ConnectError{Unavailable, "opening session: " + err.Error()}
 		}
+		e.logClamped(info.ID, req.TimeoutMs, timeout)
 	} else {
 		var perr error
 		check := func() {

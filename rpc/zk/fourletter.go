@@ -64,16 +64,20 @@ type Stats struct {
 // parse the leading numbers to decide which requests the server knows).
 const ZooKeeperVersion = "3.8.4"
 
-// fourLetterWord answers a four-letter word in plain text; the caller
-// closes the connection.
+// fourLetterWord answers a four-letter word in plain text and ends the
+// stream cleanly whatever the client sent after the word (endAnswer); the
+// caller closes the connection.
 func (s *Server) fourLetterWord(nc net.Conn, word string) {
+	text := word + " is not executed because it is not in the whitelist.\n"
+	if s.cfg.FourLetterWords[word] {
+		s.log.Debug("zk: four-letter word", "word", word, "remote", nc.RemoteAddr().String())
+		text = s.answer(word, nc.RemoteAddr().String())
+	}
 	_ = nc.SetWriteDeadline(time.Now().Add(connectTimeout))
-	if !s.cfg.FourLetterWords[word] {
-		_, _ = nc.Write([]byte(word + " is not executed because it is not in the whitelist.\n"))
+	if _, err := nc.Write([]byte(text)); err != nil {
 		return
 	}
-	s.log.Debug("zk: four-letter word", "word", word, "remote", nc.RemoteAddr().String())
-	_, _ = nc.Write([]byte(s.answer(word, nc.RemoteAddr().String())))
+	endAnswer(nc)
 }
 
 // answer is a four-letter word's text; remote is the address of the

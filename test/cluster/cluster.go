@@ -19,7 +19,10 @@ import (
 
 // Options tune an in-process cluster.
 type Options struct {
-	// Tick is the session tick (default 200ms: sessions of 0.4s to 4s).
+	// Tick is the session tick (default 200ms). Sessions are bounded to
+	// [2, 20] ticks (0.4s to 4s), below coordd's default maximum of 40
+	// ticks, so that the sessions of tests that wait for an expiry end
+	// quickly.
 	Tick time.Duration
 	// SnapshotThreshold and TrailingLogs as in rpc.Config (defaults: rpc's).
 	SnapshotThreshold uint64
@@ -183,7 +186,8 @@ func newCluster(t testing.TB, n int, opts Options) *Cluster {
 		}
 		c.Members = append(c.Members, &Member{ID: id, Cfg: rpc.Config{
 			ID: id, DataDir: t.TempDir(), ClientAddr: FreeAddr(t), PeerAddr: peerAddr,
-			Tick: opts.Tick, HeartbeatTimeout: opts.ElectionTimeout, ElectionTimeout: opts.ElectionTimeout,
+			Tick: opts.Tick, MaxSessionTimeout: 20 * opts.Tick,
+			HeartbeatTimeout: opts.ElectionTimeout, ElectionTimeout: opts.ElectionTimeout,
 			LeaderLeaseTimeout: 250 * time.Millisecond, SnapshotThreshold: opts.SnapshotThreshold,
 			TrailingLogs: opts.TrailingLogs, SnapshotInterval: 200 * time.Millisecond,
 			Logger: logger.With("server", id), DialPeer: c.Net.Dialer(id),

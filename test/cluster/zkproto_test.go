@@ -494,7 +494,7 @@ func TestZKClient(t *testing.T) {
 	})
 
 	t.Run("timeout negotiation", func(t *testing.T) {
-		// Tick 200ms: [2, 20] x tick is [400ms, 4s].
+		// Tick 200ms: the test cluster's [2, 20] x tick is [400ms, 4s].
 		for _, tc := range []struct{ ask, want time.Duration }{
 			{100 * time.Millisecond, 400 * time.Millisecond},
 			{time.Second, time.Second},
