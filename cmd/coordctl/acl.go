@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -25,7 +26,7 @@ func (a *authList) String() string { return "" } // never show credentials
 
 func (a *authList) Set(s string) error {
 	if _, _, ok := strings.Cut(s, ":"); !ok {
-		return fmt.Errorf("--auth wants SCHEME:CREDENTIALS, such as digest:user:password")
+		return errors.New("want SCHEME:CREDENTIALS, such as digest:user:password")
 	}
 	*a = append(*a, s)
 	return nil

@@ -311,7 +311,11 @@ func (x *cmd) splitCommand(fs *flag.FlagSet, args []string) (string, []string, e
 		return "", nil, x.usage("missing argument")
 	}
 	path := args[0]
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := parseFlags(fs, args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printVerbUsage(x.stdout, x.verb)
+			return "", nil, errHelp
+		}
 		return "", nil, x.usage("%v", err)
 	}
 	argv := fs.Args()

@@ -126,7 +126,7 @@ func (c *cli) main(args []string) int {
 	fs.DurationVar(&c.sessionTimeout, "session-timeout", 10*time.Second, "")
 	fs.Var(&c.auth, "auth", "")
 	c.errJSON = wantsJSON(args)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printGlobalUsage(c.stdout)
 			return 0

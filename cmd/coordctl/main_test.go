@@ -412,11 +412,11 @@ func TestErrors(t *testing.T) {
 		{[]string{"get"}, 2, "coordctl: get: missing argument\nusage: get [-s] [-w] [-sync] PATH\n"},
 		{[]string{"get", "/a", "/b"}, 2, "coordctl: get: unexpected argument \"/b\"\n"},
 		{[]string{"set", "/errs"}, 2, "coordctl: set: missing argument\n"},
-		{[]string{"get", "-x", "/errs"}, 2, "coordctl: get: flag provided but not defined: -x\nusage: get"},
-		{[]string{"set", "-v", "abc", "/errs", "y"}, 2, "coordctl: set: invalid value \"abc\" for flag -v"},
+		{[]string{"get", "-x", "/errs"}, 2, "coordctl: get: unknown flag -x\nusage: get"},
+		{[]string{"set", "-v", "abc", "/errs", "y"}, 2, "coordctl: set: invalid value \"abc\" for -v: want an integer\n"},
 		{[]string{"-o", "yaml", "get", "/errs"}, 2, "coordctl: -o: unknown output format \"yaml\""},
 		{[]string{"get", "-o", "yaml", "/errs"}, 2, "coordctl: -o: unknown output format \"yaml\""},
-		{[]string{"--bogus", "get", "/errs"}, 2, "coordctl: flag provided but not defined: -bogus\n"},
+		{[]string{"--bogus", "get", "/errs"}, 2, "coordctl: unknown flag --bogus\n"},
 		{[]string{"ls", "-R", "-w", "/errs"}, 2, "coordctl: ls: -R and -w exclude each other\n"},
 		{[]string{"status", "extra"}, 2, "coordctl: status: unexpected argument"},
 	}
@@ -661,8 +661,8 @@ func TestJSONErrors(t *testing.T) {
 		{[]string{"-o", "json", "create", "bad"}, 1, "BadArguments", "bad: bad arguments"},
 		{[]string{"-o", "json", "get"}, 2, "Usage", "get: missing argument"},
 		{[]string{"-o", "json", "nosuchverb"}, 2, "Usage", `unknown verb "nosuchverb"`},
-		{[]string{"get", "-x", "-o", "json", "/jerr"}, 2, "Usage", "get: flag provided but not defined: -x"},
-		{[]string{"-o", "json", "--bogus", "get", "/jerr"}, 2, "Usage", "flag provided but not defined: -bogus"},
+		{[]string{"get", "-x", "-o", "json", "/jerr"}, 2, "Usage", "get: unknown flag -x"},
+		{[]string{"-o", "json", "--bogus", "get", "/jerr"}, 2, "Usage", "unknown flag --bogus"},
 	} {
 		r := ctl(t, tc.args...)
 		if r.code != tc.exit || r.stdout != "" {

@@ -149,7 +149,7 @@ cannot lead (NotVoter); an unknown id is NoMember.`,
 func (x *cmd) interleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
+		if err := parseFlags(fs, args); err != nil {
 			return nil, x.usage("%v", err)
 		}
 		if fs.NArg() == 0 {

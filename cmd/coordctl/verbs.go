@@ -111,7 +111,7 @@ func (c *cli) execute(ctx context.Context, argv []string) error {
 	}
 	format := c.format
 	fs, run := newVerbFlags(v, &format)
-	if err := fs.Parse(argv[1:]); err != nil {
+	if err := parseFlags(fs, argv[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printVerbUsage(c.stdout, v)
 			return errHelp
