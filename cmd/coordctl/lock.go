@@ -610,7 +610,7 @@ does not exist has no contenders.`,
 			defer cancel()
 			out, err := listContenders(ctx, cl, path)
 			if err != nil {
-				return fmt.Errorf("%s: %w", path, err)
+				return nodeError(path, err)
 			}
 			// The servers of the sessions, from the Sessions call.
 			var resp *apipb.SessionsResponse

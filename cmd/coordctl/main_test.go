@@ -397,16 +397,18 @@ func TestErrors(t *testing.T) {
 	cases := []struct {
 		args   []string
 		code   int
-		stderr string // a prefix of stderr
+		stderr string // a prefix of stderr (whole lines when it ends in a newline)
 	}{
 		{[]string{"get", "/errs/missing"}, 1, "coordctl: /errs/missing: node does not exist\n"},
 		{[]string{"stat", "/errs/missing"}, 1, "coordctl: /errs/missing: node does not exist\n"},
 		{[]string{"ls", "/errs/missing"}, 1, "coordctl: /errs/missing: node does not exist\n"},
 		{[]string{"deleteall", "/errs/missing"}, 1, "coordctl: /errs/missing: node does not exist\n"},
-		{[]string{"create", "/errs"}, 1, "coordctl: /errs: node already exists"},
-		{[]string{"set", "-v", "7", "/errs", "y"}, 1, "coordctl: /errs: version does not match"},
-		{[]string{"delete", "/errs"}, 1, "coordctl: /errs: node has children"},
-		{[]string{"create", "relative"}, 1, "coordctl: relative: bad arguments"},
+		{[]string{"create", "/errs"}, 1, "coordctl: /errs: node already exists\n"},
+		{[]string{"create", "/errs/no/such"}, 1, "coordctl: /errs/no/such: parent node /errs/no does not exist\n"},
+		{[]string{"set", "-v", "7", "/errs", "y"}, 1, "coordctl: /errs: version does not match: it has version 0, not 7\n"},
+		{[]string{"delete", "/errs"}, 1, "coordctl: /errs: node has children\n"},
+		{[]string{"create", "relative"}, 1, "coordctl: relative: bad arguments: path must start with /\n"},
+		{[]string{"delete", "-v", "3", "/errs/child"}, 1, "coordctl: /errs/child: version does not match: it has version 0, not 3\n"},
 		{[]string{"create", "-e", "-c", "/errs/x"}, 2, "coordctl: create: -e, -c and -t exclude each other"},
 		{[]string{"nosuchverb"}, 2, "coordctl: unknown verb \"nosuchverb\"\n"},
 		{[]string{"get"}, 2, "coordctl: get: missing argument\nusage: get [-s] [-w] [-sync] PATH\n"},

@@ -88,7 +88,7 @@ anything with the node. Creating needs CREATE on the parent.`,
 			defer cancel()
 			name, err := cl.Create(ctx, path, data, mode)
 			if err != nil {
-				return fmt.Errorf("%s: %w", path, err)
+				return nodeError(path, err)
 			}
 			if err := x.out.emit(pathJSON{Path: name}, func(w io.Writer) { fmt.Fprintln(w, name) }); err != nil {
 				return err
@@ -156,7 +156,7 @@ and the read, sent together; Client.SyncGet).`,
 				data, stat, err = cl.Get(ctx, path)
 			}
 			if err != nil {
-				return fmt.Errorf("%s: %w", path, err)
+				return nodeError(path, err)
 			}
 			if data == nil {
 				data = []byte{}
@@ -214,7 +214,7 @@ and the new stat.`,
 			defer cancel()
 			stat, err := cl.Set(ctx, path, data, v)
 			if err != nil {
-				return fmt.Errorf("%s: %w", path, err)
+				return nodeError(path, err)
 			}
 			return x.out.emit(statJSON{Path: path, Stat: stat}, func(w io.Writer) {
 				if *withStat {
@@ -296,7 +296,7 @@ var deleteVerb = &verb{
 			}
 			defer cancel()
 			if err := cl.Delete(ctx, path, v); err != nil {
-				return fmt.Errorf("%s: %w", path, err)
+				return nodeError(path, err)
 			}
 			return x.out.emit(pathJSON{Path: path}, func(io.Writer) {})
 		}
@@ -360,7 +360,7 @@ func deleteAll(ctx context.Context, cl *client.Client, path string, top bool) er
 			if !top && errors.Is(err, client.ErrNoNode) {
 				return nil
 			}
-			return fmt.Errorf("%s: %w", path, err)
+			return nodeError(path, err)
 		}
 		for _, c := range children {
 			if path == "/" && c == zookeeperNode {
@@ -380,7 +380,7 @@ func deleteAll(ctx context.Context, cl *client.Client, path string, top bool) er
 		case errors.Is(err, client.ErrNotEmpty) && attempt < 5:
 			continue
 		}
-		return fmt.Errorf("%s: %w", path, err)
+		return nodeError(path, err)
 	}
 }
 
@@ -433,7 +433,7 @@ fires ("WATCHER:: TYPE PATH zxid=...", or its JSON).`,
 				children, stat, err = cl.Children(ctx, path)
 			}
 			if err != nil {
-				return fmt.Errorf("%s: %w", path, err)
+				return nodeError(path, err)
 			}
 			if children == nil {
 				children = []string{}
@@ -525,11 +525,11 @@ it fires ("WATCHER:: TYPE PATH zxid=...", or its JSON).`,
 				stat, ok, err = cl.Exists(ctx, path)
 			}
 			if err != nil {
-				return fmt.Errorf("%s: %w", path, err)
+				return nodeError(path, err)
 			}
 			if !ok {
 				if !*watch {
-					return fmt.Errorf("%s: %w", path, client.ErrNoNode)
+					return nodeError(path, client.ErrNoNode)
 				}
 				if x.bg != nil {
 					fmt.Fprintf(x.stderr, "coordctl: %s: node does not exist; the watch reports its creation\n", path)
@@ -566,7 +566,7 @@ var syncVerb = &verb{
 			}
 			defer cancel()
 			if err := cl.Sync(ctx, path); err != nil {
-				return fmt.Errorf("%s: %w", path, err)
+				return nodeError(path, err)
 			}
 			return x.out.emit(pathJSON{Path: path}, func(io.Writer) {})
 		}
