@@ -320,21 +320,42 @@ func TestJSONOutput(t *testing.T) {
 	}
 	// -o after the verb, and at the end of the line.
 	for _, args := range [][]string{{"get", "-o", "json", "/json"}, {"get", "/json", "-o", "json"}} {
-		m = decode(t, ok(t, args...), "path", "data", "stat")
+		m = decode(t, ok(t, args...), "path", "data", "text", "stat")
 		data, err := base64.StdEncoding.DecodeString(unmarshal[string](t, m["data"]))
 		if err != nil || string(data) != "hello" {
 			t.Errorf("get data %s (%v)", m["data"], err)
+		}
+		if text := unmarshal[string](t, m["text"]); text != "hello" {
+			t.Errorf("get text %q", text)
 		}
 		stat := decode(t, string(m["stat"]), statKeys...)
 		if v := unmarshal[int](t, stat["dataLength"]); v != 5 {
 			t.Errorf("dataLength %d", v)
 		}
 	}
-	// Empty data is an empty base64 string, not null.
+	// Empty data is an empty base64 string (and text), not null.
 	ok(t, "create", "/json/empty")
-	m = decode(t, ok(t, "-o", "json", "get", "/json/empty"), "path", "data", "stat")
-	if string(m["data"]) != `""` {
-		t.Errorf("empty data encoded as %s", m["data"])
+	m = decode(t, ok(t, "-o", "json", "get", "/json/empty"), "path", "data", "text", "stat")
+	if string(m["data"]) != `""` || string(m["text"]) != `""` {
+		t.Errorf("empty data encoded as %s, text %s", m["data"], m["text"])
+	}
+	// Text is there only when the data is UTF-8; data always is.
+	for _, tc := range []struct {
+		data string
+		text bool
+	}{{"héllo, wörld ✓", true}, {"line\nbreak\ttab \"quoted\"", true}, {"\xff\xfe binary", false}, {"caf\xe9", false}} {
+		ok(t, "set", "/json/empty", tc.data)
+		keys := []string{"path", "data", "stat"}
+		if tc.text {
+			keys = append(keys, "text")
+		}
+		m = decode(t, ok(t, "-o", "json", "get", "/json/empty"), keys...)
+		if d, err := base64.StdEncoding.DecodeString(unmarshal[string](t, m["data"])); err != nil || string(d) != tc.data {
+			t.Errorf("data of %q read back %q (%v)", tc.data, d, err)
+		}
+		if tc.text && unmarshal[string](t, m["text"]) != tc.data {
+			t.Errorf("text of %q read back %s", tc.data, m["text"])
+		}
 	}
 
 	m = decode(t, ok(t, "-o", "json", "set", "/json", "world"), "path", "stat")
@@ -734,13 +755,26 @@ func TestDeleteallAndRecursiveLs(t *testing.T) {
 	}
 }
 
-// getData reads path's data through coordctl get -o json.
+// getData reads path's data through coordctl get -o json, checking that
+// the text, if given, is the same data.
 func getData(t *testing.T, path string) []byte {
 	t.Helper()
-	m := decode(t, ok(t, "-o", "json", "get", path), "path", "data", "stat")
+	out := ok(t, "-o", "json", "get", path)
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(out), &m); err != nil {
+		t.Fatalf("not a JSON object: %q: %v", out, err)
+	}
+	keys := []string{"path", "data", "stat"}
+	if _, ok := m["text"]; ok {
+		keys = append(keys, "text")
+	}
+	decode(t, out, keys...)
 	d, err := base64.StdEncoding.DecodeString(unmarshal[string](t, m["data"]))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if text, ok := m["text"]; ok && unmarshal[string](t, text) != string(d) {
+		t.Errorf("%s: text %s is not the data %q", path, text, d)
 	}
 	return d
 }
@@ -934,7 +968,7 @@ func TestShellPipe(t *testing.T) {
 	if lines[0] != "/sh" || lines[1] != "/sh/eph" || lines[2] != "a b" || lines[6] != "eph" {
 		t.Errorf("stdout:\n%s", r.stdout)
 	}
-	g := decode(t, lines[3], "path", "data", "stat")
+	g := decode(t, lines[3], "path", "data", "text", "stat")
 	if d, _ := base64.StdEncoding.DecodeString(unmarshal[string](t, g["data"])); string(d) != `quoted "data"` {
 		t.Errorf("data %q", d)
 	}

@@ -112,8 +112,9 @@ var getVerb = &verb{
 	synopsis: "get [-s] [-w] [-sync] PATH",
 	summary:  "print a node's data",
 	detail: `
-Text output is the data followed by a newline; -o json gives the data in
-base64 with the node's stat. -s also prints the stat (text). -w leaves a
+Text output is the data followed by a newline. -o json gives the data in
+base64 ("data") with the node's stat and, when the data is valid UTF-8, the
+same data as text ("text"). -s also prints the stat (text). -w leaves a
 data watch: coordctl prints the data, waits for the node's next change or
 deletion, prints that event and exits. In the shell -w does not wait: the
 shell goes on, and the event is printed when it fires ("WATCHER:: TYPE PATH
@@ -161,7 +162,7 @@ and the read, sent together; Client.SyncGet).`,
 			if data == nil {
 				data = []byte{}
 			}
-			err = x.out.emit(getJSON{Path: path, Data: data, Stat: stat}, func(w io.Writer) {
+			err = x.out.emit(newGetJSON(path, data, stat), func(w io.Writer) {
 				w.Write(data)
 				fmt.Fprintln(w)
 				if *withStat {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/coordd/coordd/client"
 )
@@ -42,10 +43,24 @@ type pathJSON struct {
 	Path string `json:"path"`
 }
 
+// getJSON is get's result. Data is always there, in base64 (scripts decode
+// it); Text is the same data as a string when it is valid UTF-8, for people
+// and for jq.
 type getJSON struct {
 	Path string      `json:"path"`
 	Data []byte      `json:"data"` // base64
+	Text *string     `json:"text,omitempty"`
 	Stat client.Stat `json:"stat"`
+}
+
+// newGetJSON is get's result for a node's data and stat.
+func newGetJSON(path string, data []byte, stat client.Stat) getJSON {
+	out := getJSON{Path: path, Data: data, Stat: stat}
+	if utf8.Valid(data) {
+		text := string(data)
+		out.Text = &text
+	}
+	return out
 }
 
 type statJSON struct {
