@@ -178,7 +178,7 @@ type membersJSON struct {
 type memberDetailJSON struct {
 	ID            string `json:"id"`
 	PeerAddress   string `json:"peerAddress"`
-	ClientAddress string `json:"clientAddress"` // "" when unreachable
+	ClientAddress string `json:"clientAddress"` // "" when never registered
 	Voter         bool   `json:"voter"`
 	Role          string `json:"role"`
 	Applied       int64  `json:"applied"`
@@ -210,7 +210,7 @@ func writeMembers(w io.Writer, ms membersJSON) {
 		if client == "" {
 			client = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", m.ID, m.PeerAddress, client, yesNo(m.Voter), m.Role, m.Applied)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.PeerAddress, client, yesNo(m.Voter), m.Role, appliedText(m.Role, m.Applied))
 	}
 	tw.Flush()
 	leader := ms.Leader
