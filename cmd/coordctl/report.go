@@ -251,11 +251,11 @@ func parentOf(path string) string {
 }
 
 // errText renders an error for a human: package prefixes ("client: ",
-// "tree: ", ...) are dropped, and so is a server message that repeats the
-// error's own text ("node does not exist: node does not exist").
+// "lockrecipe: ", ...) are dropped, and so is a server message that repeats
+// the error's own text ("node does not exist: node does not exist").
 func errText(err error) string {
 	s := err.Error()
-	for _, p := range []string{"client: ", "tree: ", "fsm: ", "rpc: ", "session: "} {
+	for _, p := range []string{"client: ", "lockrecipe: ", "tree: ", "fsm: ", "rpc: ", "session: "} {
 		s = strings.ReplaceAll(s, p, "")
 	}
 	for {
