@@ -715,7 +715,7 @@ func TestJSONErrors(t *testing.T) {
 func TestHelp(t *testing.T) {
 	for _, args := range [][]string{{"help"}, {"-h"}} {
 		r := ctl(t, args...)
-		if r.code != 0 || !strings.Contains(r.stdout, "deleteall [-force] PATH") || !strings.Contains(r.stdout, "--servers") {
+		if r.code != 0 || !strings.Contains(r.stdout, "  deleteall  delete a node") || !strings.Contains(r.stdout, "--servers") {
 			t.Errorf("coordctl %q: exit %d, stdout:\n%s", args, r.code, r.stdout)
 		}
 	}
