@@ -180,12 +180,15 @@ var shellVerb = &verb{
 	synopsis: "shell",
 	summary:  "open an interactive shell on one session (the default with no verb)",
 	detail: `
-Every verb works in the shell, on the shell's one session; quit or exit (or
+Every verb but shell works in the shell, on the shell's one session; quit or exit (or
 end of input) leaves it, closing the session. Arguments may be quoted with
 "..." or '...'. Ctrl-C interrupts the running command (a watch, say).
 
-On a terminal the shell offers line editing and history (kept in
-$HOME/.coordctl_history). Otherwise it reads commands line by line from
+On a terminal the shell offers line editing, history (kept in
+$HOME/.coordctl_history; answers to its questions are not kept) and Tab
+completion of verbs, sub-commands, flags and node paths (the children of
+the typed parent, listed through the shell's session: get /ap<Tab>, ls
+/app/j<Tab>). Otherwise it reads commands line by line from
 stdin, runs them in order and exits at end of input with status 1 if any
 command failed, else 0; so (echo 'create -e /a x'; sleep 30) | coordctl keeps
 /a for 30 seconds. Connection state changes are reported on stderr.
