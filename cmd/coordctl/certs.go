@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -51,6 +52,10 @@ Keys are ECDSA P-256. Flags:
 		return func(x *cmd, args []string) error {
 			// Flags may also follow the subcommand and the directory.
 			args, err := parseInterleaved(fs, args)
+			if errors.Is(err, flag.ErrHelp) {
+				printVerbUsage(x.stdout, x.verb)
+				return errHelp
+			}
 			if err != nil {
 				return x.usage("%v", err)
 			}

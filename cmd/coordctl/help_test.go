@@ -72,3 +72,14 @@ func TestHelpThroughCLI(t *testing.T) {
 		}
 	}
 }
+
+// TestHelpAfterArguments: -h after a verb's first arguments (where those
+// verbs take their flags too) shows the verb's usage, not an error.
+func TestHelpAfterArguments(t *testing.T) {
+	for _, args := range [][]string{{"member", "list", "-h"}, {"certs", "init", "-h"}, {"lock", "/x", "-h"}, {"bench", "write", "--help"}} {
+		r := ctl(t, args...)
+		if r.code != 0 || !strings.HasPrefix(r.stdout, "usage: "+args[0]+" ") || r.stderr != "" {
+			t.Errorf("coordctl %q: exit %d, stdout %.40q, stderr %q; want the verb's usage", args, r.code, r.stdout, r.stderr)
+		}
+	}
+}

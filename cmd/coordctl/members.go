@@ -150,6 +150,10 @@ func (x *cmd) interleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
 		if err := parseFlags(fs, args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				printVerbUsage(x.stdout, x.verb)
+				return nil, errHelp
+			}
 			return nil, x.usage("%v", err)
 		}
 		if fs.NArg() == 0 {
