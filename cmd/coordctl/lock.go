@@ -205,9 +205,10 @@ var electVerb = &verb{
 	detail: `
 NAME is the election's path; a NAME without a leading slash means
 /elections/NAME (as lock's means /locks/NAME, and locks takes either).
-coordctl campaigns with --value (what the election reports
-as its leader; default hostname:pid), waits until it leads, runs CMD with the
-leader's fencing token (its candidate node's creation zxid) in
+
+coordctl campaigns with --value (what the election reports as its leader,
+and locks shows; default hostname:pid), waits until it leads, runs CMD with
+the leader's fencing token (its candidate node's creation zxid) in
 COORD_LEADER_TOKEN, in decimal, and resigns when CMD ends. --wait bounds the
 wait for leadership (status 1 when it runs out).
 ` + strings.ReplaceAll(runSemantics, `"coordctl: lock lost" (or
