@@ -10,7 +10,9 @@
 // on it: NewMutex, NewReentrantMutex, NewRWMutex, NewSemaphore,
 // NewElection, NewBarrier, NewDoubleBarrier and NewQueue. A recipe value
 // is one owner (one holder, candidate or participant); use one value per
-// owner, several per Session if needed.
+// owner, several per Session if needed. LockPath, ElectionPath and Resolve
+// hold the naming rule of the programs that let people name a lock or an
+// election (a bare NAME is /locks/NAME or /elections/NAME).
 //
 // # What every waiting recipe guarantees
 //

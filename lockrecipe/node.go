@@ -45,13 +45,6 @@ func join(dir, name string) string {
 
 func base(path string) string { return path[strings.LastIndexByte(path, '/')+1:] }
 
-func validPath(p string) error {
-	if p == "" || p[0] != '/' || (len(p) > 1 && strings.HasSuffix(p, "/")) || strings.Contains(p, "//") {
-		return fmt.Errorf("lockrecipe: invalid path %q: %w", p, client.ErrBadArguments)
-	}
-	return nil
-}
-
 // child is one sequential child of a recipe's node.
 type child struct {
 	name string

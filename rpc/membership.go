@@ -106,6 +106,7 @@ func (n *Node) members(ctx context.Context) (*apipb.MembersResponse, error) {
 	for _, sv := range cf.Configuration().Servers {
 		resp.Members = append(resp.Members, memberOf(sv, infos[string(sv.ID)]))
 	}
+	n.listedClientAddrs(resp.Members)
 	sort.Slice(resp.Members, func(i, j int) bool { return resp.Members[i].Id < resp.Members[j].Id })
 	return resp, nil
 }

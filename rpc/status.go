@@ -143,8 +143,23 @@ func (n *Node) status(ctx context.Context) (*apipb.StatusResponse, error) {
 	for _, sv := range servers {
 		resp.Members = append(resp.Members, memberOf(sv, infos[string(sv.ID)]))
 	}
+	n.listedClientAddrs(resp.Members)
 	sort.Slice(resp.Members, func(i, j int) bool { return resp.Members[i].Id < resp.Members[j].Id })
 	return resp, nil
+}
+
+// listedClientAddrs gives each member that did not say its client address
+// (it is unreachable) the one /zookeeper/config lists for it, which the
+// leader registered while the member was up: status then names the server
+// that is down, not only its id.
+func (n *Node) listedClientAddrs(ms []*apipb.Member) {
+	n.fsm.Read(func(v fsm.View) {
+		for _, m := range ms {
+			if m.ClientAddress == "" {
+				m.ClientAddress, _ = fsm.ClientAddressOf(v.Tree, m.Id)
+			}
+		}
+	})
 }
 
 // Sessions lists the open sessions and where each is connected.

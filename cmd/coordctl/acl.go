@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -25,7 +26,7 @@ func (a *authList) String() string { return "" } // never show credentials
 
 func (a *authList) Set(s string) error {
 	if _, _, ok := strings.Cut(s, ":"); !ok {
-		return fmt.Errorf("--auth wants SCHEME:CREDENTIALS, such as digest:user:password")
+		return errors.New("want SCHEME:CREDENTIALS, such as digest:user:password")
 	}
 	*a = append(*a, s)
 	return nil
@@ -84,7 +85,7 @@ entries with perms as ZooKeeper's bits (read 1, write 2, create 4, delete
 			defer cancel()
 			acl, stat, err := cl.GetACL(ctx, path)
 			if err != nil {
-				return fmt.Errorf("%s: %w", path, err)
+				return nodeError(path, err)
 			}
 			return x.out.emit(aclJSON{Path: path, ACL: acl, Stat: stat}, func(w io.Writer) {
 				for _, a := range acl {
@@ -140,7 +141,7 @@ new stat.`,
 			defer cancel()
 			stat, err := cl.SetACL(ctx, path, acl, v)
 			if err != nil {
-				return fmt.Errorf("%s: %w", path, err)
+				return nodeError(path, err)
 			}
 			return x.out.emit(statJSON{Path: path, Stat: stat}, func(w io.Writer) {
 				if *withStat {

@@ -121,7 +121,7 @@ The exit status is 1 if any operation failed.`,
 			// positional argument.
 			var pos []string
 			for len(args) > 0 {
-				if err := fs.Parse(args); err != nil {
+				if err := parseFlags(fs, args); err != nil {
 					if errors.Is(err, flag.ErrHelp) {
 						printVerbUsage(x.stdout, x.verb)
 						return errHelp

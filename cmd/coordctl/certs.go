@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -51,6 +52,10 @@ Keys are ECDSA P-256. Flags:
 		return func(x *cmd, args []string) error {
 			// Flags may also follow the subcommand and the directory.
 			args, err := parseInterleaved(fs, args)
+			if errors.Is(err, flag.ErrHelp) {
+				printVerbUsage(x.stdout, x.verb)
+				return errHelp
+			}
 			if err != nil {
 				return x.usage("%v", err)
 			}
@@ -143,7 +148,7 @@ func (x *cmd) emitCerts(dir string, names []string, usage bool) error {
 func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
+		if err := parseFlags(fs, args); err != nil {
 			return nil, err
 		}
 		args = fs.Args()

@@ -22,7 +22,9 @@ var statusVerb = &verb{
 	summary:  "show every member of the cluster: id, client address, voter or not, role, applied zxid, version; and the leader",
 	detail: `
 Asks the first server that answers (the shell's own server first) for its
-view of the cluster. A member that server cannot reach shows as unreachable.
+view of the cluster. A member that server cannot reach shows as unreachable,
+with the client address it had when it was last up and "-" for what only
+it could tell (its applied zxid and version).
 
 As a health check: the exit status is 0 when every member is reachable and
 there is a leader, 3 when a member is unreachable or there is no leader (the

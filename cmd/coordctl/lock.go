@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/chzyer/readline"
 
@@ -140,21 +142,24 @@ Exit status:
 
 var lockVerb = &verb{
 	name:     "lock",
-	synopsis: "lock [--wait D] [--try] [-s N] [--grace D] PATH -- CMD [ARGS...]",
-	summary:  "run CMD while holding the lock PATH (a mutex, or with -s a semaphore)",
+	synopsis: "lock [--wait D] [--try] [-s N] [--grace D] NAME -- CMD [ARGS...]",
+	summary:  "run CMD while holding the lock NAME (a mutex, or with -s a semaphore)",
 	detail: `
-Takes the lockrecipe Mutex on PATH (waiting in line behind earlier
+NAME is the lock's path; a NAME without a leading slash means /locks/NAME
+(as elect's means /elections/NAME, and locks takes either).
+
+Takes the lockrecipe Mutex on NAME (waiting in line behind earlier
 contenders), runs CMD while holding it with its fencing token (the lock
-node's creation zxid, which grows with every acquisition of PATH) in
+node's creation zxid, which grows with every acquisition of the lock) in
 COORD_LOCK_TOKEN, in decimal, and releases it when CMD ends. With -s N it
-takes one of N permits of the semaphore PATH instead, and COORD_LOCK_TOKEN
+takes one of N permits of the semaphore NAME instead, and COORD_LOCK_TOKEN
 is its lease node's creation zxid (growing with every permit handed out;
-permits held together have different tokens). All users of a semaphore path
+permits held together have different tokens). All users of a semaphore
 must use the same N.
 
 --wait bounds the wait (default: forever): when it runs out, coordctl exits
 with status 1 and leaves no node behind. --try fails at once (status 1) if
-the lock is held or others wait for it. Flags may also follow PATH, before
+the lock is held or others wait for it. Flags may also follow NAME, before
 "--".
 ` + runSemantics,
 	define: func(fs *flag.FlagSet) func(x *cmd, args []string) error {
@@ -164,7 +169,11 @@ the lock is held or others wait for it. Flags may also follow PATH, before
 		n := fs.Int("s", 0, "take a permit of a semaphore of `N` holders instead of the mutex")
 		fs.DurationVar(&o.grace, "grace", 5*time.Second, "after SIGTERM on a lost lock, wait `duration` before SIGKILL (capped so that the SIGKILL lands before the session can expire)")
 		return func(x *cmd, args []string) error {
-			path, argv, err := x.splitCommand(fs, args)
+			name, argv, err := x.splitCommand(fs, args)
+			if err != nil {
+				return err
+			}
+			path, err := x.recipePath(name, lockrecipe.LockPath)
 			if err != nil {
 				return err
 			}
@@ -195,9 +204,11 @@ var electVerb = &verb{
 	summary:  "campaign in the election NAME and run CMD while leader",
 	detail: `
 NAME is the election's path; a NAME without a leading slash means
-/elections/NAME. coordctl campaigns with --value (what the election reports
-as its leader; default hostname:pid), waits until it leads, runs CMD with the
-leader's fencing token (its candidate node's creation zxid) in
+/elections/NAME (as lock's means /locks/NAME, and locks takes either).
+
+coordctl campaigns with --value (what the election reports as its leader,
+and locks shows; default hostname:pid), waits until it leads, runs CMD with
+the leader's fencing token (its candidate node's creation zxid) in
 COORD_LEADER_TOKEN, in decimal, and resigns when CMD ends. --wait bounds the
 wait for leadership (status 1 when it runs out).
 ` + strings.ReplaceAll(runSemantics, `"coordctl: lock lost" (or
@@ -216,7 +227,10 @@ wait for leadership (status 1 when it runs out).
 				return err
 			}
 			o.graceSet = flagSet(fs, "grace")
-			path := electionPath(name)
+			path, err := x.recipePath(name, lockrecipe.ElectionPath)
+			if err != nil {
+				return err
+			}
 			v := *value
 			if v == "" {
 				host, _ := os.Hostname()
@@ -230,12 +244,16 @@ wait for leadership (status 1 when it runs out).
 	},
 }
 
-// electionPath is the path of the election NAME.
-func electionPath(name string) string {
-	if strings.HasPrefix(name, "/") {
-		return name
+// recipePath is the path of a lock's or an election's NAME by lockrecipe's
+// naming rule (rule: lockrecipe.LockPath or ElectionPath); a NAME that can
+// be no path is a usage error.
+func (x *cmd) recipePath(name string, rule func(string) (string, error)) (string, error) {
+	p, err := rule(name)
+	var pe *lockrecipe.PathError
+	if errors.As(err, &pe) {
+		return "", x.usage("invalid name or path %q: %s", pe.Name, pe.Reason)
 	}
-	return "/elections/" + name
+	return p, err
 }
 
 // runOpts is one lock or elect invocation.
@@ -304,14 +322,18 @@ func (o *runOpts) check(x *cmd) error {
 	return nil
 }
 
-// splitCommand splits "PATH [flags] [--] CMD ARGS..." (flags before PATH
+// splitCommand splits "NAME [flags] [--] CMD ARGS..." (flags before NAME
 // were parsed already).
 func (x *cmd) splitCommand(fs *flag.FlagSet, args []string) (string, []string, error) {
 	if len(args) == 0 || args[0] == "" {
 		return "", nil, x.usage("missing argument")
 	}
 	path := args[0]
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := parseFlags(fs, args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printVerbUsage(x.stdout, x.verb)
+			return "", nil, errHelp
+		}
 		return "", nil, x.usage("%v", err)
 	}
 	argv := fs.Args()
@@ -579,34 +601,53 @@ func outputOf(w io.Writer) io.Writer {
 
 var locksVerb = &verb{
 	name:     "locks",
-	synopsis: "locks PATH",
+	synopsis: "locks NAME",
 	summary:  "list the holders and waiters of a lock, semaphore or election",
 	detail: `
 Lists the contenders of the lock (or semaphore, read/write lock, election)
-PATH in queue order, holders first: the node's name (relative to PATH), its
-session (hex), the server the session is connected to (a member id, "-" when
-unknown), since (the node's creation time, RFC 3339 in UTC), its token (the
-node's creation zxid, in decimal, as COORD_LOCK_TOKEN gives it) and its role
-(holder or waiting). A PATH with a "leases" child is a semaphore: every lease
-holds a permit, except the lease of the contender at the head of its internal
-queue ("lock"), which waits for one, followed by the rest of that queue.
--o json prints {"path":...,"holders":[...],"waiting":[...]}, each item
-{"node":...,"session":...,"server":...,"since":...,"token":...}. A PATH that
-does not exist has no contenders.`,
+NAME in queue order, holders first. NAME is a path, or a name as lock and
+elect take it: the lock /locks/NAME or the election /elections/NAME,
+whichever exists (if both do, give the path).
+
+Each contender shows its role (holder or waiting), its node's name
+(relative to the path), its session (hex), the server the session is
+connected to (a member id, "-" when unknown), since (the node's creation
+time, RFC 3339 in UTC), its token (the node's creation zxid, in decimal, as
+COORD_LOCK_TOKEN gives it) and its value (an election candidate's --value,
+the data of the node; "-" when it has none or it is not text). A path with
+a "leases" child is a semaphore: every lease holds a permit, except the
+lease of the contender at the head of its internal queue ("lock"), which
+waits for one, followed by the rest of that queue. -o json prints
+{"path":...,"holders":[...],"waiting":[...]}, each item
+{"node":...,"session":...,"server":...,"since":...,"token":...} with
+"value" when the node holds text. A path that does not exist has no
+contenders.`,
 	define: func(fs *flag.FlagSet) func(x *cmd, args []string) error {
 		return func(x *cmd, args []string) error {
 			if err := x.nargs(args, 1, 1); err != nil {
 				return err
 			}
-			path := args[0]
+			name := args[0]
+			if _, err := x.recipePath(name, lockrecipe.LockPath); err != nil {
+				return err
+			}
 			ctx, cancel, cl, err := x.connected()
 			if err != nil {
 				return err
 			}
 			defer cancel()
+			path, err := lockrecipe.Resolve(ctx, cl, name)
+			if errors.Is(err, lockrecipe.ErrAmbiguousName) {
+				lock, _ := lockrecipe.LockPath(name)
+				election, _ := lockrecipe.ElectionPath(name)
+				return x.usage("%q names both the lock %s and the election %s: give the path", name, lock, election)
+			}
+			if err != nil {
+				return err
+			}
 			out, err := listContenders(ctx, cl, path)
 			if err != nil {
-				return fmt.Errorf("%s: %w", path, err)
+				return err
 			}
 			// The servers of the sessions, from the Sessions call.
 			var resp *apipb.SessionsResponse
@@ -643,16 +684,23 @@ type contenderJSON struct {
 	Server  string `json:"server"`
 	Since   string `json:"since"`
 	Token   int64  `json:"token"`
+	// Value is the node's data when it is text (an election candidate's
+	// value); absent when empty or not UTF-8.
+	Value string `json:"value,omitempty"`
 }
 
 // contenderJSONOf is one contender as locks prints it.
 func contenderJSONOf(k lockrecipe.Contender) contenderJSON {
-	return contenderJSON{
+	c := contenderJSON{
 		Node:    k.Node,
 		Session: hexID(k.Session),
 		Since:   k.Created.UTC().Format(time.RFC3339),
 		Token:   int64(k.Token),
 	}
+	if utf8.Valid(k.Data) {
+		c.Value = string(k.Data)
+	}
+	return c
 }
 
 // listContenders reads the holders and waiters of the recipe at path.
@@ -671,15 +719,40 @@ func listContenders(ctx context.Context, cl *client.Client, path string) (locksJ
 	return out, nil
 }
 
+// maxValueText is the most runes of a contender's value locks prints as
+// text (JSON has all of it).
+const maxValueText = 40
+
+// valueText is a contender's value in one table cell: "-" when there is
+// none, quoted when it holds blanks or characters a terminal would act on,
+// cut short after maxValueText runes.
+func valueText(v string) string {
+	if v == "" {
+		return "-"
+	}
+	cut := false
+	if r := []rune(v); len(r) > maxValueText {
+		v, cut = string(r[:maxValueText]), true
+	}
+	plain := strings.IndexFunc(v, func(r rune) bool { return !unicode.IsPrint(r) || unicode.IsSpace(r) || r == '"' }) < 0
+	if !plain {
+		v = strconv.Quote(v)
+	}
+	if cut {
+		v += "…"
+	}
+	return v
+}
+
 func writeLocks(w io.Writer, out locksJSON) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ROLE\tNODE\tSESSION\tSERVER\tSINCE\tTOKEN")
+	fmt.Fprintln(tw, "ROLE\tNODE\tSESSION\tSERVER\tSINCE\tTOKEN\tVALUE")
 	row := func(role string, c contenderJSON) {
 		server := c.Server
 		if server == "" {
 			server = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", role, c.Node, c.Session, server, c.Since, c.Token)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", role, c.Node, c.Session, server, c.Since, c.Token, valueText(c.Value))
 	}
 	for _, c := range out.Holders {
 		row("holder", c)

@@ -132,6 +132,47 @@ func TestLockExitStatus(t *testing.T) {
 	}
 }
 
+// TestLockNames: lock takes a bare name as /locks/NAME, and locks finds
+// it by that name; a name that can be no path is a usage error, said
+// without internal package names.
+func TestLockNames(t *testing.T) {
+	needExitStatus(t)
+	const name = "coordctl-test-name"
+	fresh(t, "/locks/"+name)
+	holder, tok := hold(t, name)
+	out := waitContenders(t, "/locks/"+name, 1, 0)
+	if byName := contenders(t, name); byName.Path != "/locks/"+name || len(byName.Holders) != 1 || byName.Holders[0].Token != tok || byName.Holders[0].Value != "" {
+		t.Errorf("locks %s: %+v; by path: %+v", name, byName, out)
+	}
+	// While an election of that name runs too, the name is ambiguous.
+	fresh(t, "/elections/"+name)
+	f := filepath.Join(t.TempDir(), "leader")
+	leader := start(t, "elect", name, "--", "sh", "-c", `echo "$COORD_LEADER_TOKEN" > "$1"; while :; do sleep 1 & wait $!; done`, "sh", f)
+	waitFile(t, f, "\n")
+	want := `coordctl: locks: "` + name + `" names both the lock /locks/` + name + ` and the election /elections/` + name + `: give the path` + "\n"
+	if r := ctl(t, "locks", name); r.code != 2 || !strings.HasPrefix(r.stderr, want) {
+		t.Errorf("locks %s with both in use: exit %d, stderr %q; want exit 2, %q", name, r.code, r.stderr, want)
+	}
+	leader.sig <- syscall.SIGTERM
+	leader.wait(t)
+	holder.sig <- syscall.SIGTERM
+	holder.wait(t)
+
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"lock", "a//b", "--", "true"}, `coordctl: lock: invalid name or path "a//b": must not contain "//"` + "\n"},
+		{[]string{"elect", "/x/", "--", "true"}, `coordctl: elect: invalid name or path "/x/": must not end with "/"` + "\n"},
+		{[]string{"locks", "a//b"}, `coordctl: locks: invalid name or path "a//b": must not contain "//"` + "\n"},
+	} {
+		r := ctl(t, tc.args...)
+		if r.code != 2 || !strings.HasPrefix(r.stderr, tc.msg) || strings.Contains(r.stderr, "lockrecipe") {
+			t.Errorf("coordctl %q: exit %d, stderr %q; want exit 2, %q", tc.args, r.code, r.stderr, tc.msg)
+		}
+	}
+}
+
 func TestLockUsage(t *testing.T) {
 	for _, args := range [][]string{
 		{"lock"},
@@ -364,10 +405,7 @@ func TestLockSemaphore(t *testing.T) {
 func TestElect(t *testing.T) {
 	needExitStatus(t)
 	name := "coordctl-test-elect"
-	p := electionPath(name)
-	if p != "/elections/"+name {
-		t.Fatalf("electionPath(%q) = %q", name, p)
-	}
+	p := "/elections/" + name
 	fresh(t, p)
 	r := ctl(t, "elect", name, "--", "sh", "-c", `echo "$COORD_LEADER_TOKEN"; exit 5`)
 	if r.code != 5 {
@@ -388,6 +426,14 @@ func TestElect(t *testing.T) {
 	if got := ok(t, "get", p+"/"+out.Holders[0].Node); got != "first\n" {
 		t.Errorf("leader's value %q", got)
 	}
+	// locks takes the name elect took, and shows each candidate's value.
+	byName := contenders(t, name)
+	if byName.Path != p || len(byName.Holders) != 1 || byName.Holders[0].Value != "first" || len(byName.Waiting) != 1 || byName.Waiting[0].Value != "second" {
+		t.Errorf("locks %s: %+v", name, byName)
+	}
+	if text := ok(t, "locks", name); !regexpLine(text, `^ROLE +NODE .* TOKEN +VALUE$`) || !regexpLine(text, `^holder .* first$`) || !regexpLine(text, `^waiting .* second$`) {
+		t.Errorf("locks %s (text):\n%s", name, text)
+	}
 	if !strings.Contains(out.Holders[0].Node, "-elect-") || strconv.FormatInt(out.Holders[0].Token, 10) != strings.TrimSpace(readFile(f1)) {
 		t.Errorf("leader %+v, token %q", out.Holders[0], readFile(f1))
 	}
@@ -401,5 +447,22 @@ func TestElect(t *testing.T) {
 	ok(t, "delete", p+"/"+out.Holders[0].Node)
 	if code := l2.wait(t); code != exitLost || !strings.Contains(l2.stderr.String(), "coordctl: leadership lost") {
 		t.Fatalf("exit %d, stderr:\n%s", code, l2.stderr.String())
+	}
+}
+
+// TestValueText: a contender's value fits one cell of locks' table.
+func TestValueText(t *testing.T) {
+	long := strings.Repeat("é", maxValueText+5)
+	for _, tc := range []struct{ in, want string }{
+		{"", "-"},
+		{"host-1:4242", "host-1:4242"},
+		{"two words", `"two words"`},
+		{"line\nbreak", `"line\nbreak"`},
+		{"\x1b[31mred", `"\x1b[31mred"`},
+		{long, strings.Repeat("é", maxValueText) + "…"},
+	} {
+		if got := valueText(tc.in); got != tc.want {
+			t.Errorf("valueText(%q) = %q, want %q", tc.in, got, tc.want)
+		}
 	}
 }

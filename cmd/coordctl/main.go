@@ -60,7 +60,7 @@ func runWith(args []string, stdin io.Reader, stdout, stderr io.Writer, sig <-cha
 func newCLI(stdin io.Reader, stdout, stderr io.Writer, sig <-chan os.Signal) *cli {
 	return &cli{
 		stdin:  stdin,
-		stdout: &syncWriter{w: stdout},
+		stdout: &syncWriter{w: stdout, term: terminalOf(stdout)},
 		stderr: &syncWriter{w: stderr},
 		sig:    sig,
 	}
@@ -126,7 +126,7 @@ func (c *cli) main(args []string) int {
 	fs.DurationVar(&c.sessionTimeout, "session-timeout", 10*time.Second, "")
 	fs.Var(&c.auth, "auth", "")
 	c.errJSON = wantsJSON(args)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printGlobalUsage(c.stdout)
 			return 0
@@ -240,6 +240,9 @@ func buildVersion() string {
 type syncWriter struct {
 	mu sync.Mutex
 	w  io.Writer
+	// term is the terminal w writes to, if any (w may be readline's
+	// writer in front of it): help is wrapped to its width.
+	term *os.File
 }
 
 func (s *syncWriter) Write(p []byte) (int, error) {

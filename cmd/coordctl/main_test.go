@@ -320,21 +320,42 @@ func TestJSONOutput(t *testing.T) {
 	}
 	// -o after the verb, and at the end of the line.
 	for _, args := range [][]string{{"get", "-o", "json", "/json"}, {"get", "/json", "-o", "json"}} {
-		m = decode(t, ok(t, args...), "path", "data", "stat")
+		m = decode(t, ok(t, args...), "path", "data", "text", "stat")
 		data, err := base64.StdEncoding.DecodeString(unmarshal[string](t, m["data"]))
 		if err != nil || string(data) != "hello" {
 			t.Errorf("get data %s (%v)", m["data"], err)
+		}
+		if text := unmarshal[string](t, m["text"]); text != "hello" {
+			t.Errorf("get text %q", text)
 		}
 		stat := decode(t, string(m["stat"]), statKeys...)
 		if v := unmarshal[int](t, stat["dataLength"]); v != 5 {
 			t.Errorf("dataLength %d", v)
 		}
 	}
-	// Empty data is an empty base64 string, not null.
+	// Empty data is an empty base64 string (and text), not null.
 	ok(t, "create", "/json/empty")
-	m = decode(t, ok(t, "-o", "json", "get", "/json/empty"), "path", "data", "stat")
-	if string(m["data"]) != `""` {
-		t.Errorf("empty data encoded as %s", m["data"])
+	m = decode(t, ok(t, "-o", "json", "get", "/json/empty"), "path", "data", "text", "stat")
+	if string(m["data"]) != `""` || string(m["text"]) != `""` {
+		t.Errorf("empty data encoded as %s, text %s", m["data"], m["text"])
+	}
+	// Text is there only when the data is UTF-8; data always is.
+	for _, tc := range []struct {
+		data string
+		text bool
+	}{{"héllo, wörld ✓", true}, {"line\nbreak\ttab \"quoted\"", true}, {"\xff\xfe binary", false}, {"caf\xe9", false}} {
+		ok(t, "set", "/json/empty", tc.data)
+		keys := []string{"path", "data", "stat"}
+		if tc.text {
+			keys = append(keys, "text")
+		}
+		m = decode(t, ok(t, "-o", "json", "get", "/json/empty"), keys...)
+		if d, err := base64.StdEncoding.DecodeString(unmarshal[string](t, m["data"])); err != nil || string(d) != tc.data {
+			t.Errorf("data of %q read back %q (%v)", tc.data, d, err)
+		}
+		if tc.text && unmarshal[string](t, m["text"]) != tc.data {
+			t.Errorf("text of %q read back %s", tc.data, m["text"])
+		}
 	}
 
 	m = decode(t, ok(t, "-o", "json", "set", "/json", "world"), "path", "stat")
@@ -397,26 +418,28 @@ func TestErrors(t *testing.T) {
 	cases := []struct {
 		args   []string
 		code   int
-		stderr string // a prefix of stderr
+		stderr string // a prefix of stderr (whole lines when it ends in a newline)
 	}{
 		{[]string{"get", "/errs/missing"}, 1, "coordctl: /errs/missing: node does not exist\n"},
 		{[]string{"stat", "/errs/missing"}, 1, "coordctl: /errs/missing: node does not exist\n"},
 		{[]string{"ls", "/errs/missing"}, 1, "coordctl: /errs/missing: node does not exist\n"},
 		{[]string{"deleteall", "/errs/missing"}, 1, "coordctl: /errs/missing: node does not exist\n"},
-		{[]string{"create", "/errs"}, 1, "coordctl: /errs: node already exists"},
-		{[]string{"set", "-v", "7", "/errs", "y"}, 1, "coordctl: /errs: version does not match"},
-		{[]string{"delete", "/errs"}, 1, "coordctl: /errs: node has children"},
-		{[]string{"create", "relative"}, 1, "coordctl: relative: bad arguments"},
+		{[]string{"create", "/errs"}, 1, "coordctl: /errs: node already exists\n"},
+		{[]string{"create", "/errs/no/such"}, 1, "coordctl: /errs/no/such: parent node /errs/no does not exist\n"},
+		{[]string{"set", "-v", "7", "/errs", "y"}, 1, "coordctl: /errs: version does not match: it has version 0, not 7\n"},
+		{[]string{"delete", "/errs"}, 1, "coordctl: /errs: node has children\n"},
+		{[]string{"create", "relative"}, 1, "coordctl: relative: bad arguments: path must start with /\n"},
+		{[]string{"delete", "-v", "3", "/errs/child"}, 1, "coordctl: /errs/child: version does not match: it has version 0, not 3\n"},
 		{[]string{"create", "-e", "-c", "/errs/x"}, 2, "coordctl: create: -e, -c and -t exclude each other"},
 		{[]string{"nosuchverb"}, 2, "coordctl: unknown verb \"nosuchverb\"\n"},
 		{[]string{"get"}, 2, "coordctl: get: missing argument\nusage: get [-s] [-w] [-sync] PATH\n"},
 		{[]string{"get", "/a", "/b"}, 2, "coordctl: get: unexpected argument \"/b\"\n"},
 		{[]string{"set", "/errs"}, 2, "coordctl: set: missing argument\n"},
-		{[]string{"get", "-x", "/errs"}, 2, "coordctl: get: flag provided but not defined: -x\nusage: get"},
-		{[]string{"set", "-v", "abc", "/errs", "y"}, 2, "coordctl: set: invalid value \"abc\" for flag -v"},
+		{[]string{"get", "-x", "/errs"}, 2, "coordctl: get: unknown flag -x\nusage: get"},
+		{[]string{"set", "-v", "abc", "/errs", "y"}, 2, "coordctl: set: invalid value \"abc\" for -v: want an integer\n"},
 		{[]string{"-o", "yaml", "get", "/errs"}, 2, "coordctl: -o: unknown output format \"yaml\""},
 		{[]string{"get", "-o", "yaml", "/errs"}, 2, "coordctl: -o: unknown output format \"yaml\""},
-		{[]string{"--bogus", "get", "/errs"}, 2, "coordctl: flag provided but not defined: -bogus\n"},
+		{[]string{"--bogus", "get", "/errs"}, 2, "coordctl: unknown flag --bogus\n"},
 		{[]string{"ls", "-R", "-w", "/errs"}, 2, "coordctl: ls: -R and -w exclude each other\n"},
 		{[]string{"status", "extra"}, 2, "coordctl: status: unexpected argument"},
 	}
@@ -661,8 +684,8 @@ func TestJSONErrors(t *testing.T) {
 		{[]string{"-o", "json", "create", "bad"}, 1, "BadArguments", "bad: bad arguments"},
 		{[]string{"-o", "json", "get"}, 2, "Usage", "get: missing argument"},
 		{[]string{"-o", "json", "nosuchverb"}, 2, "Usage", `unknown verb "nosuchverb"`},
-		{[]string{"get", "-x", "-o", "json", "/jerr"}, 2, "Usage", "get: flag provided but not defined: -x"},
-		{[]string{"-o", "json", "--bogus", "get", "/jerr"}, 2, "Usage", "flag provided but not defined: -bogus"},
+		{[]string{"get", "-x", "-o", "json", "/jerr"}, 2, "Usage", "get: unknown flag -x"},
+		{[]string{"-o", "json", "--bogus", "get", "/jerr"}, 2, "Usage", "unknown flag --bogus"},
 	} {
 		r := ctl(t, tc.args...)
 		if r.code != tc.exit || r.stdout != "" {
@@ -692,7 +715,7 @@ func TestJSONErrors(t *testing.T) {
 func TestHelp(t *testing.T) {
 	for _, args := range [][]string{{"help"}, {"-h"}} {
 		r := ctl(t, args...)
-		if r.code != 0 || !strings.Contains(r.stdout, "deleteall [-force] PATH") || !strings.Contains(r.stdout, "--servers") {
+		if r.code != 0 || !strings.Contains(r.stdout, "  deleteall  delete a node") || !strings.Contains(r.stdout, "--servers") {
 			t.Errorf("coordctl %q: exit %d, stdout:\n%s", args, r.code, r.stdout)
 		}
 	}
@@ -732,13 +755,26 @@ func TestDeleteallAndRecursiveLs(t *testing.T) {
 	}
 }
 
-// getData reads path's data through coordctl get -o json.
+// getData reads path's data through coordctl get -o json, checking that
+// the text, if given, is the same data.
 func getData(t *testing.T, path string) []byte {
 	t.Helper()
-	m := decode(t, ok(t, "-o", "json", "get", path), "path", "data", "stat")
+	out := ok(t, "-o", "json", "get", path)
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(out), &m); err != nil {
+		t.Fatalf("not a JSON object: %q: %v", out, err)
+	}
+	keys := []string{"path", "data", "stat"}
+	if _, ok := m["text"]; ok {
+		keys = append(keys, "text")
+	}
+	decode(t, out, keys...)
 	d, err := base64.StdEncoding.DecodeString(unmarshal[string](t, m["data"]))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if text, ok := m["text"]; ok && unmarshal[string](t, text) != string(d) {
+		t.Errorf("%s: text %s is not the data %q", path, text, d)
 	}
 	return d
 }
@@ -932,7 +968,7 @@ func TestShellPipe(t *testing.T) {
 	if lines[0] != "/sh" || lines[1] != "/sh/eph" || lines[2] != "a b" || lines[6] != "eph" {
 		t.Errorf("stdout:\n%s", r.stdout)
 	}
-	g := decode(t, lines[3], "path", "data", "stat")
+	g := decode(t, lines[3], "path", "data", "text", "stat")
 	if d, _ := base64.StdEncoding.DecodeString(unmarshal[string](t, g["data"])); string(d) != `quoted "data"` {
 		t.Errorf("data %q", d)
 	}

@@ -149,7 +149,11 @@ cannot lead (NotVoter); an unknown id is NoMember.`,
 func (x *cmd) interleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
+		if err := parseFlags(fs, args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				printVerbUsage(x.stdout, x.verb)
+				return nil, errHelp
+			}
 			return nil, x.usage("%v", err)
 		}
 		if fs.NArg() == 0 {
@@ -178,7 +182,7 @@ type membersJSON struct {
 type memberDetailJSON struct {
 	ID            string `json:"id"`
 	PeerAddress   string `json:"peerAddress"`
-	ClientAddress string `json:"clientAddress"` // "" when unreachable
+	ClientAddress string `json:"clientAddress"` // "" when never registered
 	Voter         bool   `json:"voter"`
 	Role          string `json:"role"`
 	Applied       int64  `json:"applied"`
@@ -210,7 +214,7 @@ func writeMembers(w io.Writer, ms membersJSON) {
 		if client == "" {
 			client = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", m.ID, m.PeerAddress, client, yesNo(m.Voter), m.Role, m.Applied)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.PeerAddress, client, yesNo(m.Voter), m.Role, appliedText(m.Role, m.Applied))
 	}
 	tw.Flush()
 	leader := ms.Leader

@@ -156,8 +156,23 @@ func TestMemberVerbs(t *testing.T) {
 			other = i
 		}
 	}
+	downID, downAddr := c.Members[down].ID, c.Members[down].Cfg.ClientAddr
+	c.Eventually(10*time.Second, "the leader to register every client address", func() bool {
+		r := ctl("member", "list", "-o", "json")
+		return r.code == 0 && strings.Contains(r.stdout, `"clientAddress":"`+downAddr+`"`)
+	})
 	c.Stop(down)
 	live := []string{c.Members[leader].Cfg.ClientAddr, c.Members[other].Cfg.ClientAddr}
+	// A member that is down shows the address it had, and "-" for what
+	// only it could say.
+	r := ctlAt(t, live, "status")
+	if r.code != exitUnhealthy || !regexpLine(r.stdout, `^`+downID+` +`+regexp.QuoteMeta(downAddr)+` +yes +unreachable +- +-$`) {
+		t.Fatalf("status with member %s down: exit %d\n%s", downID, r.code, r.stdout)
+	}
+	r = ctlAt(t, live, "member", "list")
+	if r.code != 0 || !regexpLine(r.stdout, `^`+downID+` +\S+ +`+regexp.QuoteMeta(downAddr)+` +yes +unreachable +-$`) {
+		t.Fatalf("member list with member %s down: exit %d\n%s", downID, r.code, r.stdout)
+	}
 	wantRefusal(t, ctlAt(t, live, "-o", "json", "member", "remove", c.Members[other].ID), "NewConfigNoQuorum", "not a majority")
 	m = members(t, ctlAt(t, live, "member", "list", "-o", "json").stdout)
 	if v, _ := voterSets(m); v != "1,2,3" {

@@ -88,7 +88,7 @@ anything with the node. Creating needs CREATE on the parent.`,
 			defer cancel()
 			name, err := cl.Create(ctx, path, data, mode)
 			if err != nil {
-				return fmt.Errorf("%s: %w", path, err)
+				return nodeError(path, err)
 			}
 			if err := x.out.emit(pathJSON{Path: name}, func(w io.Writer) { fmt.Fprintln(w, name) }); err != nil {
 				return err
@@ -112,8 +112,9 @@ var getVerb = &verb{
 	synopsis: "get [-s] [-w] [-sync] PATH",
 	summary:  "print a node's data",
 	detail: `
-Text output is the data followed by a newline; -o json gives the data in
-base64 with the node's stat. -s also prints the stat (text). -w leaves a
+Text output is the data followed by a newline. -o json gives the data in
+base64 ("data") with the node's stat and, when the data is valid UTF-8, the
+same data as text ("text"). -s also prints the stat (text). -w leaves a
 data watch: coordctl prints the data, waits for the node's next change or
 deletion, prints that event and exits. In the shell -w does not wait: the
 shell goes on, and the event is printed when it fires ("WATCHER:: TYPE PATH
@@ -156,12 +157,12 @@ and the read, sent together; Client.SyncGet).`,
 				data, stat, err = cl.Get(ctx, path)
 			}
 			if err != nil {
-				return fmt.Errorf("%s: %w", path, err)
+				return nodeError(path, err)
 			}
 			if data == nil {
 				data = []byte{}
 			}
-			err = x.out.emit(getJSON{Path: path, Data: data, Stat: stat}, func(w io.Writer) {
+			err = x.out.emit(newGetJSON(path, data, stat), func(w io.Writer) {
 				w.Write(data)
 				fmt.Fprintln(w)
 				if *withStat {
@@ -214,7 +215,7 @@ and the new stat.`,
 			defer cancel()
 			stat, err := cl.Set(ctx, path, data, v)
 			if err != nil {
-				return fmt.Errorf("%s: %w", path, err)
+				return nodeError(path, err)
 			}
 			return x.out.emit(statJSON{Path: path, Stat: stat}, func(w io.Writer) {
 				if *withStat {
@@ -296,7 +297,7 @@ var deleteVerb = &verb{
 			}
 			defer cancel()
 			if err := cl.Delete(ctx, path, v); err != nil {
-				return fmt.Errorf("%s: %w", path, err)
+				return nodeError(path, err)
 			}
 			return x.out.emit(pathJSON{Path: path}, func(io.Writer) {})
 		}
@@ -360,7 +361,7 @@ func deleteAll(ctx context.Context, cl *client.Client, path string, top bool) er
 			if !top && errors.Is(err, client.ErrNoNode) {
 				return nil
 			}
-			return fmt.Errorf("%s: %w", path, err)
+			return nodeError(path, err)
 		}
 		for _, c := range children {
 			if path == "/" && c == zookeeperNode {
@@ -380,7 +381,7 @@ func deleteAll(ctx context.Context, cl *client.Client, path string, top bool) er
 		case errors.Is(err, client.ErrNotEmpty) && attempt < 5:
 			continue
 		}
-		return fmt.Errorf("%s: %w", path, err)
+		return nodeError(path, err)
 	}
 }
 
@@ -433,7 +434,7 @@ fires ("WATCHER:: TYPE PATH zxid=...", or its JSON).`,
 				children, stat, err = cl.Children(ctx, path)
 			}
 			if err != nil {
-				return fmt.Errorf("%s: %w", path, err)
+				return nodeError(path, err)
 			}
 			if children == nil {
 				children = []string{}
@@ -525,11 +526,11 @@ it fires ("WATCHER:: TYPE PATH zxid=...", or its JSON).`,
 				stat, ok, err = cl.Exists(ctx, path)
 			}
 			if err != nil {
-				return fmt.Errorf("%s: %w", path, err)
+				return nodeError(path, err)
 			}
 			if !ok {
 				if !*watch {
-					return fmt.Errorf("%s: %w", path, client.ErrNoNode)
+					return nodeError(path, client.ErrNoNode)
 				}
 				if x.bg != nil {
 					fmt.Fprintf(x.stderr, "coordctl: %s: node does not exist; the watch reports its creation\n", path)
@@ -566,7 +567,7 @@ var syncVerb = &verb{
 			}
 			defer cancel()
 			if err := cl.Sync(ctx, path); err != nil {
-				return fmt.Errorf("%s: %w", path, err)
+				return nodeError(path, err)
 			}
 			return x.out.emit(pathJSON{Path: path}, func(io.Writer) {})
 		}

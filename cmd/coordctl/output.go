@@ -6,6 +6,7 @@ import (
 	"io"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/coordd/coordd/client"
 )
@@ -42,10 +43,24 @@ type pathJSON struct {
 	Path string `json:"path"`
 }
 
+// getJSON is get's result. Data is always there, in base64 (scripts decode
+// it); Text is the same data as a string when it is valid UTF-8, for people
+// and for jq.
 type getJSON struct {
 	Path string      `json:"path"`
 	Data []byte      `json:"data"` // base64
+	Text *string     `json:"text,omitempty"`
 	Stat client.Stat `json:"stat"`
+}
+
+// newGetJSON is get's result for a node's data and stat.
+func newGetJSON(path string, data []byte, stat client.Stat) getJSON {
+	out := getJSON{Path: path, Data: data, Stat: stat}
+	if utf8.Valid(data) {
+		text := string(data)
+		out.Text = &text
+	}
+	return out
 }
 
 type statJSON struct {
@@ -72,10 +87,10 @@ type statusJSON struct {
 
 type memberJSON struct {
 	ID      string `json:"id"`
-	Address string `json:"address"`
-	Voter   bool   `json:"voter"` // false: a non-voter (an observer)
+	Address string `json:"address"` // an unreachable member's as last registered; "" when never
+	Voter   bool   `json:"voter"`   // false: a non-voter (an observer)
 	Role    string `json:"role"`
-	Applied int64  `json:"applied"`
+	Applied int64  `json:"applied"` // 0 when unreachable
 	Version string `json:"version"` // "" when unreachable
 }
 
@@ -137,7 +152,7 @@ func writeStatus(w io.Writer, st statusJSON) {
 		return s
 	}
 	for _, m := range st.Members {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", m.ID, dash(m.Address), yesNo(m.Voter), m.Role, m.Applied, dash(m.Version))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, dash(m.Address), yesNo(m.Voter), m.Role, appliedText(m.Role, m.Applied), dash(m.Version))
 	}
 	tw.Flush()
 	leader := st.Leader
@@ -145,6 +160,16 @@ func writeStatus(w io.Writer, st statusJSON) {
 		leader = "none"
 	}
 	fmt.Fprintf(w, "leader: %s\n", leader)
+}
+
+// appliedText is a member's applied zxid as status and member list print
+// it: "-" when the member did not answer (0 would read as a member that
+// applied nothing).
+func appliedText(role string, applied int64) string {
+	if role == "unreachable" {
+		return "-"
+	}
+	return fmt.Sprint(applied)
 }
 
 func writeSessions(w io.Writer, ss sessionsJSON) {

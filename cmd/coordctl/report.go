@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/coordd/coordd/client"
@@ -193,12 +194,68 @@ func wantsJSON(args []string) bool {
 	return json
 }
 
+// pathError is the failure of an operation on one node. Its text names the
+// node once: the server's own message, which often repeats the path ("node
+// has children: /app", "/a has version 1, not 0"), is said without it.
+type pathError struct {
+	path string
+	err  error
+}
+
+// nodeError is err, a failure of an operation on path, for the user.
+func nodeError(path string, err error) error { return &pathError{path: path, err: err} }
+
+func (e *pathError) Unwrap() error { return e.err }
+
+func (e *pathError) Error() string {
+	text := e.err.Error()
+	for _, c := range errCodes {
+		if errors.Is(e.err, c.err) {
+			if detail, ok := strings.CutPrefix(text, c.err.Error()+": "); ok {
+				text = aboutPath(e.path, c.err, detail)
+			}
+			break
+		}
+	}
+	return e.path + ": " + text
+}
+
+// aboutPath says what sentinel and a server's detail say about path,
+// without repeating the path: "/a" goes, "/a has version 1, not 0" becomes
+// "it has version 1, not 0", `path must start with /: "a"` loses its
+// quoted path, and "parent of /a/b" (the parent is missing) is said as
+// "parent node /a does not exist".
+func aboutPath(path string, sentinel error, detail string) string {
+	what := sentinel.Error()
+	quoted := ": " + strconv.Quote(path)
+	switch {
+	case detail == path:
+		return what
+	case sentinel == client.ErrNoNode && detail == "parent of "+path:
+		return "parent node " + parentOf(path) + " does not exist"
+	case strings.HasPrefix(detail, path+" "):
+		return what + ": it" + detail[len(path):]
+	case strings.HasSuffix(detail, quoted):
+		return what + ": " + strings.TrimSuffix(detail, quoted)
+	}
+	return what + ": " + detail
+}
+
+// parentOf is the parent of a node's path.
+func parentOf(path string) string {
+	i := strings.LastIndexByte(path, '/')
+	if i <= 0 {
+		return "/"
+	}
+	return path[:i]
+}
+
 // errText renders an error for a human: package prefixes ("client: ",
-// "tree: ", ...) are dropped, and so is a server message that repeats the
-// error's own text ("node does not exist: node does not exist").
+// "lockrecipe: ", ...) are dropped, and so is a server message that repeats
+// the error's own text ("node does not exist: node does not exist").
 func errText(err error) string {
 	s := err.Error()
-	for _, p := range []string{"client: ", "tree: ", "fsm: ", "rpc: ", "session: "} {
+	for _, p := range []string{"client: ", "lockrecipe: ", "tree: ", "fsm: ", "rpc: ", "session: "} {
 		s = strings.ReplaceAll(s, p, "")
 	}
 	for {

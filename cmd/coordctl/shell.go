@@ -133,7 +133,7 @@ func (c *cli) lineSource() (lineReader, bool) {
 		cfg := &readline.Config{
 			Prompt:            "coordctl> ",
 			HistorySearchFold: true,
-			AutoComplete:      verbCompleter(),
+			AutoComplete:      c.shellCompleter(),
 			InterruptPrompt:   "^C",
 			EOFPrompt:         "quit",
 		}
@@ -158,18 +158,8 @@ func (s *syncWriter) set(w io.Writer) {
 	s.w = w
 }
 
-func verbCompleter() readline.AutoCompleter {
-	var items []readline.PrefixCompleterInterface
-	for _, v := range verbs {
-		if v.name != "shell" {
-			items = append(items, readline.PcItem(v.name))
-		}
-	}
-	items = append(items, readline.PcItem("quit"), readline.PcItem("exit"))
-	return readline.NewPrefixCompleter(items...)
-}
-
-// editor reads lines on a terminal with line editing and history.
+// editor reads lines on a terminal with line editing, history (kept in
+// ~/.coordctl_history) and completion (completer).
 type editor struct {
 	rl *readline.Instance
 	c  *cli
@@ -186,7 +176,10 @@ func (e *editor) readLine() (string, error) {
 	}
 }
 
+// ask reads an answer, which is no command: it stays out of the history.
 func (e *editor) ask(prompt string) (string, error) {
+	e.rl.HistoryDisable()
+	defer e.rl.HistoryEnable()
 	e.rl.SetPrompt(prompt)
 	return e.rl.Readline()
 }

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
-	"text/tabwriter"
 
 	"github.com/coordd/coordd/client"
 )
@@ -111,7 +109,7 @@ func (c *cli) execute(ctx context.Context, argv []string) error {
 	}
 	format := c.format
 	fs, run := newVerbFlags(v, &format)
-	if err := fs.Parse(argv[1:]); err != nil {
+	if err := parseFlags(fs, argv[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printVerbUsage(c.stdout, v)
 			return errHelp
@@ -132,60 +130,6 @@ func (c *cli) execute(ctx context.Context, argv []string) error {
 	return run(x, args)
 }
 
-func printVerbUsage(w io.Writer, v *verb) {
-	fmt.Fprintf(w, "usage: %s\n\n%s\n", v.synopsis, v.summary)
-	if v.detail != "" {
-		fmt.Fprintf(w, "\n%s\n", strings.TrimSpace(v.detail))
-	}
-	format := "text"
-	fs, _ := newVerbFlags(v, &format)
-	fmt.Fprintf(w, "\nFlags:\n")
-	fs.SetOutput(w)
-	fs.PrintDefaults()
-}
-
-func printGlobalUsage(w io.Writer) {
-	fmt.Fprint(w, `usage: coordctl [global flags] VERB [flags] [ARGS]
-       coordctl [global flags] [shell]
-
-coordctl is the command-line client of coordd. Each call runs one verb on a
-session of its own; with no verb it opens an interactive shell on one session.
-
-Verbs:
-`)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	for _, v := range verbs {
-		fmt.Fprintf(tw, "  %s\t%s\n", v.synopsis, v.summary)
-	}
-	fmt.Fprintf(tw, "  quit, exit\tleave the shell (shell only)\n")
-	tw.Flush()
-	fmt.Fprint(w, `
-Global flags (before the verb):
-  --servers host[:port],... servers to try (default $COORD_SERVERS, else `+defaultServers+`);
-                            the port is `+defaultPort+` when omitted ([IPv6] or [IPv6]:port)
-  -o json|text              output format (default text; verbs accept -o too); with
-                            json, errors too: {"error":{"code":"NoNode","message":"..."}}
-  --timeout DURATION        deadline of each command, connecting included (default 10s);
-                            when no server accepts a connection, a command fails at once
-  --session-timeout DURATION
-                            session timeout to ask for (default 10s)
-  --auth SCHEME:CREDENTIALS authenticate the session first, as addauth does (default
-                            $COORD_AUTH, comma-separated; e.g. digest:alice:secret);
-                            repeatable
-  --cacert FILE             speak TLS; verify the servers' certificates with the CA
-                            certificates in FILE (PEM; default $COORD_CACERT)
-  --cert FILE, --key FILE   present this client certificate and its key (PEM), for
-                            servers that require one (coordd --client-cert-auth); default
-                            $COORD_CERT, $COORD_KEY (without --cacert, the servers are
-                            verified with the system's CAs)
-
-Exit status: 0 on success, 1 when an operation failed, 2 on a usage error;
-status exits 3 when a member is unreachable or there is no leader; lock and
-elect exit with CMD's status (see 'coordctl help lock').
-Run 'coordctl help VERB' for a verb's flags.
-`)
-}
-
 var helpVerb = &verb{
 	name:     "help",
 	synopsis: "help [VERB]",
@@ -194,6 +138,10 @@ var helpVerb = &verb{
 		return func(x *cmd, args []string) error {
 			if err := x.nargs(args, 0, 1); err != nil {
 				return err
+			}
+			if len(args) == 0 && x.inShell {
+				printShellUsage(x.stdout)
+				return nil
 			}
 			if len(args) == 0 {
 				printGlobalUsage(x.stdout)
@@ -232,12 +180,15 @@ var shellVerb = &verb{
 	synopsis: "shell",
 	summary:  "open an interactive shell on one session (the default with no verb)",
 	detail: `
-Every verb works in the shell, on the shell's one session; quit or exit (or
+Every verb but shell works in the shell, on the shell's one session; quit or exit (or
 end of input) leaves it, closing the session. Arguments may be quoted with
 "..." or '...'. Ctrl-C interrupts the running command (a watch, say).
 
-On a terminal the shell offers line editing and history (kept in
-$HOME/.coordctl_history). Otherwise it reads commands line by line from
+On a terminal the shell offers line editing, history (kept in
+$HOME/.coordctl_history; answers to its questions are not kept) and Tab
+completion of verbs, sub-commands, flags and node paths (the children of
+the typed parent, listed through the shell's session: get /ap<Tab>, ls
+/app/j<Tab>). Otherwise it reads commands line by line from
 stdin, runs them in order and exits at end of input with status 1 if any
 command failed, else 0; so (echo 'create -e /a x'; sleep 30) | coordctl keeps
 /a for 30 seconds. Connection state changes are reported on stderr.

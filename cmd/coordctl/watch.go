@@ -221,13 +221,13 @@ func (w *persistentWatch) begin(until string) error {
 	defer cancel()
 	ch, err := w.cl.AddWatch(ctx, w.root, w.kind)
 	if err != nil {
-		return fmt.Errorf("%s: %w", w.root, err)
+		return nodeError(w.root, err)
 	}
 	w.ch = ch
 	// Read after the watch is in place: a creation after this read is an
 	// event.
 	if _, ok, err := w.cl.Exists(ctx, w.root); err != nil {
-		return fmt.Errorf("%s: %w", w.root, err)
+		return nodeError(w.root, err)
 	} else if !ok {
 		fmt.Fprintf(w.x.stderr, "coordctl: %s: node does not exist; waiting for its creation\n", w.root)
 	}
@@ -329,7 +329,7 @@ type firedWatch struct {
 func (w *watcher) begin(until string) error {
 	exists, err := w.arm(w.root)
 	if err != nil {
-		return fmt.Errorf("%s: %w", w.root, err)
+		return nodeError(w.root, err)
 	}
 	if !exists {
 		fmt.Fprintf(w.x.stderr, "coordctl: %s: node does not exist; waiting for its creation\n", w.root)

@@ -112,7 +112,7 @@ func runUntil(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) in
 	}
 	peerList, err := rpc.ParsePeers(*peers)
 	if err != nil {
-		fmt.Fprintf(stderr, "coordd: %v\n", err)
+		fmt.Fprintf(stderr, "coordd: %s\n", startError(err))
 		return 2
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
@@ -143,7 +143,7 @@ func runUntil(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) in
 		MetricsPprof: *pprofAddr != "" && *pprofAddr == *metricsAddr,
 	})
 	if err != nil {
-		fmt.Fprintf(stderr, "coordd: %v\n", err)
+		fmt.Fprintf(stderr, "coordd: %s\n", startError(err))
 		return 1
 	}
 	if *pprofAddr != "" && *pprofAddr != *metricsAddr {
@@ -190,7 +190,7 @@ func runUntil(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) in
 		web.Close() // its session, before the server goes
 	}
 	if err := node.Close(); err != nil {
-		fmt.Fprintf(stderr, "coordd: %v\n", err)
+		fmt.Fprintf(stderr, "coordd: %s\n", startError(err))
 		return 1
 	}
 	return 0

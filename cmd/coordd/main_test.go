@@ -32,7 +32,8 @@ import (
 func freeAddr(t testing.TB) string { return freeport.Addr(t) }
 
 // TestStartupErrors: a bad flag, a busy port or a data dir of another server
-// id gives a clear message and a non-zero exit.
+// id gives a clear message, without rpc's package prefix, and a non-zero
+// exit.
 func TestStartupErrors(t *testing.T) {
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -83,6 +84,9 @@ func TestStartupErrors(t *testing.T) {
 		code := run(tc.args, io.Discard, &stderr)
 		if code != tc.code || !strings.Contains(stderr.String(), tc.msg) {
 			t.Errorf("%s: exit %d, stderr %q; want exit %d and %q", tc.name, code, stderr.String(), tc.code, tc.msg)
+		}
+		if strings.Contains(stderr.String(), "rpc: ") {
+			t.Errorf("%s: stderr %q names the internal package rpc", tc.name, stderr.String())
 		}
 	}
 }

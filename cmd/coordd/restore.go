@@ -61,12 +61,12 @@ Flags:
 	}
 	peerList, err := rpc.ParsePeers(*peers)
 	if err != nil {
-		fmt.Fprintf(stderr, "coordd restore: %v\n", err)
+		fmt.Fprintf(stderr, "coordd restore: %s\n", startError(err))
 		return 2
 	}
 	r, err := rpc.RestoreBackup(file, rpc.RestoreConfig{ID: *id, DataDir: *dataDir, PeerAddr: *peerAddr, Peers: peerList})
 	if err != nil {
-		fmt.Fprintf(stderr, "coordd restore: %v\n", err)
+		fmt.Fprintf(stderr, "coordd restore: %s\n", startError(err))
 		return 1
 	}
 	fmt.Fprintf(stdout, "restored %s into %s for server %s: %d znodes at index %d (backup index %d, taken by server %s); %d sessions closed, %d ephemerals deleted\n",
