@@ -193,8 +193,8 @@ type decoder struct {
 	// ids: its identities (version 3 and up); v4: its epoch and its
 	// replies' digests (version 4).
 	owners, ids, v4 bool
-	one         [1]byte
-	vb          [binary.MaxVarintLen64]byte
+	one             [1]byte
+	vb              [binary.MaxVarintLen64]byte
 }
 
 // fail converts a read error: running out of input is corruption (truncation).
