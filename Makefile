@@ -140,6 +140,8 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzReadFrame -fuzztime=30s ./rpc/zk/jute/
 	$(GO) test -run='^$$' -fuzz=FuzzDecodeRequest -fuzztime=30s ./rpc/zk/jute/
 	$(GO) test -run='^$$' -fuzz=FuzzDecodeResponse -fuzztime=30s ./rpc/zk/jute/
+	$(GO) test -run='^$$' -fuzz=FuzzJAAS -fuzztime=30s ./rpc/zk/sasl/
+	$(GO) test -run='^$$' -fuzz=FuzzResponse -fuzztime=30s ./rpc/zk/sasl/
 	$(GO) test -run='^$$' -fuzz=FuzzRead -fuzztime=30s ./rpc/backup/
 
 ## release: coordd and coordctl for each of PLATFORMS, static (CGO off),
