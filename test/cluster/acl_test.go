@@ -634,6 +634,10 @@ func TestACLSchemes(t *testing.T) {
 	if err := anon.AddAuth(ctx, "x509", nil); !errors.Is(err, client.ErrAuthFailed) {
 		t.Fatalf("addAuth x509 without a certificate: %v", err)
 	}
+	// A sasl identity comes only from a SASL exchange.
+	if err := anon.AddAuth(ctx, "sasl", []byte("alice")); !errors.Is(err, client.ErrAuthFailed) {
+		t.Fatalf("addAuth sasl: %v", err)
+	}
 	if _, _, err := anon.Get(ctx, "/alice"); err != nil {
 		t.Fatalf("the session after AuthFailed: %v", err)
 	}
