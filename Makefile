@@ -118,7 +118,7 @@ compare-etcd:
 ## starts on 127.0.200.11-13 (scripts/compat.sh; installs Debian's packages
 ## when root; about 5 minutes; not part of make test). TARGET=zookeeper runs
 ## the same suites against ZooKeeper 3.8; UPDATE=1 rewrites coordd's
-## WatchProbe goldens; SUITES="zkcli java curator kazoo probe" picks some;
+## WatchProbe goldens; SUITES="zkcli java curator kazoo sasl probe" picks some;
 ## WATCH_FIXES=ZOOKEEPER_CLONE probes with ZooKeeper 3.9's watch fixes.
 compat:
 	GO=$(GO) BIN=$(BIN) LDFLAGS="$(LDFLAGS)" TARGET="$(TARGET)" UPDATE="$(UPDATE)" SUITES="$(SUITES)" WATCH_FIXES="$(WATCH_FIXES)" bash scripts/compat.sh
@@ -140,6 +140,8 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzReadFrame -fuzztime=30s ./rpc/zk/jute/
 	$(GO) test -run='^$$' -fuzz=FuzzDecodeRequest -fuzztime=30s ./rpc/zk/jute/
 	$(GO) test -run='^$$' -fuzz=FuzzDecodeResponse -fuzztime=30s ./rpc/zk/jute/
+	$(GO) test -run='^$$' -fuzz=FuzzJAAS -fuzztime=30s ./rpc/zk/sasl/
+	$(GO) test -run='^$$' -fuzz=FuzzResponse -fuzztime=30s ./rpc/zk/sasl/
 	$(GO) test -run='^$$' -fuzz=FuzzRead -fuzztime=30s ./rpc/backup/
 
 ## release: coordd and coordctl for each of PLATFORMS, static (CGO off),

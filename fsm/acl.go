@@ -16,8 +16,8 @@ import (
 )
 
 // This file is ZooKeeper's authentication providers and ACL checks
-// (ZooKeeperServer.checkACL, PrepRequestProcessor.fixupACL, the ip, digest
-// and x509 providers of ZooKeeper 3.8), as pure functions of who asks: the
+// (ZooKeeperServer.checkACL, PrepRequestProcessor.fixupACL, the ip, digest,
+// x509 and sasl providers of ZooKeeper 3.8), as pure functions of who asks: the
 // FSM runs them in apply for writes, and a server runs the same ones for
 // the reads it serves.
 
@@ -28,6 +28,7 @@ const (
 	SchemeDigest = "digest"
 	SchemeIP     = "ip"
 	SchemeX509   = "x509"
+	SchemeSASL   = "sasl"
 	SchemeSuper  = "super" // an identity, never an ACL's scheme
 )
 
@@ -90,7 +91,9 @@ func (r *Requester) Super() bool {
 // perm's bits must be world:anyone or match one of the requester's
 // identities of the entry's scheme (digest: equal; ip: the connection's
 // IPv4 address within the entry's address or CIDR; x509: the certificate
-// subject equal).
+// subject equal; sasl: the SASL user's name equal, or the user named
+// "super", whom ZooKeeper's SASLAuthenticationProvider lets match every
+// sasl entry, though no other).
 func (r *Requester) Allowed(acl []tree.ACL, perm tree.Perms) bool {
 	if len(acl) == 0 || r.Super() {
 		return true
@@ -118,6 +121,12 @@ func (r *Requester) Allowed(acl []tree.ACL, perm tree.Perms) bool {
 			if r.Conn.X509 != "" && r.Conn.X509 == a.ID {
 				return true
 			}
+		case SchemeSASL:
+			for _, id := range r.IDs {
+				if id.Scheme == SchemeSASL && (id.ID == a.ID || id.ID == "super") {
+					return true
+				}
+			}
 		}
 	}
 	return false
@@ -126,8 +135,8 @@ func (r *Requester) Allowed(acl []tree.ACL, perm tree.Perms) bool {
 // Fixup turns the ACL a create or setACL asked for into the one stored, as
 // ZooKeeper's fixupACL does: exact repeats are dropped; world must be
 // world:anyone; auth grants its permissions to each of the requester's
-// authenticated identities (digest and x509, not ip), and is invalid
-// without one; digest, ip and x509 entries must be well formed; any other
+// authenticated identities (x509, digest and sasl, not ip), and is invalid
+// without one; digest, ip, x509 and sasl entries must be well formed; any other
 // scheme is invalid. An empty ACL is the open one (a create logged before
 // ACLs carries none; the ZooKeeper front-end refuses an empty ACL before
 // it is logged, as ZooKeeper does).
@@ -168,15 +177,15 @@ func (r *Requester) Fixup(acl []tree.ACL) ([]tree.ACL, error) {
 }
 
 // Authenticated returns the requester's identities that the auth scheme
-// stands for: those of ZooKeeper's providers that authenticate (x509 and
-// digest; not ip, and super is no scheme of an ACL).
+// stands for: those of ZooKeeper's providers that authenticate (x509,
+// digest and sasl; not ip, and super is no scheme of an ACL).
 func (r *Requester) Authenticated() []session.Identity {
 	var out []session.Identity
 	if r.Conn.X509 != "" {
 		out = append(out, session.Identity{Scheme: SchemeX509, ID: r.Conn.X509})
 	}
 	for _, id := range r.IDs {
-		if id.Scheme == SchemeDigest || id.Scheme == SchemeX509 {
+		if id.Scheme == SchemeDigest || id.Scheme == SchemeX509 || id.Scheme == SchemeSASL {
 			out = append(out, id)
 		}
 	}
@@ -210,9 +219,11 @@ func (r *Requester) WhoAmI() []session.Identity {
 // ValidACLID reports whether id is a well-formed id of an ACL entry of
 // scheme, by ZooKeeper's providers' isValid: digest "user:hash" (Java's
 // split on ':' gives two parts, trailing empty ones dropped); ip an IPv4
-// address, optionally /bits (0..32); x509 a distinguished name. Other
-// schemes (world, auth and super included) are not ids of an entry. The
-// error wraps tree.ErrInvalidACL.
+// address, optionally /bits (0..32); x509 a distinguished name; sasl a
+// name that Kerberos's syntax allows (KerberosName: without '@', or
+// primary[/instance]@REALM with no other '/' or '@'). Other schemes (world,
+// auth and super included) are not ids of an entry. The error wraps
+// tree.ErrInvalidACL.
 func ValidACLID(scheme, id string) error {
 	switch scheme {
 	case SchemeDigest:
@@ -227,14 +238,30 @@ func ValidACLID(scheme, id string) error {
 		if !strings.Contains(id, "=") {
 			return invalidACL("an x509 id is a certificate subject such as CN=name,O=org, not %q", id)
 		}
+	case SchemeSASL:
+		if !saslValid(id) {
+			return invalidACL("a sasl id is a user name, or a Kerberos principal name/instance@REALM, not %q", id)
+		}
 	default:
-		return invalidACL("unknown scheme %q (world, auth, digest, ip, x509)", scheme)
+		return invalidACL("unknown scheme %q (world, auth, digest, ip, x509, sasl)", scheme)
 	}
 	return nil
 }
 
 func invalidACL(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", tree.ErrInvalidACL, fmt.Sprintf(format, args...))
+}
+
+// saslValid reports whether id is a valid sasl id, as ZooKeeper's
+// SASLAuthenticationProvider.isValid decides it: KerberosName(id) accepts
+// a name without '@', and one that matches ([^/@]*)(/([^/@]*))?@([^/@]*).
+func saslValid(id string) bool {
+	name, realm, ok := strings.Cut(id, "@")
+	if !ok {
+		return true
+	}
+	primary, instance, _ := strings.Cut(name, "/")
+	return !strings.ContainsAny(realm, "/@") && !strings.ContainsAny(primary, "/@") && !strings.ContainsAny(instance, "/@")
 }
 
 // javaSplit splits s around sep as Java's String.split(sep) does: without

@@ -50,6 +50,7 @@ func TestFixup(t *testing.T) {
 	alice := &Requester{IDs: []session.Identity{{Scheme: "digest", ID: "alice:h"}, {Scheme: "super"}}}
 	anon := &Requester{Conn: Conn{IP: netip.MustParseAddr("127.0.0.1")}}
 	cert := &Requester{Conn: Conn{IP: netip.MustParseAddr("127.0.0.1"), X509: "CN=c,O=o"}, IDs: alice.IDs}
+	saslBob := &Requester{IDs: []session.Identity{{Scheme: "sasl", ID: "bob"}}}
 	open := entry(31, "world", "anyone")
 	cases := []struct {
 		name string
@@ -83,7 +84,16 @@ func TestFixup(t *testing.T) {
 		{"x509 not a name", anon, []tree.ACL{entry(1, "x509", "a")}, nil},
 		{"unknown scheme", anon, []tree.ACL{entry(31, "foo", "bar")}, nil},
 		{"super is no ACL scheme", anon, []tree.ACL{entry(31, "super", "")}, nil},
-		{"sasl is not supported", anon, []tree.ACL{entry(31, "sasl", "a")}, nil},
+		{"sasl", anon, []tree.ACL{entry(31, "sasl", "bob")}, []tree.ACL{entry(31, "sasl", "bob")}},
+		{"sasl principal", anon, []tree.ACL{entry(31, "sasl", "zk/host@EXAMPLE.COM")}, []tree.ACL{entry(31, "sasl", "zk/host@EXAMPLE.COM")}},
+		{"sasl user@realm", anon, []tree.ACL{entry(31, "sasl", "bob@REALM")}, []tree.ACL{entry(31, "sasl", "bob@REALM")}},
+		{"sasl, empty realm", anon, []tree.ACL{entry(31, "sasl", "bob@")}, []tree.ACL{entry(31, "sasl", "bob@")}},
+		{"sasl, only @", anon, []tree.ACL{entry(31, "sasl", "@")}, []tree.ACL{entry(31, "sasl", "@")}},
+		{"sasl, slashes without realm", anon, []tree.ACL{entry(31, "sasl", "a/b/c")}, []tree.ACL{entry(31, "sasl", "a/b/c")}},
+		{"sasl, two @", anon, []tree.ACL{entry(31, "sasl", "a@b@c")}, nil},
+		{"sasl, two / before @", anon, []tree.ACL{entry(31, "sasl", "a/b/c@R")}, nil},
+		{"sasl, / in the realm", anon, []tree.ACL{entry(31, "sasl", "a@R/x")}, nil},
+		{"auth, sasl", saslBob, []tree.ACL{entry(31, "auth", "")}, []tree.ACL{entry(31, "sasl", "bob")}},
 		{"any perms are kept", anon, []tree.ACL{entry(0, "world", "anyone"), entry(32, "world", "anyone"), entry(-1, "world", "anyone")},
 			[]tree.ACL{entry(0, "world", "anyone"), entry(32, "world", "anyone"), entry(-1, "world", "anyone")}},
 		{"repeats dropped", anon, []tree.ACL{open, open}, []tree.ACL{open}},
@@ -105,6 +115,7 @@ func TestFixup(t *testing.T) {
 // requester's identities per scheme, the super user, an empty ACL.
 func TestAllowed(t *testing.T) {
 	ip := func(s string) *Requester { return &Requester{Conn: Conn{IP: netip.MustParseAddr(s)}} }
+	sasl := func(user string) *Requester { return &Requester{IDs: []session.Identity{{Scheme: "sasl", ID: user}}} }
 	cases := []struct {
 		name string
 		r    *Requester
@@ -132,6 +143,12 @@ func TestAllowed(t *testing.T) {
 		{"x509 other", &Requester{Conn: Conn{X509: "CN=b"}}, []tree.ACL{entry(31, "x509", "CN=a")}, tree.PermRead, false},
 		{"no certificate", &Requester{}, []tree.ACL{entry(31, "x509", "")}, tree.PermRead, false},
 		{"super", &Requester{IDs: []session.Identity{{Scheme: "super"}}}, []tree.ACL{entry(0, "digest", "u:h")}, tree.PermAdmin, true},
+		{"sasl", sasl("bob"), []tree.ACL{entry(31, "sasl", "bob")}, tree.PermWrite, true},
+		{"sasl other", sasl("bob"), []tree.ACL{entry(31, "sasl", "alice")}, tree.PermWrite, false},
+		{"sasl's super matches every sasl entry", sasl("super"), []tree.ACL{entry(31, "sasl", "alice")}, tree.PermWrite, true},
+		{"sasl's super matches no other scheme", sasl("super"), []tree.ACL{entry(31, "digest", "super:h"), entry(31, "x509", "CN=super")}, tree.PermWrite, false},
+		{"sasl of another scheme", &Requester{IDs: []session.Identity{{Scheme: "digest", ID: "bob"}}}, []tree.ACL{entry(31, "sasl", "bob")}, tree.PermRead, false},
+		{"sasl in the other case", sasl("Bob"), []tree.ACL{entry(31, "sasl", "bob")}, tree.PermRead, false},
 		{"auth is never matched", &Requester{IDs: []session.Identity{{Scheme: "auth"}}}, []tree.ACL{entry(31, "auth", "")}, tree.PermRead, false},
 	}
 	for _, c := range cases {
@@ -144,8 +161,8 @@ func TestAllowed(t *testing.T) {
 // TestWhoAmI: a digest shows its user, never its hash; super has no user.
 func TestWhoAmI(t *testing.T) {
 	r := &Requester{Conn: Conn{IP: netip.MustParseAddr("::ffff:127.0.0.1"), X509: "CN=c"},
-		IDs: []session.Identity{{Scheme: "super"}, {Scheme: "digest", ID: "super:h"}}}
-	want := []session.Identity{{Scheme: "ip", ID: "127.0.0.1"}, {Scheme: "x509", ID: "CN=c"}, {Scheme: "super"}, {Scheme: "digest", ID: "super"}}
+		IDs: []session.Identity{{Scheme: "super"}, {Scheme: "digest", ID: "super:h"}, {Scheme: "sasl", ID: "bob"}}}
+	want := []session.Identity{{Scheme: "ip", ID: "127.0.0.1"}, {Scheme: "x509", ID: "CN=c"}, {Scheme: "super"}, {Scheme: "digest", ID: "super"}, {Scheme: "sasl", ID: "bob"}}
 	if got := r.WhoAmI(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("%v, want %v", got, want)
 	}

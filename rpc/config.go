@@ -76,6 +76,19 @@ type Config struct {
 	// identity it grants is replicated with the session.
 	SuperDigest string
 
+	// SASLUsers, when set, is a JAAS file whose section SASLSection
+	// (default Server) lists the users of ZooKeeper's SASL authentication
+	// (DIGEST-MD5) as ZooKeeper's DigestLoginModule options
+	// user_NAME="password"; it is read again when it changes. Without it a
+	// client's SASL request fails with AuthFailed. A user who authenticates
+	// has the identity sasl:NAME, replicated with the session like an
+	// addAuth's; servers may differ, as with SuperDigest.
+	SASLUsers   string
+	SASLSection string
+	// SASLSuperUser is the SASL user who is also the super user
+	// (ZooKeeper's zookeeper.superUser); it needs SASLUsers.
+	SASLSuperUser string
+
 	// DisableTTL refuses TTL nodes (ZooKeeper has them off by default;
 	// coordd has them on).
 	DisableTTL bool
@@ -227,6 +240,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if err := c.checkSASL(); err != nil {
+		return err
 	}
 	if err := c.checkTLS(); err != nil {
 		return err

@@ -33,6 +33,7 @@ import (
 	"github.com/coordd/coordd/rpc/peerpb"
 	"github.com/coordd/coordd/rpc/tlsutil"
 	"github.com/coordd/coordd/rpc/zk"
+	"github.com/coordd/coordd/rpc/zk/sasl"
 	"github.com/coordd/coordd/watch"
 )
 
@@ -61,6 +62,7 @@ type Node struct {
 	refusals    *refusals       // refused connections, logged once a while
 	grpcClients *muxListener    // the client port's gRPC connections
 	zk          *zk.Server
+	sasl        *sasl.Source // nil without Config.SASLUsers
 	clientGRPC  *grpc.Server
 	peerGRPC    *grpc.Server
 
@@ -165,6 +167,9 @@ func NewNode(cfg Config) (_ *Node, err error) {
 	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), halted: make(chan struct{}), built: make(chan struct{})}
 	n.refusals = newRefusals(n.log)
 	if err := n.loadTLS(); err != nil {
+		return nil, err
+	}
+	if err := n.loadSASL(); err != nil {
 		return nil, err
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
@@ -351,7 +356,7 @@ func NewNode(cfg Config) (_ *Node, err error) {
 	n.grpcClients = newMuxListener(n.clientLn.Addr())
 	n.zk = zk.New(zk.Config{
 		Engine: n.engine, MaxFrame: cfg.wireLimit(), FourLetterWords: cfg.fourLetterWords(),
-		Stats: n.zkStats, Logger: n.log,
+		Stats: n.zkStats, Logger: n.log, SASL: n.sasl, SASLSuperUser: cfg.SASLSuperUser,
 	})
 	n.start(func() { _ = n.clientGRPC.Serve(n.grpcClients) })
 	n.start(n.serveClientPort)

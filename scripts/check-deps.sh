@@ -26,13 +26,17 @@ allowed fsm "tree session fsm/cmdpb"
 allowed rpc/engine "fsm fsm/cmdpb tree session watch"
 allowed rpc/grpcapi "rpc/engine rpc/apipb tree"
 allowed rpc/zk/jute ""
-allowed rpc/zk "rpc/engine rpc/zk/jute tree"
+# SASL's mechanism and users file, and a client for tests: standard library
+# only, like the codec.
+allowed rpc/zk/sasl ""
+allowed rpc/zk/sasl/sasltest ""
+allowed rpc/zk "rpc/engine rpc/zk/jute rpc/zk/sasl tree"
 allowed rpc/tlsutil ""
 allowed rpc/backup "rpc/apipb"
 # The metrics registry knows the engine's operations (it is the engine's
 # Meter); the engine knows only that interface, not Prometheus.
 allowed rpc/metrics "rpc/engine"
-allowed rpc "fsm fsm/cmdpb tree session watch rpc/apipb rpc/backup rpc/peerpb rpc/engine rpc/grpcapi rpc/zk rpc/zk/jute rpc/tlsutil rpc/metrics"
+allowed rpc "fsm fsm/cmdpb tree session watch rpc/apipb rpc/backup rpc/peerpb rpc/engine rpc/grpcapi rpc/zk rpc/zk/jute rpc/zk/sasl rpc/tlsutil rpc/metrics"
 allowed client "rpc/apipb"
 allowed lockrecipe "client"
 allowed cmd/coordd "rpc cmd/coordd/console"

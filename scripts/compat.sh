@@ -8,7 +8,8 @@
 #                                      (Debian's), to prove them on ZooKeeper
 #   make compat UPDATE=1               rewrite coordd's WatchProbe goldens
 #                                      (test/compat/java/expected/coordd/)
-#   make compat SUITES="zkcli kazoo"   some suites only
+#   make compat SUITES="zkcli kazoo"   some suites only (zkcli java curator
+#                                      kazoo sasl probe)
 #   make compat WATCH_FIXES=DIR        the probe with ZooKeeper's watch fixes of
 #                                      3.9 built in (DIR: a clone of
 #                                      apache/zookeeper; see below)
@@ -20,18 +21,20 @@
 #   kazoo    Python's kazoo                        test/compat/kazoo/kazoo_suite.py
 #   fourletter  zktop, nc and a plain socket asking four-letter words
 #                                                  test/compat/fourletter/fourletter_suite.py
+#   sasl     the Java client with SASL DIGEST-MD5  test/compat/javaclient/SaslSuite.java
 #   probe    WatchProbe's scenarios, compared with golden answers
 #                                                  test/compat/java/compare.sh
 #
 # It installs what it needs from Debian's packages (zookeeper,
-# libzookeeper-java, the three libcurator-*-java, python3-kazoo, a JDK; zktop
-# and netcat-openbsd for the fourletter suite) with
+# libzookeeper-java, the three libcurator-*-java, python3-kazoo,
+# python3-pure-sasl, a JDK; zktop and netcat-openbsd for the fourletter suite) with
 # apt-get when run as root, and otherwise says what to install.
 #
 # The cluster: coordd on 127.0.200.11-13 (TARGET=zookeeper: 127.0.201.11-13;
 # COMPAT_NET changes the first three bytes), clients on port 2181 of each,
 # peers on 2888 (ZooKeeper: 2888 and 3888), data and logs in a temporary
-# directory. Before each suite, a server a suite killed (the session-move
+# directory; SASL DIGEST-MD5 served to the users super (adminsecret, the SASL
+# super user) and bob (bobsecret), from the JAAS file ZooKeeper reads. Before each suite, a server a suite killed (the session-move
 # checks kill the server their session is on, through the helper COMPAT_CTL
 # names) is restarted and every node but /zookeeper deleted. Every suite has
 # a time limit (COMPAT_SUITE_TIMEOUT seconds, default 600); on exit,
@@ -52,7 +55,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 target=${TARGET:-coordd}
-suites=${SUITES:-zkcli java curator kazoo fourletter probe}
+suites=${SUITES:-zkcli java curator kazoo sasl fourletter probe}
 update=${UPDATE:-0}
 [ "$update" != 0 ] || update=
 bin=${BIN:-bin}
@@ -65,7 +68,7 @@ curator=/usr/share/java/curator-framework.jar:/usr/share/java/curator-recipes.ja
 
 usage() {
 	echo "compat: $1" >&2
-	echo "usage: make compat [TARGET=coordd|zookeeper] [SUITES=\"zkcli java curator kazoo fourletter probe\"] [UPDATE=1]" >&2
+	echo "usage: make compat [TARGET=coordd|zookeeper] [SUITES=\"zkcli java curator kazoo sasl fourletter probe\"] [UPDATE=1]" >&2
 	exit 2
 }
 case $target in
@@ -74,7 +77,7 @@ zookeeper) net=${COMPAT_NET:-127.0.201} ;;
 *) usage "TARGET is coordd or zookeeper, not $target" ;;
 esac
 for s in $suites; do
-	case $s in zkcli | java | curator | kazoo | fourletter | probe) ;; *) usage "no suite $s" ;; esac
+	case $s in zkcli | java | curator | kazoo | sasl | fourletter | probe) ;; *) usage "no suite $s" ;; esac
 done
 if [ -n "$update" ] && [ "$target" != coordd ]; then
 	usage "UPDATE=1 rewrites coordd's goldens: not with TARGET=$target"
@@ -95,6 +98,7 @@ want /usr/share/java/curator-client.jar libcurator-client-java
 want /usr/share/java/slf4j-simple.jar libslf4j-java
 command -v javac >/dev/null || need+=(default-jdk-headless)
 { [ -x "$python" ] && "$python" -c 'import kazoo' 2>/dev/null; } || need+=(python3-kazoo)
+{ [ -x "$python" ] && "$python" -c 'import puresasl' 2>/dev/null; } || need+=(python3-pure-sasl)
 if [[ " $suites " == *" fourletter "* ]]; then
 	want /usr/lib/python3/dist-packages/zktop.py zktop
 	command -v nc >/dev/null || need+=(netcat-openbsd)
@@ -158,6 +162,34 @@ trap 'exit 129' HUP
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+# SASL: the servers' users (ZooKeeper's Server section, read by coordd's
+# --sasl-users and by ZooKeeper's java.security.auth.login.config) and the
+# sasl suite's client sections.
+cat >"$dir/server-jaas.conf" <<'EOF'
+Server {
+    org.apache.zookeeper.server.auth.DigestLoginModule required
+    user_super="adminsecret"
+    user_bob="bobsecret";
+};
+EOF
+cat >"$dir/client-jaas.conf" <<'EOF'
+Client {
+    org.apache.zookeeper.server.auth.DigestLoginModule required
+    username="bob"
+    password="bobsecret";
+};
+WrongPassword {
+    org.apache.zookeeper.server.auth.DigestLoginModule required
+    username="bob"
+    password="not bob's";
+};
+Super {
+    org.apache.zookeeper.server.auth.DigestLoginModule required
+    username="super"
+    password="adminsecret";
+};
+EOF
+
 host() { echo "$net.$((10 + $1))"; }
 addr() { echo "$(host "$1"):2181"; }
 servers="$(addr 1),$(addr 2),$(addr 3)"
@@ -194,9 +226,12 @@ start_node() {
 	if [ "$target" = coordd ]; then
 		GOMAXPROCS=$procs "$bin/coordd" --id "$i" --data-dir "$dir/node$i" \
 			--client-addr "$(addr "$i")" --peer-addr "$(host "$i"):2888" --peers "$peers" \
-			--4lw-commands '*' --log-level warn >>"$dir/node$i.log" 2>&1 &
+			--4lw-commands '*' --sasl-users "$dir/server-jaas.conf" --sasl-super-user super \
+			--log-level warn >>"$dir/node$i.log" 2>&1 &
 	else
 		java -Xmx256m -Dzookeeper.extendedTypesEnabled=true -Dznode.container.checkIntervalMs=1000 \
+			-Djava.security.auth.login.config="$dir/server-jaas.conf" -Dzookeeper.superUser=super \
+			-Dzookeeper.authProvider.sasl=org.apache.zookeeper.server.auth.SASLAuthenticationProvider \
 			-Dorg.slf4j.simpleLogger.defaultLogLevel=warn -cp "${fixes:+$fixes:}$zkjar:/usr/share/java/slf4j-simple.jar" \
 			org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/node$i/zoo.cfg" >>"$dir/node$i.log" 2>&1 &
 	fi
@@ -291,6 +326,7 @@ run_suite() {
 	curator) set -- "${java_cmd[@]}" CuratorSuite ;;
 	kazoo) set -- "$python" test/compat/kazoo/kazoo_suite.py ;;
 	fourletter) set -- "$python" test/compat/fourletter/fourletter_suite.py ;;
+	sasl) set -- "${java_cmd[0]}" -Djava.security.auth.login.config="$dir/client-jaas.conf" "${java_cmd[@]:1}" SaslSuite ;;
 	probe) set -- bash test/compat/java/compare.sh -s "$(addr 1)" -t "$target" -k "$dir/probe" ${update:+-u} ${fixes:+-c "$fixes"} ;;
 	esac
 	# In the background, so that a signal to this script runs its cleanup

@@ -72,6 +72,9 @@ func runUntil(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) in
 		reapEvery   = fs.Duration("reap-interval", time.Second, "how often the leader reaps empty containers and expired TTL nodes")
 		idleRelease = fs.Duration("idle-memory-check", 5*time.Second, "how often to check whether the server has gone idle and, if it has, return its free heap memory to the OS (0: never; nor with GOGC=off; without it an idle server keeps up to about twice its live heap)")
 		superDigest = fs.String("superdigest", "", "the super user's digest, user:base64(sha1(user:password)) (coordctl digest makes it): a session that authenticates with that user and password (addAuth digest) passes every ACL, as ZooKeeper's zookeeper.DigestAuthenticationProvider.superDigest; off when empty")
+		saslUsers   = fs.String("sasl-users", "", "ZooKeeper's SASL (DIGEST-MD5) for ZooKeeper's clients: a JAAS file whose Server section lists the users, user_NAME=\"password\" (the file ZooKeeper's server reads from java.security.auth.login.config); re-read when it changes; a user who authenticates has the ACL identity sasl:NAME; off when empty")
+		saslSection = fs.String("sasl-section", "", "the section of --sasl-users that lists the users (ZooKeeper's zookeeper.sasl.serverconfig; default Server)")
+		saslSuper   = fs.String("sasl-super-user", "", "the SASL user who passes every ACL, as ZooKeeper's zookeeper.superUser; needs --sasl-users")
 		fourLetter  = fs.String("4lw-commands", "", "ZooKeeper four-letter words answered on the client port, comma-separated, or * for all (default: "+strings.Join(rpc.DefaultFourLetterWords, ",")+")")
 		certFile    = fs.String("cert-file", "", "client port TLS: this server's certificate (PEM, leaf first); with --key-file the client port is TLS-only, for both protocols; re-read when it changes")
 		keyFile     = fs.String("key-file", "", "client port TLS: the private key of --cert-file (PEM)")
@@ -138,6 +141,7 @@ func runUntil(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) in
 		HeartbeatTimeout: *heartbeat, ElectionTimeout: *election, Logger: logger,
 		DisableTTL: !*ttlNodes, ReapInterval: *reapEvery, Version: buildVersion(),
 		FourLetterWords: fourLetterWords(*fourLetter), SuperDigest: *superDigest,
+		SASLUsers: *saslUsers, SASLSection: *saslSection, SASLSuperUser: *saslSuper,
 		ClientTLS: rpc.TLSFiles{Cert: *certFile, Key: *keyFile, CA: *trustedCA}, ClientCertAuth: *certAuth,
 		PeerTLS: rpc.TLSFiles{Cert: *peerCert, Key: *peerKey, CA: *peerCA}, MetricsAddr: *metricsAddr,
 		MetricsPprof: *pprofAddr != "" && *pprofAddr == *metricsAddr,

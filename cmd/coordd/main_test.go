@@ -58,6 +58,10 @@ func TestStartupErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	clientJAAS := filepath.Join(t.TempDir(), "jaas.conf")
+	if err := os.WriteFile(clientJAAS, []byte(`Client { org.apache.zookeeper.server.auth.DigestLoginModule required username="bob" password="x"; };`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -78,6 +82,9 @@ func TestStartupErrors(t *testing.T) {
 		{"join with a bootstrapped data dir", []string{"--id", "1", "--join", "--data-dir", bootstrapped, "--client-addr", freeAddr(t), "--peer-addr", freeAddr(t)}, 1, "--join needs an empty data dir"},
 		{"join with a wal data dir", []string{"--id", "1", "--join", "--data-dir", walDir, "--client-addr", freeAddr(t), "--peer-addr", freeAddr(t)}, 1, "--join needs an empty data dir"},
 		{"super digest with a password", []string{"--data-dir", t.TempDir(), "--superdigest", "super:secret"}, 1, "super digest: the part after"},
+		{"SASL users file missing", []string{"--data-dir", t.TempDir(), "--sasl-users", filepath.Join(t.TempDir(), "jaas.conf")}, 1, "--sasl-users: sasl: users file: open"},
+		{"SASL users file without a Server section", []string{"--data-dir", t.TempDir(), "--sasl-users", clientJAAS}, 1, "no section Server (it has Client)"},
+		{"SASL super user without users", []string{"--data-dir", t.TempDir(), "--sasl-super-user", "super"}, 1, "need --sasl-users"},
 		{"min above max", []string{"--data-dir", t.TempDir(), "--min-session-timeout", "30s", "--max-session-timeout", "10s"}, 1, "exceeds max"},
 	} {
 		var stderr bytes.Buffer
@@ -96,7 +103,7 @@ func TestHelp(t *testing.T) {
 	if code := run([]string{"--help"}, io.Discard, &stderr); code != 0 {
 		t.Fatalf("--help exit %d", code)
 	}
-	for _, flag := range []string{"-id", "-data-dir", "-client-addr", "-peer-addr", "-peers", "-join", "-tick", "-ttl-nodes", "-idle-memory-check", "-cert-file", "-key-file", "-trusted-ca-file", "-client-cert-auth", "-peer-cert-file", "-peer-key-file", "-peer-trusted-ca-file", "-console", "-console-writes", "-console-auth", "-console-cacert", "-console-cert", "-console-key", "-raft-log"} {
+	for _, flag := range []string{"-id", "-data-dir", "-client-addr", "-peer-addr", "-peers", "-join", "-tick", "-ttl-nodes", "-idle-memory-check", "-cert-file", "-key-file", "-trusted-ca-file", "-client-cert-auth", "-peer-cert-file", "-peer-key-file", "-peer-trusted-ca-file", "-console", "-console-writes", "-console-auth", "-console-cacert", "-console-cert", "-console-key", "-raft-log", "-sasl-users", "-sasl-section", "-sasl-super-user"} {
 		if !strings.Contains(stderr.String(), flag) {
 			t.Errorf("--help does not document %s", flag)
 		}

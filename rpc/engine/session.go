@@ -200,7 +200,8 @@ func (s *Session) Submit(req *Request) {
 // digest adds digest:user:base64(sha1(user:password)), and super first when
 // that is this server's super digest; ip and x509 add nothing (they are the
 // connection's own identities), x509 failing without a verified client
-// certificate; any other scheme fails with AuthFailed. The identities go
+// certificate; sasl, whose identities come only from a SASL exchange
+// (Authenticate), and any other scheme fail with AuthFailed. The identities go
 // through the log (the command), so that every server checks the session's
 // later writes alike; the credentials never do. It returns the entry's kind
 // and either its reply (kindDone) or its command (kindWrite).
@@ -220,6 +221,10 @@ func (s *Session) addAuth(req *Request) (int, *Response, *cmdpb.Command) {
 			return kindDone, &Response{}, nil
 		}
 		return kindDone, errResponse(req, AuthFailed, "x509: the connection has no verified client certificate"), nil
+	case fsm.SchemeSASL:
+		// ZooKeeper's SASLAuthenticationProvider refuses it too: a sasl
+		// identity comes only from a SASL exchange (Authenticate).
+		return kindDone, errResponse(req, AuthFailed, "sasl: authenticate with ZooKeeper's SASL exchange, not addAuth"), nil
 	default:
 		scheme := req.AuthScheme
 		if len(scheme) > 64 {

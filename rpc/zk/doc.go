@@ -9,7 +9,9 @@
 // the optional read-only flag answered in kind, expiry answered with session
 // id 0), decoding each request into an engine request in arrival order, and
 // encoding the engine's replies and watch events in the order the engine
-// queued them, with ZooKeeper's special xids and error numbers. A session
+// queued them, with ZooKeeper's special xids and error numbers, and a
+// connection's SASL exchange (sasl.go; the mechanism and the users file are
+// rpc/zk/sasl's), whose proven identity goes to the session. A session
 // opened here is the same kind of session as one opened over gRPC: the
 // engine keeps every guarantee.
 //

@@ -83,6 +83,13 @@ type testServer struct {
 
 func newTestServer(t *testing.T, stats func() Stats) *testServer {
 	t.Helper()
+	return newTestServerWith(t, stats, nil)
+}
+
+// newTestServerWith is newTestServer with the front-end's configuration
+// changed by configure first.
+func newTestServerWith(t *testing.T, stats func() Stats, configure func(*Config)) *testServer {
+	t.Helper()
 	f := fsm.New(fsm.Options{})
 	lc := newLocalCluster(f)
 	e := engine.New(engine.Config{
@@ -94,7 +101,11 @@ func newTestServer(t *testing.T, stats func() Stats) *testServer {
 	for _, w := range DefaultFourLetterWords {
 		words[w] = true
 	}
-	srv := New(Config{Engine: e, FourLetterWords: words, Stats: stats})
+	cfg := Config{Engine: e, FourLetterWords: words, Stats: stats}
+	if configure != nil {
+		configure(&cfg)
+	}
+	srv := New(cfg)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

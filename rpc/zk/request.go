@@ -155,8 +155,6 @@ func requestOf(h jute.RequestHeader, rec jute.Record) (engine.Request, *badReque
 			return req, bad(engine.BadArguments, "unknown addWatch mode %d", int32(x.Mode))
 		}
 		req = engine.Request{Op: engine.OpAddWatch, Path: x.Path, Recursive: x.Mode == jute.AddWatchPersistentRecursive}
-	case *jute.GetSASLRequest:
-		return req, bad(engine.Unimplemented, "SASL authentication is not supported")
 	case *jute.Empty:
 		switch h.Type {
 		case jute.OpPing:

@@ -142,6 +142,8 @@ func reply(dst []byte, p pending, r *engine.Response) []byte {
 		body = w
 	case jute.OpAddWatch:
 		body = &jute.ErrorResponse{} // ZooKeeper's addWatch reply carries a 0
+	case jute.OpSASL:
+		body = &jute.SetSASLResponse{Token: p.saslToken}
 	case jute.OpMulti:
 		body = multiResults(p.ops, r)
 	case jute.OpMultiRead:
@@ -164,6 +166,9 @@ func reply(dst []byte, p pending, r *engine.Response) []byte {
 	}
 	if h.Err != jute.CodeOK {
 		body = nil // clients read no body after an error
+		if p.op == jute.OpSASL {
+			body = &jute.SetSASLResponse{} // ZooKeeper sends a null token all the same
+		}
 	}
 	return jute.AppendFrame(dst, &h, body)
 }

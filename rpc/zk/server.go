@@ -18,6 +18,7 @@ import (
 
 	"github.com/coordd/coordd/rpc/engine"
 	"github.com/coordd/coordd/rpc/zk/jute"
+	"github.com/coordd/coordd/rpc/zk/sasl"
 )
 
 // Config configures the front-end.
@@ -35,6 +36,14 @@ type Config struct {
 	// Meter), so that mntr and the server's metrics agree.
 	Stats  func() Stats
 	Logger *slog.Logger
+
+	// SASL, when set, serves ZooKeeper's SASL authentication (DIGEST-MD5)
+	// against its users (sasl.go); without it a SASL request fails with
+	// AuthFailed.
+	SASL *sasl.Source
+	// SASLSuperUser is the SASL user who is also the super user
+	// (ZooKeeper's zookeeper.superUser); "" for none.
+	SASLSuperUser string
 }
 
 // connectTimeout bounds the wait for a connection's first frame.
@@ -110,6 +119,10 @@ type conn struct {
 
 	arrived arrivals // the xids received (recvLoop only)
 
+	// exchange is the connection's SASL exchange, once a client asked for
+	// one (recvLoop only).
+	exchange *sasl.DigestMD5
+
 	recved, sent atomic.Int64
 	timeoutMs    atomic.Int64 // negotiated, once connected
 	lastOp       atomic.Value // string
@@ -184,6 +197,9 @@ type pending struct {
 	ops      []jute.OpCode // a multi's ops
 	badOp    int           // a multi's op the front-end refused (-1: none)
 	received time.Time     // for the connection's latencies (cons)
+
+	// saslToken is a SASL step's token for the client (sasl.go).
+	saslToken []byte
 }
 
 // ServeConn serves one connection whose first bytes are not gRPC's: a
@@ -347,11 +363,14 @@ func (c *conn) recvLoop(br *bufio.Reader) {
 		rec, err := jute.DecodeRequest(h.Type, body)
 		var req engine.Request
 		var b *badRequest
+		var ids []engine.Identity // what a SASL exchange verified
 		switch {
 		case errors.Is(err, jute.ErrUnknownOp):
 			b = bad(engine.Unimplemented, "unknown opcode %d", int32(h.Type))
 		case err != nil:
 			b = bad(engine.MarshallingError, "%v", err)
+		case h.Type == jute.OpSASL:
+			req, ids, p.saslToken, b = c.saslStep(h, rec)
 		default:
 			req, b = requestOf(h, rec)
 			if isWrite(req.Op) {
@@ -378,6 +397,10 @@ func (c *conn) recvLoop(br *bufio.Reader) {
 		if b != nil {
 			req.Xid = int64(h.Xid)
 			c.sess.Reject(&req, b.code, b.msg)
+			continue
+		}
+		if h.Type == jute.OpSASL {
+			c.sess.Authenticate(&req, ids)
 			continue
 		}
 		c.sess.Submit(&req)
@@ -411,10 +434,11 @@ func (c *conn) sendLoop(ctx context.Context, readOnlyFlag bool) {
 				c.statsMu.Lock()
 				c.stats.answered(p.xid, m.Response.Zxid, now.Sub(p.received), now)
 				c.statsMu.Unlock()
-				if p.op == jute.OpAuth && m.Response.Code == engine.AuthFailed {
-					// ZooKeeper answers a failed addAuth and closes the
-					// connection (the session lives on until it expires
-					// or a client resumes it): nothing after it is sent.
+				if (p.op == jute.OpAuth || p.op == jute.OpSASL) && m.Response.Code == engine.AuthFailed {
+					// ZooKeeper answers a failed addAuth or SASL step and
+					// closes the connection (the session lives on until it
+					// expires or a client resumes it): nothing after it is
+					// sent.
 					ended, batch = true, batch[:i+1]
 					break encode
 				}

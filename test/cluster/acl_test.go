@@ -444,7 +444,8 @@ func TestACLOrderAndValidity(t *testing.T) {
 		{"world:someone", []client.ACL{{Perms: 31, Scheme: "world", ID: "someone"}}, "/x", "InvalidACL"},
 		{"digest without its hash", []client.ACL{{Perms: 31, Scheme: "digest", ID: "alice"}}, "/x", "InvalidACL"},
 		{"ip /33", []client.ACL{{Perms: 31, Scheme: "ip", ID: "10.0.0.0/33"}}, "/x", "InvalidACL"},
-		{"unknown scheme", []client.ACL{{Perms: 31, Scheme: "sasl", ID: "u"}}, "/x", "InvalidACL"},
+		{"unknown scheme", []client.ACL{{Perms: 31, Scheme: "ldap", ID: "u"}}, "/x", "InvalidACL"},
+		{"sasl, two @", []client.ACL{{Perms: 31, Scheme: "sasl", ID: "a@b@c"}}, "/x", "InvalidACL"},
 		{"invalid ACL before no parent", client.CreatorAll(), "/none/x", "InvalidACL"},
 		{"no parent before no auth", nil, "/none/x", "NoNode"},
 		{"no auth before node exists", nil, "/r", "NodeExists"},
@@ -632,6 +633,10 @@ func TestACLSchemes(t *testing.T) {
 	}
 	if err := anon.AddAuth(ctx, "x509", nil); !errors.Is(err, client.ErrAuthFailed) {
 		t.Fatalf("addAuth x509 without a certificate: %v", err)
+	}
+	// A sasl identity comes only from a SASL exchange.
+	if err := anon.AddAuth(ctx, "sasl", []byte("alice")); !errors.Is(err, client.ErrAuthFailed) {
+		t.Fatalf("addAuth sasl: %v", err)
 	}
 	if _, _, err := anon.Get(ctx, "/alice"); err != nil {
 		t.Fatalf("the session after AuthFailed: %v", err)

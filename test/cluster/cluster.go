@@ -41,6 +41,10 @@ type Options struct {
 	Seed func(cfg rpc.Config) error
 	// SuperDigest is rpc.Config's (the super user's digest).
 	SuperDigest string
+	// SASLUsers and SASLSuperUser are rpc.Config's (the JAAS file of the
+	// SASL users, and the SASL super user).
+	SASLUsers     string
+	SASLSuperUser string
 	// ElectionTimeout is Raft's heartbeat and election timeout (default
 	// 500ms). A server with no leader for twice that closes its client
 	// streams.
@@ -192,7 +196,7 @@ func newCluster(t testing.TB, n int, opts Options) *Cluster {
 			TrailingLogs: opts.TrailingLogs, SnapshotInterval: 200 * time.Millisecond,
 			Logger: logger.With("server", id), DialPeer: c.Net.Dialer(id),
 			ReapInterval: opts.ReapInterval, DisableTTL: opts.DisableTTL, MaxDataSize: opts.MaxDataSize,
-			SuperDigest: opts.SuperDigest,
+			SuperDigest: opts.SuperDigest, SASLUsers: opts.SASLUsers, SASLSuperUser: opts.SASLSuperUser,
 		}})
 	}
 	for _, m := range c.Members {

@@ -229,6 +229,41 @@ func TestGoldenFrames(t *testing.T) {
 				00000000         // ErrorResponse.err 0
 			`,
 		},
+		// The SASL frames below were recorded between ZooKeeper 3.8's Java
+		// client and server.
+		{
+			name:  "sasl request: the Java client's first, empty token",
+			frame: []Encoder{&RequestHeader{Xid: 1, Type: OpSASL}, &GetSASLRequest{Token: []byte{}}},
+			golden: `
+				0000000c // frame length 12
+				00000001 // xid 1
+				00000066 // type 102: sasl
+				00000000 // token: 0 bytes
+			`,
+		},
+		{
+			name:  "sasl reply: the server's last token",
+			frame: []Encoder{&ReplyHeader{Xid: 2}, &SetSASLResponse{Token: []byte("rspauth=84e118c857a4fab40257c3f10aab2db2")}},
+			golden: `
+				0000003c         // frame length 60
+				00000002         // xid 2
+				0000000000000000 // zxid 0 (ZooKeeper's; coordd sends its own)
+				00000000         // err 0
+				00000028         // token: 40 bytes
+				727370617574683d3834653131386338353761346661623430323537633366313061616232646232
+			`,
+		},
+		{
+			name:  "sasl reply to a failed step: AuthFailed and a null token",
+			frame: []Encoder{&ReplyHeader{Xid: 2, Err: CodeAuthFailed}, &SetSASLResponse{}},
+			golden: `
+				00000014         // frame length 20
+				00000002         // xid 2
+				0000000000000000 // zxid 0
+				ffffff8d         // err -115: AuthFailed
+				ffffffff         // token: null
+			`,
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

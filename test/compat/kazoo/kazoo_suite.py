@@ -9,7 +9,10 @@ HOST:PORT"); NAME arguments run only the checks whose names contain one of
 them. It prints "ok NAME" or "FAIL NAME: why" per check and exits 1 if any
 failed. Everything it creates is under /kazoo. Every wait is bounded
 (COMPAT_WAIT seconds, default 30). kazoo 2.8 has no addWatch, no
-containers and no TTL nodes: the Java and zkCli suites check those.
+containers and no TTL nodes: the Java and zkCli suites check those. The
+SASL checks need servers that serve the users super (password adminsecret,
+also the SASL super user) and bob (bobsecret), as the harness's do, and
+pure-sasl (Debian's python3-pure-sasl).
 """
 import logging
 import os
@@ -23,10 +26,12 @@ import time
 import traceback
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import (BadVersionError, NoChildrenForEphemeralsError,
+from kazoo.exceptions import (AuthFailedError, BadVersionError,
+                              NoAuthError, NoChildrenForEphemeralsError,
                               NodeExistsError, NoNodeError, NotEmptyError,
                               RolledBackError, RuntimeInconsistency)
-from kazoo.protocol.states import EventType, KazooState
+from kazoo.protocol.states import EventType, KazooState, KeeperState
+from kazoo.security import make_acl, make_digest_acl
 
 WAIT = float(os.environ.get("COMPAT_WAIT", "30"))
 SERVERS = os.environ.get("COMPAT_SERVERS", "")
@@ -82,6 +87,23 @@ def client(hosts=None, timeout=TIMEOUT):
     c = KazooClient(hosts=hosts or SERVERS, timeout=timeout)
     c.start(timeout=WAIT)
     return c
+
+
+def sasl_client(user, password, logger=None):
+    """A client that authenticates with SASL DIGEST-MD5 (pure-sasl)."""
+    return KazooClient(hosts=SERVERS, timeout=TIMEOUT, logger=logger, sasl_options={
+        "mechanism": "DIGEST-MD5", "username": user, "password": password})
+
+
+class Records(logging.Handler):
+    """Keeps the messages of a logger (a client's own account of itself)."""
+
+    def __init__(self):
+        super().__init__()
+        self.messages = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
 
 
 def peer(c):
@@ -502,6 +524,64 @@ def t_move():
         c.close()
 
 
+def t_sasl():
+    """SASL DIGEST-MD5: bob's sasl:bob node is his and not an anonymous
+    session's, auth:: stands for sasl:bob, and the SASL user super passes
+    every sasl entry and (as the super user) every ACL."""
+    bob = sasl_client("bob", "bobsecret")
+    bob.start(timeout=WAIT)
+    sup = sasl_client("super", "adminsecret")
+    sup.start(timeout=WAIT)
+    anon = client()
+    try:
+        mine = [make_acl("sasl", "bob", all=True)]
+        bob.create("/kazoo/sasl", b"b", acl=mine)
+        bob.create("/kazoo/auth", acl=[make_acl("auth", "", all=True)])
+        eq(mine, bob.get_acls("/kazoo/auth")[0], "the ACL auth:: gave")
+        raises(NoAuthError, anon.set, "/kazoo/sasl", b"x")
+        raises(NoAuthError, anon.get, "/kazoo/sasl")
+        bob.set("/kazoo/sasl", b"y")
+        eq(b"y", bob.get("/kazoo/sasl")[0], "bob's data")
+        eq(mine, bob.get_acls("/kazoo/sasl")[0], "getACL")
+        anon.create("/kazoo/alice", acl=[make_digest_acl("alice", "pw", all=True)])
+        sup.set("/kazoo/sasl", b"s")
+        sup.set("/kazoo/alice", b"s")
+        for p in ("/kazoo/sasl", "/kazoo/auth", "/kazoo/alice"):
+            sup.delete(p)
+    finally:
+        for c in (bob, sup, anon):
+            c.stop()
+            c.close()
+
+
+def t_sasl_refused():
+    """A wrong password: the server answers AuthFailed and closes the
+    connection, and kazoo gives up (AUTH_FAILED, the session LOST); an
+    addAuth of the sasl scheme is refused the same way."""
+    records = Records()
+    log = logging.getLogger("kazoo.compat.sasl")
+    log.addHandler(records)
+    c = sasl_client("bob", "wrong", logger=log)
+    try:
+        # kazoo says CONNECTED before its exchange and, once it fails,
+        # AUTH_FAILED and then CLOSED at once: its log line is what lasts.
+        c.start_async()
+        # "AUTH_FAILED closing: " and no reason: the server answered AuthFailed
+        # (a dropped connection would say "Connection dropped in SASL").
+        wait_until("kazoo's AUTH_FAILED", lambda: "AUTH_FAILED closing: " in records.messages)
+        wait_until("the client stopped", lambda: c.client_state == KeeperState.CLOSED)
+    finally:
+        c.stop()
+        c.close()
+    anon = client()
+    try:
+        raises(AuthFailedError, anon.add_auth, "sasl", "bob")
+        wait_until("the session LOST after addAuth sasl", lambda: anon.state == KazooState.LOST)
+    finally:
+        anon.stop()
+        anon.close()
+
+
 def main():
     if not ADDRS:
         print("COMPAT_SERVERS: the client addresses of the cluster, comma-separated", file=sys.stderr)
@@ -519,6 +599,8 @@ def main():
     test("DataWatch, ChildrenWatch and one-shot watches", t_watches)
     test("Lock: mutual exclusion under contention (a shared counter)", t_lock)
     test("Election: one leader at a time, each in turn", t_election)
+    test("SASL DIGEST-MD5: sasl:bob is bob's; auth:: is sasl:bob; the SASL user super", t_sasl)
+    test("SASL refused: a wrong password, addAuth sasl", t_sasl_refused)
     test("session moves when its server dies: ephemeral kept, watches fire", t_move)
     try:
         # With retries: the session-move check may have killed admin's server.
