@@ -212,11 +212,12 @@ func (e *Engine) Applied(a *fsm.Applied) {
 		e.mu.Unlock()
 	}
 	if a.Session != 0 && a.Result != nil && e.mine(a.Cmd) {
-		if a.Refused {
-			e.logRefusal(a)
-		}
+		clientXid, answered := int64(0), false
 		if s := e.get(a.Session); s != nil {
-			s.completeWrite(a.Epoch, a.Xid, a.Result, fsm.View{Tree: a.Tree, Sessions: a.Sessions, Applied: a.Index})
+			clientXid, answered = s.completeWrite(a.Epoch, a.Xid, a.Result, fsm.View{Tree: a.Tree, Sessions: a.Sessions, Applied: a.Index})
+		}
+		if a.Refused {
+			e.logRefusal(a, clientXid, answered)
 		}
 	}
 	for _, id := range a.Closed {
@@ -236,7 +237,11 @@ func (e *Engine) Applied(a *fsm.Applied) {
 // stale retry, an xid used for another request, a connection the session
 // replaced, a session that moved): the client is told, and an operator
 // looking for why a client's writes fail finds it here.
-func (e *Engine) logRefusal(a *fsm.Applied) {
+//
+// The xid logged is the client's when the refusal answered a request of a
+// connection here (answered); otherwise the request's number in the log
+// (a connection that is gone).
+func (e *Engine) logRefusal(a *fsm.Applied, clientXid int64, answered bool) {
 	reason := a.Result.Code.String()
 	e.mu.Lock()
 	seen := e.refusals[a.Session]
@@ -247,10 +252,17 @@ func (e *Engine) logRefusal(a *fsm.Applied) {
 	first := !seen[reason]
 	seen[reason] = true
 	e.mu.Unlock()
-	if first {
-		e.log.Info("a request was refused", "session", fmt.Sprintf("0x%x", a.Session), "xid", a.Xid, "connection", a.Epoch,
-			"code", reason, "reason", a.Result.Message, "note", "logged once per session and code")
+	if !first {
+		return
 	}
+	attrs := []any{"session", fmt.Sprintf("0x%x", a.Session)}
+	if answered {
+		attrs = append(attrs, "xid", clientXid)
+	} else {
+		attrs = append(attrs, "request", a.Xid, "connection", a.Epoch, "answered", "no one (the connection is gone)")
+	}
+	attrs = append(attrs, "code", reason, "reason", a.Result.Message, "note", "logged once per session and code")
+	e.log.Info("a request was refused", attrs...)
 }
 
 // mine reports whether this server submitted the client request cmd (a

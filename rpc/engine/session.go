@@ -363,19 +363,23 @@ func (s *Session) reconfig(r Reconfig) (int64, error) {
 // (epoch, xid) and answers whatever is now at the head. A result of another
 // connection's epoch answers nothing here, whatever its xid. Called with
 // the FSM's write lock held.
-func (s *Session) completeWrite(epoch, xid int64, r *cmdpb.Result, v fsm.View) {
+//
+// It returns the client's xid of the request it answered, if any.
+func (s *Session) completeWrite(epoch, xid int64, r *cmdpb.Result, v fsm.View) (clientXid int64, answered bool) {
 	if epoch != s.epoch {
-		return
+		return 0, false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, en := range s.queue {
 		if en.kind == kindWrite && en.dispatched && en.key == xid && en.resp == nil {
 			en.resp = resultResponse(en.req, r)
+			clientXid, answered = en.req.Xid, true
 			break
 		}
 	}
 	s.drainLocked(v)
+	return clientXid, answered
 }
 
 // drainLocked answers the queue from its head for as long as it can: done
