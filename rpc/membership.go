@@ -211,13 +211,7 @@ func (n *Node) reachable(ctx context.Context, servers []raft.Server) map[string]
 
 // peerInfo asks one server for its own view.
 func (n *Node) peerInfo(ctx context.Context, addr string) (*peerpb.InfoResponse, error) {
-	cc, err := n.peers.conn(addr)
-	if err != nil {
-		return nil, err
-	}
-	cctx, cancel := context.WithTimeout(ctx, 700*time.Millisecond)
-	defer cancel()
-	return peerpb.NewPeerClient(cc).Info(cctx, &peerpb.InfoRequest{})
+	return n.askInfo(ctx, addr, &peerpb.InfoRequest{})
 }
 
 // keepsMajority refuses a change whose new voters would not have a
