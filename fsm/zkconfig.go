@@ -207,6 +207,16 @@ func ClientAddressOf(t *tree.Tree, id string) (string, bool) {
 	return "", false
 }
 
+// ConfigServers returns the members /zookeeper/config lists, as it lists
+// them (ElectionPort empty where it shows 0).
+func ConfigServers(t *tree.Tree) []ServerSpec {
+	var out []ServerSpec
+	for _, s := range parseConfig(configText(t)) {
+		out = append(out, ServerSpec{ID: s.id, PeerAddress: s.addr, ElectionPort: s.election, Observer: s.role == "observer", ClientAddress: s.client})
+	}
+	return out
+}
+
 // ConfigMembers returns the ids /zookeeper/config lists.
 func ConfigMembers(t *tree.Tree) []string {
 	var ids []string

@@ -142,6 +142,10 @@ type Config struct {
 	// the push alone is enough.
 	commitTimeout time.Duration
 
+	// assumeClusterLevel, if above 1, is the cluster level that
+	// clusterLevelAtLeast reports, until the cluster-level gate is wired.
+	assumeClusterLevel int
+
 	// wrapLogStore, if set, wraps the Raft log store (below its cache).
 	// Tests use it to slow down or fail a server's log writes.
 	wrapLogStore func(raft.LogStore) raft.LogStore

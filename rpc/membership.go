@@ -144,7 +144,7 @@ func (n *Node) changeMembers(ctx context.Context, req *peerpb.ChangeMembersReque
 	var err error
 	switch c := req.Change.(type) {
 	case *peerpb.ChangeMembersRequest_Add:
-		err = n.addMember(ctx, c.Add)
+		err = n.addMember(ctx, c.Add, req.ZkSpec)
 	case *peerpb.ChangeMembersRequest_Remove:
 		err = n.removeMember(ctx, c.Remove)
 	case *peerpb.ChangeMembersRequest_Promote:
@@ -242,7 +242,10 @@ func voterList(servers []raft.Server) []raft.Server {
 	return out
 }
 
-func (n *Node) addMember(ctx context.Context, req *apipb.AddMemberRequest) error {
+// addMember adds a server as a non-voter, records what a ZooKeeper
+// reconfig gave for it (zk, nil for none), and promotes it unless it is to
+// stay a non-voter.
+func (n *Node) addMember(ctx context.Context, req *apipb.AddMemberRequest, zk *peerpb.ZooKeeperSpec) error {
 	if req.Id == "" || req.PeerAddress == "" {
 		return refuse(codes.InvalidArgument, reasonBadArguments, "a member needs an id and a peer address")
 	}
@@ -272,6 +275,9 @@ func (n *Node) addMember(ctx context.Context, req *apipb.AddMemberRequest) error
 		return refuse(codes.Unavailable, reasonUnavailable, "adding %s as a non-voter: %v", req.Id, err)
 	}
 	n.log.Info("member added as a non-voter", "id", req.Id, "peer", req.PeerAddress)
+	if zk != nil {
+		n.recordSpec(req.Id, zk)
+	}
 	if req.NonVoter {
 		return nil
 	}

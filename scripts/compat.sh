@@ -151,6 +151,9 @@ trap 'exit 129' HUP
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+# The super user, super:secret, on both targets (the kazoo suite's reconfig).
+superdigest=super:lK75jTNcA+U9vtVEw5vB51mj/w4=
+
 host() { echo "$net.$((10 + $1))"; }
 addr() { echo "$(host "$1"):2181"; }
 servers="$(addr 1),$(addr 2),$(addr 3)"
@@ -166,8 +169,10 @@ else
 		echo "$i" >"$dir/node$i/myid"
 		# Each server's client address in its server line, as coordd lists
 		# them in /zookeeper/config; TTL nodes on (coordd's default) and
-		# containers checked every second (coordd's --reap-interval).
+		# containers checked every second (coordd's --reap-interval);
+		# reconfig on (coordd's is), for the super user.
 		cat >"$dir/node$i/zoo.cfg" <<EOF
+reconfigEnabled=true
 tickTime=2000
 initLimit=10
 syncLimit=5
@@ -187,9 +192,10 @@ start_node() {
 	if [ "$target" = coordd ]; then
 		GOMAXPROCS=$procs "$bin/coordd" --id "$i" --data-dir "$dir/node$i" \
 			--client-addr "$(addr "$i")" --peer-addr "$(host "$i"):2888" --peers "$peers" \
-			--4lw-commands '*' --log-level warn >>"$dir/node$i.log" 2>&1 &
+			--4lw-commands '*' --superdigest "$superdigest" --log-level warn >>"$dir/node$i.log" 2>&1 &
 	else
 		java -Xmx256m -Dzookeeper.extendedTypesEnabled=true -Dznode.container.checkIntervalMs=1000 \
+			-Dzookeeper.DigestAuthenticationProvider.superDigest="$superdigest" \
 			-Dorg.slf4j.simpleLogger.defaultLogLevel=warn -cp "${fixes:+$fixes:}$zkjar:/usr/share/java/slf4j-simple.jar" \
 			org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/node$i/zoo.cfg" >>"$dir/node$i.log" 2>&1 &
 	fi
