@@ -146,6 +146,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzRead -fuzztime=30s ./tree/
 	$(GO) test -run='^$$' -fuzz=FuzzReadRegistry -fuzztime=30s ./session/
 	$(GO) test -run='^$$' -fuzz=FuzzApply -fuzztime=30s ./fsm/
+	$(GO) test -run='^$$' -fuzz=FuzzParseServerSpec -fuzztime=30s ./fsm/
 	$(GO) test -run='^$$' -fuzz=FuzzReadFrame -fuzztime=30s ./rpc/zk/jute/
 	$(GO) test -run='^$$' -fuzz=FuzzDecodeRequest -fuzztime=30s ./rpc/zk/jute/
 	$(GO) test -run='^$$' -fuzz=FuzzDecodeResponse -fuzztime=30s ./rpc/zk/jute/
