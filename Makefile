@@ -27,7 +27,7 @@ LDFLAGS   := -X main.version=$(VERSION)
 DIST      ?= dist
 PLATFORMS ?= linux/amd64 linux/arm64 darwin/arm64
 
-.PHONY: all build test unit lint fmt vet deps docs raftfork proto proto-check cluster certs bench compare-zookeeper compare-etcd compat scale fuzz clean release release-check deploy-check console-test
+.PHONY: all build test unit lint fmt vet deps docs raftfork proto proto-check cluster certs bench restart-bench compare-zookeeper compare-etcd compat scale fuzz clean release release-check deploy-check console-test
 
 all: build
 
@@ -101,6 +101,15 @@ bench: $(if $(filter 1,$(TLS)),certs)
 	$(GO) test -run='^$$' -bench=. -benchmem ./tree/ ./session/ ./watch/ ./fsm/
 	$(if $(filter 1,$(TLS)),TLS_DIR=$(CERTS_DIR)) GO=$(GO) BIN=$(BIN) bash scripts/bench.sh
 
+## restart-bench: a follower of a 3-node cluster on 127.0.205.11-13 killed
+## with SIGKILL and started again, RESTART_ROUNDS times, with the cores
+## loaded (a CPU burner per core and coordctl bench write:16) and a health
+## check asking coordctl status meanwhile: how long until it is caught up,
+## reachable in coordctl status and serving (scripts/restart-bench.sh;
+## RESTART_DOWN, RESTART_KILL=leader, RESTART_BURNERS, RESTART_WRITERS).
+restart-bench:
+	GO=$(GO) BIN=$(BIN) LDFLAGS="$(LDFLAGS)" bash scripts/restart-bench.sh
+
 ## compare-zookeeper, compare-etcd: coordd against a local 3-node ZooKeeper 3.8
 ## or etcd 3.4 cluster (Debian's zookeeper or etcd-server package), workload by
 ## workload, in alternation (scripts/compare.sh; COMPARE_SWEEP, COMPARE_DURATION,
@@ -137,6 +146,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzRead -fuzztime=30s ./tree/
 	$(GO) test -run='^$$' -fuzz=FuzzReadRegistry -fuzztime=30s ./session/
 	$(GO) test -run='^$$' -fuzz=FuzzApply -fuzztime=30s ./fsm/
+	$(GO) test -run='^$$' -fuzz=FuzzParseServerSpec -fuzztime=30s ./fsm/
 	$(GO) test -run='^$$' -fuzz=FuzzReadFrame -fuzztime=30s ./rpc/zk/jute/
 	$(GO) test -run='^$$' -fuzz=FuzzDecodeRequest -fuzztime=30s ./rpc/zk/jute/
 	$(GO) test -run='^$$' -fuzz=FuzzDecodeResponse -fuzztime=30s ./rpc/zk/jute/

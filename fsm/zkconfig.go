@@ -23,23 +23,27 @@ import (
 //
 // One line per member, in id order,
 //
-//	server.ID=PEERHOST:PEERPORT:0:ROLE;CLIENTHOST:CLIENTPORT
+//	server.ID=PEERHOST:PEERPORT:ELECTIONPORT:ROLE;CLIENTHOST:CLIENTPORT
 //
 // then "version=" and the version in hex. ROLE is participant (a voter) or
 // observer (a non-voter); the client part is missing until the member has
-// registered its client address. ZooKeeper's line has a quorum port and an
+// registered its client address, or a reconfig that added it gave one. ZooKeeper's line has a quorum port and an
 // election port, and its parser (QuorumPeer.QuorumServer, which Curator's
 // EnsembleTracker runs on this text) refuses a line without both or with
-// the two equal. coordd has one peer port, so the election port is 0: no
-// port. No client uses either: clients connect only to the client address.
+// the two equal. coordd has one peer port, so the election port is 0, no
+// port, unless the reconfig that added the member gave one: it is shown
+// back as given (a ClientAddress command records it, and the client
+// address given with it), and means nothing to coordd. No client uses
+// either port: clients connect only to the client address.
 
-// ElectionPort is the election port of every line of /zookeeper/config
-// (see above).
+// ElectionPort is the election port of a line of /zookeeper/config whose
+// member was given none (see above).
 const ElectionPort = "0"
 
-// configServer is one line of the configuration.
+// configServer is one line of the configuration; election is "" for
+// ElectionPort.
 type configServer struct {
-	id, addr, role, client string
+	id, addr, election, role, client string
 }
 
 // renderConfig writes the configuration's text.
@@ -47,7 +51,11 @@ func renderConfig(servers []configServer, version int64) []byte {
 	sort.SliceStable(servers, func(i, j int) bool { return idLess(servers[i].id, servers[j].id) })
 	var b strings.Builder
 	for _, s := range servers {
-		fmt.Fprintf(&b, "server.%s=%s:%s:%s", s.id, s.addr, ElectionPort, s.role)
+		election := s.election
+		if election == "" {
+			election = ElectionPort
+		}
+		fmt.Fprintf(&b, "server.%s=%s:%s:%s", s.id, s.addr, election, s.role)
 		if s.client != "" {
 			b.WriteString(";" + s.client)
 		}
@@ -94,21 +102,27 @@ func parseConfig(data []byte) []configServer {
 		if j <= 0 {
 			continue
 		}
-		out = append(out, configServer{id: id, addr: server[:j], role: role, client: client})
+		election := server[j+1 : i]
+		if election == ElectionPort {
+			election = ""
+		}
+		out = append(out, configServer{id: id, addr: server[:j], election: election, role: role, client: client})
 	}
 	return out
 }
 
-// serversOf returns the members of a Raft configuration, with the client
-// addresses known (by id).
-func serversOf(c raft.Configuration, clients map[string]string) []configServer {
+// serversOf returns the members of a Raft configuration, with what the
+// text listed of each already (by id): its client address and election
+// port.
+func serversOf(c raft.Configuration, listed map[string]configServer) []configServer {
 	out := make([]configServer, 0, len(c.Servers))
 	for _, s := range c.Servers {
 		role := "participant"
 		if s.Suffrage != raft.Voter {
 			role = "observer"
 		}
-		out = append(out, configServer{id: string(s.ID), addr: string(s.Address), role: role, client: clients[string(s.ID)]})
+		was := listed[string(s.ID)]
+		out = append(out, configServer{id: string(s.ID), addr: string(s.Address), election: was.election, role: role, client: was.client})
 	}
 	return out
 }
@@ -132,36 +146,50 @@ func decodeConfiguration(data []byte) (c raft.Configuration, ok bool) {
 }
 
 // applyConfiguration renders the configuration of a Raft configuration
-// entry into /zookeeper/config, keeping the client addresses of the
-// members that stay.
+// entry into /zookeeper/config, keeping the client addresses and election
+// ports of the members that stay.
 func (f *FSM) applyConfiguration(tx *tree.Tx, data []byte) {
 	c, ok := decodeConfiguration(data)
 	if !ok {
 		f.halt(tx.Zxid, errors.New("a configuration entry that cannot be decoded"))
 		return
 	}
-	f.tree.SetConfig(renderConfig(serversOf(c, clientsOf(configText(f.tree))), tx.Zxid), tx)
+	f.tree.SetConfig(renderConfig(serversOf(c, listedOf(configText(f.tree))), tx.Zxid), tx)
 }
 
-// clientsOf returns the client addresses a configuration's text lists.
-func clientsOf(data []byte) map[string]string {
-	clients := map[string]string{}
+// listedOf returns the members a configuration's text lists, by id.
+func listedOf(data []byte) map[string]configServer {
+	listed := map[string]configServer{}
 	for _, s := range parseConfig(data) {
-		if s.client != "" {
-			clients[s.id] = s.client
-		}
+		listed[s.id] = s
 	}
-	return clients
+	return listed
 }
 
-// setClientAddress records a member's client address in /zookeeper/config;
-// nothing when the id is no member there or the address is the same.
+// setClientAddress records a member's client address and election port in
+// /zookeeper/config; nothing when the id is no member there or nothing
+// changes. A command with an election port (cluster level 2) leaves the
+// client address as it is when it has none; one without is applied as
+// servers before level 2 apply it, so that they and later ones agree.
 func (f *FSM) setClientAddress(tx *tree.Tx, c *cmdpb.ClientAddress) {
+	// Only the leader proposes the command, from a spec it parsed; a port
+	// that is none is ignored all the same, never written into the text.
+	election, err := port(c.ElectionPort, 0)
+	if election == ElectionPort {
+		election = ""
+	}
 	servers := parseConfig(configText(f.tree))
 	changed := false
 	for i := range servers {
-		if servers[i].id == c.ServerId && servers[i].client != c.Address {
-			servers[i].client, changed = c.Address, true
+		s := &servers[i]
+		if s.id != c.ServerId {
+			continue
+		}
+		if s.client != c.Address && (c.Address != "" || c.ElectionPort == "") {
+			s.client, changed = c.Address, true
+		}
+		if err == nil && s.election != election {
+			s.election, changed = election, true
 		}
 	}
 	if changed {
@@ -178,6 +206,16 @@ func ClientAddressOf(t *tree.Tree, id string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// ConfigServers returns the members /zookeeper/config lists, as it lists
+// them (ElectionPort empty where it shows 0).
+func ConfigServers(t *tree.Tree) []ServerSpec {
+	var out []ServerSpec
+	for _, s := range parseConfig(configText(t)) {
+		out = append(out, ServerSpec{ID: s.id, PeerAddress: s.addr, ElectionPort: s.election, Observer: s.role == "observer", ClientAddress: s.client})
+	}
+	return out
 }
 
 // ConfigMembers returns the ids /zookeeper/config lists.

@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"io"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -98,5 +99,77 @@ func TestZooKeeperConfig(t *testing.T) {
 	})
 	if ConfigRecorded(New(Options{}).tree) {
 		t.Fatal("a new FSM records a membership")
+	}
+}
+
+func memberSpec(t *testing.T, index uint64, id, addr, election string) *raft.Log {
+	l := logOf(t, &cmdpb.Command{TimeMs: int64(index), Cmd: &cmdpb.Command_ClientAddress{ClientAddress: &cmdpb.ClientAddress{ServerId: id, Address: addr, ElectionPort: election}}})[0]
+	l.Index = index
+	return l
+}
+
+// TestZooKeeperConfigShowsWhatAReconfigGave: the election port and client
+// address a reconfig gave for a member it added are shown back in its
+// line, kept through its promotion and later configuration entries, and
+// a snapshot; a registration replaces the client address and keeps the
+// port; a port that is none changes nothing; a member that leaves and
+// comes back has neither. A command without an election port is applied
+// as before cluster level 2 (an empty address clears the listed one).
+func TestZooKeeperConfigShowsWhatAReconfigGave(t *testing.T) {
+	observer := func(id, addr string) raft.Server {
+		return raft.Server{Suffrage: raft.Nonvoter, ID: raft.ServerID(id), Address: raft.ServerAddress(addr)}
+	}
+	logs := []*raft.Log{
+		configLog(1, voter("1", "h1:2888"), voter("2", "h2:2888")),
+		clientAddr(t, 2, "1", "h1:2181"),
+		configLog(3, voter("1", "h1:2888"), voter("2", "h2:2888"), observer("100", "0.0.0.0:2890")),
+		memberSpec(t, 4, "100", "0.0.0.0:2190", "3890"),
+		configLog(5, voter("1", "h1:2888"), voter("2", "h2:2888"), voter("100", "0.0.0.0:2890")),
+		memberSpec(t, 6, "1", "", "3888"),
+		clientAddr(t, 7, "100", "127.0.0.9:2190"),
+		memberSpec(t, 8, "100", "", "not a port"),
+		memberSpec(t, 9, "100", "", "3890"), // the same again
+		clientAddr(t, 10, "1", ""),
+		configLog(11, voter("1", "h1:2888"), voter("2", "h2:2888")),
+		configLog(12, voter("1", "h1:2888"), voter("2", "h2:2888"), observer("100", "0.0.0.0:2890")),
+	}
+	want := map[uint64]string{
+		1:  "server.1=h1:2888:0:participant\nserver.2=h2:2888:0:participant\nversion=1",
+		2:  "server.1=h1:2888:0:participant;h1:2181\nserver.2=h2:2888:0:participant\nversion=2",
+		3:  "server.1=h1:2888:0:participant;h1:2181\nserver.2=h2:2888:0:participant\nserver.100=0.0.0.0:2890:0:observer\nversion=3",
+		4:  "server.1=h1:2888:0:participant;h1:2181\nserver.2=h2:2888:0:participant\nserver.100=0.0.0.0:2890:3890:observer;0.0.0.0:2190\nversion=4",
+		5:  "server.1=h1:2888:0:participant;h1:2181\nserver.2=h2:2888:0:participant\nserver.100=0.0.0.0:2890:3890:participant;0.0.0.0:2190\nversion=5",
+		6:  "server.1=h1:2888:3888:participant;h1:2181\nserver.2=h2:2888:0:participant\nserver.100=0.0.0.0:2890:3890:participant;0.0.0.0:2190\nversion=6",
+		7:  "server.1=h1:2888:3888:participant;h1:2181\nserver.2=h2:2888:0:participant\nserver.100=0.0.0.0:2890:3890:participant;127.0.0.9:2190\nversion=7",
+		10: "server.1=h1:2888:3888:participant\nserver.2=h2:2888:0:participant\nserver.100=0.0.0.0:2890:3890:participant;127.0.0.9:2190\nversion=a",
+		11: "server.1=h1:2888:3888:participant\nserver.2=h2:2888:0:participant\nversion=b",
+		12: "server.1=h1:2888:3888:participant\nserver.2=h2:2888:0:participant\nserver.100=0.0.0.0:2890:0:observer\nversion=c",
+	}
+	f := New(Options{})
+	for _, l := range logs {
+		f.ApplyBatch([]*raft.Log{l})
+		w := ""
+		for i := l.Index; w == ""; i-- {
+			w = want[i] // the last change's
+		}
+		f.Read(func(v View) {
+			data, st, _ := v.Tree.Get(tree.ConfigPath)
+			if string(data) != w || st.Version != -1 {
+				t.Fatalf("after entry %d:\n%s\nwant\n%s", l.Index, data, w)
+			}
+		})
+		if l.Index == 7 {
+			// A snapshot keeps what the reconfig gave.
+			g := New(Options{})
+			if err := g.Restore(io.NopCloser(bytes.NewReader(snapshotBytes(t, f)))); err != nil {
+				t.Fatal(err)
+			}
+			g.ApplyBatch([]*raft.Log{configLog(100, voter("1", "h1:2888"), voter("2", "h2:2888"), voter("100", "0.0.0.0:2890"))})
+			g.Read(func(v View) {
+				if data, _, _ := v.Tree.Get(tree.ConfigPath); !strings.Contains(string(data), "server.100=0.0.0.0:2890:3890:participant;127.0.0.9:2190\n") {
+					t.Fatalf("restored, then a configuration entry:\n%s", data)
+				}
+			})
+		}
 	}
 }

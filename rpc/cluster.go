@@ -2,21 +2,13 @@ package rpc
 
 import (
 	"context"
-	"fmt"
-	"net"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
-	"google.golang.org/grpc/status"
 
 	"github.com/coordd/coordd/fsm"
 	"github.com/coordd/coordd/fsm/cmdpb"
-	"github.com/coordd/coordd/rpc/apipb"
-	"github.com/coordd/coordd/rpc/engine"
 	"github.com/coordd/coordd/rpc/peerpb"
-	"github.com/coordd/coordd/tree"
 )
 
 // cluster is what the session engine needs of this server (engine.Cluster):
@@ -70,7 +62,8 @@ func (o observer) Restored() {
 
 // ZooKeeper's /zookeeper/config is replicated: the FSM renders it from
 // each configuration entry it applies, with the client addresses the
-// leader registered for the members (fsm/zkconfig.go).
+// leader registered for the members, and what a reconfig gave for them
+// (fsm/zkconfig.go, reconfig.go).
 
 // clientAddrRecheck is how often the leader asks every member for its
 // client address even when /zookeeper/config lists one for each (a
@@ -79,8 +72,9 @@ const clientAddrRecheck = 10 * time.Second
 
 // registerClientAddrs, on the leader, registers (a ClientAddress command
 // of its own) the client address of each member that /zookeeper/config
-// lists without one or with another than the member's Info says (its
-// first start, a new --client-addr, a restored backup, just added). It
+// lists without one or with one that does not agree with what the
+// member's Info says (clientAddrAgrees: its first start, a new
+// --client-addr, a restored backup, just added). It
 // asks the members (Info) at most once a second while an address is
 // missing, and otherwise every clientAddrRecheck. The leader registers them, rather than each server
 // its own, so that a follower never forwards a command an older leader
@@ -107,7 +101,7 @@ func (l *leaderDuties) registerClientAddrs() {
 	defer cancel()
 	_, infos := n.memberInfos(ctx, &peerpb.InfoRequest{})
 	for id, info := range infos {
-		if info.ClientAddress == "" || info.ClientAddress == listed[id] {
+		if info.ClientAddress == "" || clientAddrAgrees(listed[id], info.ClientAddress) {
 			continue
 		}
 		n.log.Debug("registering a client address", "server", id, "address", info.ClientAddress)
@@ -140,93 +134,4 @@ func (n *Node) restateConfiguration() bool {
 		}
 	}
 	return false
-}
-
-// Reconfig makes a ZooKeeper reconfig's membership changes, one at a time:
-// each joining server ("server.ID=HOST:PORT[:PORT][:ROLE][;CLIENT]",
-// observers as non-voters) is added as AddMember adds one, then each
-// leaving id is removed. It returns the new configuration's index.
-func (c cluster) Reconfig(ctx context.Context, r engine.Reconfig) (int64, error) {
-	n := c.n
-	if r.NewMembers != "" {
-		return 0, &engine.Error{Code: engine.BadArguments, Message: "coordd takes incremental reconfigurations only (joining and leaving servers), not a new member list"}
-	}
-	var adds []*apipb.AddMemberRequest
-	for _, line := range splitComma(r.Joining) {
-		add, err := parseServerLine(line)
-		if err != nil {
-			return 0, &engine.Error{Code: engine.BadArguments, Message: err.Error()}
-		}
-		adds = append(adds, add)
-	}
-	if r.FromConfig != -1 {
-		// The version a getConfig here shows: /zookeeper/config's mzxid,
-		// the index of its last change (a membership change, or a
-		// member's client address).
-		var version int64
-		n.fsm.Read(func(v fsm.View) {
-			st, _ := v.Tree.Exists(tree.ConfigPath)
-			version = st.Mzxid
-		})
-		if version != r.FromConfig {
-			return 0, &engine.Error{Code: engine.BadVersion, Message: fmt.Sprintf("the configuration is version %x, not %x", version, r.FromConfig)}
-		}
-	}
-	do := func(req *peerpb.ChangeMembersRequest) error {
-		if _, err := n.changeMembers(ctx, req); err != nil {
-			code := engine.NewConfigNoQuorum
-			switch reasonOf(err) {
-			case reasonBadArguments, reasonMemberExists, reasonNoMember, reasonLastVoter, reasonNotJoining:
-				code = engine.BadArguments
-			case reasonInProgress:
-				code = engine.ReconfigInProgress
-			}
-			return &engine.Error{Code: code, Message: status.Convert(err).Message()}
-		}
-		return nil
-	}
-	for _, add := range adds {
-		if err := do(&peerpb.ChangeMembersRequest{Change: &peerpb.ChangeMembersRequest_Add{Add: add}}); err != nil {
-			return 0, err
-		}
-	}
-	for _, id := range splitComma(r.Leaving) {
-		if err := do(&peerpb.ChangeMembersRequest{Change: &peerpb.ChangeMembersRequest_Remove{Remove: &apipb.RemoveMemberRequest{Id: strings.TrimSpace(id)}}}); err != nil {
-			return 0, err
-		}
-	}
-	cf := n.raft.GetConfiguration()
-	if err := cf.Error(); err != nil {
-		return 0, err
-	}
-	return int64(cf.Index()), nil
-}
-
-// parseServerLine parses one server of ZooKeeper's dynamic configuration:
-// "server.ID=HOST:PORT[:PORT][:participant|observer][;[CLIENTHOST:]CLIENTPORT]"
-// (the first port is the peer port; coordd has no second one).
-func parseServerLine(line string) (*apipb.AddMemberRequest, error) {
-	key, value, ok := strings.Cut(strings.TrimSpace(line), "=")
-	id, isServer := strings.CutPrefix(key, "server.")
-	if !ok || !isServer || id == "" {
-		return nil, fmt.Errorf("%q is not a server line (server.ID=HOST:PORT:PORT:ROLE;CLIENTPORT)", line)
-	}
-	value, _, _ = strings.Cut(value, ";")
-	parts := strings.Split(value, ":")
-	if len(parts) < 2 {
-		return nil, fmt.Errorf("%q has no HOST:PORT", line)
-	}
-	add := &apipb.AddMemberRequest{Id: id, PeerAddress: net.JoinHostPort(parts[0], parts[1])}
-	for _, p := range parts[2:] {
-		switch p {
-		case "observer":
-			add.NonVoter = true
-		case "participant":
-		default:
-			if _, err := strconv.Atoi(p); err != nil {
-				return nil, fmt.Errorf("%q: unknown role %q", line, p)
-			}
-		}
-	}
-	return add, nil
 }

@@ -145,7 +145,7 @@ func (n *Node) changeMembers(ctx context.Context, req *peerpb.ChangeMembersReque
 	var err error
 	switch c := req.Change.(type) {
 	case *peerpb.ChangeMembersRequest_Add:
-		err = n.addMember(ctx, c.Add)
+		err = n.addMember(ctx, c.Add, req.ZkSpec)
 	case *peerpb.ChangeMembersRequest_Remove:
 		err = n.removeMember(ctx, c.Remove)
 	case *peerpb.ChangeMembersRequest_Promote:
@@ -212,13 +212,7 @@ func (n *Node) reachable(ctx context.Context, servers []raft.Server) map[string]
 
 // peerInfo asks one server for its own view.
 func (n *Node) peerInfo(ctx context.Context, addr string) (*peerpb.InfoResponse, error) {
-	cc, err := n.peers.conn(addr)
-	if err != nil {
-		return nil, err
-	}
-	cctx, cancel := context.WithTimeout(ctx, 700*time.Millisecond)
-	defer cancel()
-	return peerpb.NewPeerClient(cc).Info(cctx, &peerpb.InfoRequest{})
+	return n.askInfo(ctx, addr, &peerpb.InfoRequest{})
 }
 
 // keepsMajority refuses a change whose new voters would not have a
@@ -249,7 +243,10 @@ func voterList(servers []raft.Server) []raft.Server {
 	return out
 }
 
-func (n *Node) addMember(ctx context.Context, req *apipb.AddMemberRequest) error {
+// addMember adds a server as a non-voter, records what a ZooKeeper
+// reconfig gave for it (zk, nil for none), and promotes it unless it is to
+// stay a non-voter.
+func (n *Node) addMember(ctx context.Context, req *apipb.AddMemberRequest, zk *peerpb.ZooKeeperSpec) error {
 	if req.Id == "" || req.PeerAddress == "" {
 		return refuse(codes.InvalidArgument, reasonBadArguments, "a member needs an id and a peer address")
 	}
@@ -279,6 +276,9 @@ func (n *Node) addMember(ctx context.Context, req *apipb.AddMemberRequest) error
 		return refuse(codes.Unavailable, reasonUnavailable, "adding %s as a non-voter: %v", req.Id, err)
 	}
 	n.log.Info("member added as a non-voter", "id", req.Id, "peer", req.PeerAddress)
+	if zk != nil {
+		n.recordSpec(req.Id, zk)
+	}
 	if req.NonVoter {
 		return nil
 	}

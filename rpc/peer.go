@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/coordd/coordd/fsm/cmdpb"
@@ -242,6 +244,30 @@ func (p *peerClients) conn(addr string) (*grpc.ClientConn, error) {
 	}
 	p.conns[addr] = cc
 	return cc, nil
+}
+
+// infoTimeout bounds one Info question to a peer (status, the leader's
+// client-address registration, the membership checks).
+const infoTimeout = 700 * time.Millisecond
+
+// askInfo asks the server at addr for its own view (req), within
+// infoTimeout. A connection that failed and is waiting out its reconnect
+// backoff fails a question at once; it is made to connect again now, so
+// that a server just started again answers the next question (coordctl
+// status shows it within a poll), not the first after the backoff. The
+// question does not wait for that connection: a server that is down
+// fails it at once, and status does not slow down.
+func (n *Node) askInfo(ctx context.Context, addr string, req *peerpb.InfoRequest) (*peerpb.InfoResponse, error) {
+	cc, err := n.peers.conn(addr)
+	if err != nil {
+		return nil, err
+	}
+	if cc.GetState() == connectivity.TransientFailure {
+		cc.ResetConnectBackoff()
+	}
+	ctx, cancel := context.WithTimeout(ctx, infoTimeout)
+	defer cancel()
+	return peerpb.NewPeerClient(cc).Info(ctx, req)
 }
 
 func (p *peerClients) close() {

@@ -108,13 +108,7 @@ func (n *Node) memberInfos(ctx context.Context, req *peerpb.InfoRequest) ([]raft
 		wg.Add(1)
 		go func(s raft.Server) {
 			defer wg.Done()
-			cc, err := n.peers.conn(string(s.Address))
-			if err != nil {
-				return
-			}
-			cctx, cancel := context.WithTimeout(ctx, 700*time.Millisecond)
-			defer cancel()
-			resp, err := peerpb.NewPeerClient(cc).Info(cctx, req)
+			resp, err := n.askInfo(ctx, string(s.Address), req)
 			if err != nil {
 				return
 			}

@@ -189,6 +189,8 @@ Super {
     password="adminsecret";
 };
 EOF
+# The super user, super:secret, on both targets (the kazoo suite's reconfig).
+superdigest=super:lK75jTNcA+U9vtVEw5vB51mj/w4=
 
 host() { echo "$net.$((10 + $1))"; }
 addr() { echo "$(host "$1"):2181"; }
@@ -205,8 +207,10 @@ else
 		echo "$i" >"$dir/node$i/myid"
 		# Each server's client address in its server line, as coordd lists
 		# them in /zookeeper/config; TTL nodes on (coordd's default) and
-		# containers checked every second (coordd's --reap-interval).
+		# containers checked every second (coordd's --reap-interval);
+		# reconfig on (coordd's is), for the super user.
 		cat >"$dir/node$i/zoo.cfg" <<EOF
+reconfigEnabled=true
 tickTime=2000
 initLimit=10
 syncLimit=5
@@ -227,11 +231,12 @@ start_node() {
 		GOMAXPROCS=$procs "$bin/coordd" --id "$i" --data-dir "$dir/node$i" \
 			--client-addr "$(addr "$i")" --peer-addr "$(host "$i"):2888" --peers "$peers" \
 			--4lw-commands '*' --sasl-users "$dir/server-jaas.conf" --sasl-super-user super \
-			--log-level warn >>"$dir/node$i.log" 2>&1 &
+			--superdigest "$superdigest" --log-level warn >>"$dir/node$i.log" 2>&1 &
 	else
 		java -Xmx256m -Dzookeeper.extendedTypesEnabled=true -Dznode.container.checkIntervalMs=1000 \
 			-Djava.security.auth.login.config="$dir/server-jaas.conf" -Dzookeeper.superUser=super \
 			-Dzookeeper.authProvider.sasl=org.apache.zookeeper.server.auth.SASLAuthenticationProvider \
+			-Dzookeeper.DigestAuthenticationProvider.superDigest="$superdigest" \
 			-Dorg.slf4j.simpleLogger.defaultLogLevel=warn -cp "${fixes:+$fixes:}$zkjar:/usr/share/java/slf4j-simple.jar" \
 			org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/node$i/zoo.cfg" >>"$dir/node$i.log" 2>&1 &
 	fi

@@ -378,7 +378,7 @@ func (*Command_SetLevel) isCommand_Cmd() {}
 //	2  ZooKeeper-protocol requests keyed by their connection (Write.epoch,
 //	   CloseSession.epoch, AddAuth.epoch, a ResumeSession with its epoch on
 //	   every ZooKeeper-protocol reconnect), and cached replies checked
-//	   against a digest of their request
+//	   against a digest of their request; ClientAddress.election_port
 type SetLevel struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Level         int64                  `protobuf:"varint,1,opt,name=level,proto3" json:"level,omitempty"`
@@ -423,15 +423,23 @@ func (x *SetLevel) GetLevel() int64 {
 	return 0
 }
 
-// ClientAddress registers the client address of a member of the cluster
-// (its --client-addr), for ZooKeeper's /zookeeper/config: each server
-// submits its own when the replicated configuration lacks it or shows
-// another. It changes no membership (that is Raft's configuration); an id
-// that is not a member is ignored.
+// ClientAddress records what /zookeeper/config shows of a member beyond
+// Raft's configuration: its client address (the leader registers the
+// member's --client-addr when the text lacks it or shows one that does not
+// agree, and records the one a reconfig gave when it adds the member), and
+// the election port a reconfig gave. It changes no membership (that is
+// Raft's configuration); an id that is not a member is ignored.
 type ClientAddress struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ServerId      string                 `protobuf:"bytes,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
-	Address       string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	ServerId string                 `protobuf:"bytes,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	// address is the client address; empty leaves the listed one as it is
+	// (only with election_port: before cluster level 2 it is never empty).
+	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	// election_port is ZooKeeper's second peer port as a reconfig gave it,
+	// shown back in the member's line (coordd has none); empty leaves the
+	// line's as it is. Cluster level 2: a server before it ignores the field,
+	// so it is proposed only once every server is at level 2.
+	ElectionPort  string `protobuf:"bytes,3,opt,name=election_port,json=electionPort,proto3" json:"election_port,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -476,6 +484,13 @@ func (x *ClientAddress) GetServerId() string {
 func (x *ClientAddress) GetAddress() string {
 	if x != nil {
 		return x.Address
+	}
+	return ""
+}
+
+func (x *ClientAddress) GetElectionPort() string {
+	if x != nil {
+		return x.ElectionPort
 	}
 	return ""
 }
@@ -2061,10 +2076,11 @@ const file_fsm_cmdpb_command_proto_rawDesc = "" +
 	" \x01(\v2\x17.coordd.cmd.v1.SetLevelH\x00R\bsetLevelB\x05\n" +
 	"\x03cmd\" \n" +
 	"\bSetLevel\x12\x14\n" +
-	"\x05level\x18\x01 \x01(\x03R\x05level\"F\n" +
+	"\x05level\x18\x01 \x01(\x03R\x05level\"k\n" +
 	"\rClientAddress\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x18\n" +
-	"\aaddress\x18\x02 \x01(\tR\aaddress\"\xba\x03\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12#\n" +
+	"\relection_port\x18\x03 \x01(\tR\felectionPort\"\xba\x03\n" +
 	"\x05Write\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x03R\tsessionId\x12\x10\n" +

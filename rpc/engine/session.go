@@ -340,10 +340,19 @@ func (s *Session) runSync(en *entry) {
 // reconfig makes a reconfig's membership change and returns the index of
 // the new configuration. Only the super user may, as in ZooKeeper, whose
 // reconfig needs WRITE on /zookeeper/config, readable by all and writable
-// by none.
+// by none; as there, that is asked only of a request that passes its
+// checks (checkReconfig).
 func (s *Session) reconfig(r Reconfig) (int64, error) {
 	super := false
-	s.e.cfg.FSM.Read(func(v fsm.View) { super = s.requester(v).Super() })
+	var err error
+	s.e.cfg.FSM.Read(func(v fsm.View) {
+		if err = checkReconfig(v, r); err == nil {
+			super = s.requester(v).Super()
+		}
+	})
+	if err != nil {
+		return 0, err
+	}
 	if !super {
 		return 0, &Error{Code: NoAuth, Message: "reconfig: only the super user may change the membership (addauth digest as the --superdigest user)"}
 	}

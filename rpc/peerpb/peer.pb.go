@@ -881,7 +881,12 @@ type ChangeMembersRequest struct {
 	//	*ChangeMembersRequest_Remove
 	//	*ChangeMembersRequest_Promote
 	//	*ChangeMembersRequest_Transfer
-	Change        isChangeMembersRequest_Change `protobuf_oneof:"change"`
+	Change isChangeMembersRequest_Change `protobuf_oneof:"change"`
+	// zk_spec, with add, is what a ZooKeeper reconfig gave for the server
+	// beyond its peer address and role, for /zookeeper/config to show back
+	// (a leader older than the field adds the server all the same, and
+	// shows what it did before).
+	ZkSpec        *ZooKeeperSpec `protobuf:"bytes,5,opt,name=zk_spec,json=zkSpec,proto3" json:"zk_spec,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -959,6 +964,13 @@ func (x *ChangeMembersRequest) GetTransfer() *apipb.TransferLeadershipRequest {
 	return nil
 }
 
+func (x *ChangeMembersRequest) GetZkSpec() *ZooKeeperSpec {
+	if x != nil {
+		return x.ZkSpec
+	}
+	return nil
+}
+
 type isChangeMembersRequest_Change interface {
 	isChangeMembersRequest_Change()
 }
@@ -986,6 +998,61 @@ func (*ChangeMembersRequest_Remove) isChangeMembersRequest_Change() {}
 func (*ChangeMembersRequest_Promote) isChangeMembersRequest_Change() {}
 
 func (*ChangeMembersRequest_Transfer) isChangeMembersRequest_Change() {}
+
+// ZooKeeperSpec is the part of a server's line in ZooKeeper's dynamic
+// configuration that coordd only records: its client address
+// (CLIENTHOST:CLIENTPORT) and its election port, each empty when not given.
+type ZooKeeperSpec struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ClientAddress string                 `protobuf:"bytes,1,opt,name=client_address,json=clientAddress,proto3" json:"client_address,omitempty"`
+	ElectionPort  string                 `protobuf:"bytes,2,opt,name=election_port,json=electionPort,proto3" json:"election_port,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ZooKeeperSpec) Reset() {
+	*x = ZooKeeperSpec{}
+	mi := &file_rpc_peerpb_peer_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ZooKeeperSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ZooKeeperSpec) ProtoMessage() {}
+
+func (x *ZooKeeperSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_peerpb_peer_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ZooKeeperSpec.ProtoReflect.Descriptor instead.
+func (*ZooKeeperSpec) Descriptor() ([]byte, []int) {
+	return file_rpc_peerpb_peer_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ZooKeeperSpec) GetClientAddress() string {
+	if x != nil {
+		return x.ClientAddress
+	}
+	return ""
+}
+
+func (x *ZooKeeperSpec) GetElectionPort() string {
+	if x != nil {
+		return x.ElectionPort
+	}
+	return ""
+}
 
 var File_rpc_peerpb_peer_proto protoreflect.FileDescriptor
 
@@ -1051,13 +1118,17 @@ const file_rpc_peerpb_peer_proto_rawDesc = "" +
 	"read_index\x18\x02 \x01(\v2!.coordd.peer.v1.ReadIndexResponseH\x00R\treadIndex\x122\n" +
 	"\x04term\x18\x03 \x01(\v2\x1c.coordd.peer.v1.TermResponseH\x00R\x04term\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05errorB\x06\n" +
-	"\x04kind\"\x9c\x02\n" +
+	"\x04kind\"\xd4\x02\n" +
 	"\x14ChangeMembersRequest\x123\n" +
 	"\x03add\x18\x01 \x01(\v2\x1f.coordd.api.v1.AddMemberRequestH\x00R\x03add\x12<\n" +
 	"\x06remove\x18\x02 \x01(\v2\".coordd.api.v1.RemoveMemberRequestH\x00R\x06remove\x12?\n" +
 	"\apromote\x18\x03 \x01(\v2#.coordd.api.v1.PromoteMemberRequestH\x00R\apromote\x12F\n" +
-	"\btransfer\x18\x04 \x01(\v2(.coordd.api.v1.TransferLeadershipRequestH\x00R\btransferB\b\n" +
-	"\x06change2\x8f\x04\n" +
+	"\btransfer\x18\x04 \x01(\v2(.coordd.api.v1.TransferLeadershipRequestH\x00R\btransfer\x126\n" +
+	"\azk_spec\x18\x05 \x01(\v2\x1d.coordd.peer.v1.ZooKeeperSpecR\x06zkSpecB\b\n" +
+	"\x06change\"[\n" +
+	"\rZooKeeperSpec\x12%\n" +
+	"\x0eclient_address\x18\x01 \x01(\tR\rclientAddress\x12#\n" +
+	"\relection_port\x18\x02 \x01(\tR\felectionPort2\x8f\x04\n" +
 	"\x04Peer\x12N\n" +
 	"\aForward\x12\x1e.coordd.peer.v1.ForwardRequest\x1a\x1f.coordd.peer.v1.ForwardResponse(\x010\x01\x12P\n" +
 	"\tReadIndex\x12 .coordd.peer.v1.ReadIndexRequest\x1a!.coordd.peer.v1.ReadIndexResponse\x12D\n" +
@@ -1079,7 +1150,7 @@ func file_rpc_peerpb_peer_proto_rawDescGZIP() []byte {
 	return file_rpc_peerpb_peer_proto_rawDescData
 }
 
-var file_rpc_peerpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_rpc_peerpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_rpc_peerpb_peer_proto_goTypes = []any{
 	(*ForwardRequest)(nil),                  // 0: coordd.peer.v1.ForwardRequest
 	(*ForwardResponse)(nil),                 // 1: coordd.peer.v1.ForwardResponse
@@ -1094,40 +1165,42 @@ var file_rpc_peerpb_peer_proto_goTypes = []any{
 	(*AskRequest)(nil),                      // 10: coordd.peer.v1.AskRequest
 	(*AskResponse)(nil),                     // 11: coordd.peer.v1.AskResponse
 	(*ChangeMembersRequest)(nil),            // 12: coordd.peer.v1.ChangeMembersRequest
-	(*apipb.AddMemberRequest)(nil),          // 13: coordd.api.v1.AddMemberRequest
-	(*apipb.RemoveMemberRequest)(nil),       // 14: coordd.api.v1.RemoveMemberRequest
-	(*apipb.PromoteMemberRequest)(nil),      // 15: coordd.api.v1.PromoteMemberRequest
-	(*apipb.TransferLeadershipRequest)(nil), // 16: coordd.api.v1.TransferLeadershipRequest
-	(*apipb.MembersResponse)(nil),           // 17: coordd.api.v1.MembersResponse
+	(*ZooKeeperSpec)(nil),                   // 13: coordd.peer.v1.ZooKeeperSpec
+	(*apipb.AddMemberRequest)(nil),          // 14: coordd.api.v1.AddMemberRequest
+	(*apipb.RemoveMemberRequest)(nil),       // 15: coordd.api.v1.RemoveMemberRequest
+	(*apipb.PromoteMemberRequest)(nil),      // 16: coordd.api.v1.PromoteMemberRequest
+	(*apipb.TransferLeadershipRequest)(nil), // 17: coordd.api.v1.TransferLeadershipRequest
+	(*apipb.MembersResponse)(nil),           // 18: coordd.api.v1.MembersResponse
 }
 var file_rpc_peerpb_peer_proto_depIdxs = []int32{
 	2,  // 0: coordd.peer.v1.AskRequest.read_index:type_name -> coordd.peer.v1.ReadIndexRequest
 	8,  // 1: coordd.peer.v1.AskRequest.term:type_name -> coordd.peer.v1.TermRequest
 	3,  // 2: coordd.peer.v1.AskResponse.read_index:type_name -> coordd.peer.v1.ReadIndexResponse
 	9,  // 3: coordd.peer.v1.AskResponse.term:type_name -> coordd.peer.v1.TermResponse
-	13, // 4: coordd.peer.v1.ChangeMembersRequest.add:type_name -> coordd.api.v1.AddMemberRequest
-	14, // 5: coordd.peer.v1.ChangeMembersRequest.remove:type_name -> coordd.api.v1.RemoveMemberRequest
-	15, // 6: coordd.peer.v1.ChangeMembersRequest.promote:type_name -> coordd.api.v1.PromoteMemberRequest
-	16, // 7: coordd.peer.v1.ChangeMembersRequest.transfer:type_name -> coordd.api.v1.TransferLeadershipRequest
-	0,  // 8: coordd.peer.v1.Peer.Forward:input_type -> coordd.peer.v1.ForwardRequest
-	2,  // 9: coordd.peer.v1.Peer.ReadIndex:input_type -> coordd.peer.v1.ReadIndexRequest
-	4,  // 10: coordd.peer.v1.Peer.Touch:input_type -> coordd.peer.v1.TouchRequest
-	6,  // 11: coordd.peer.v1.Peer.Info:input_type -> coordd.peer.v1.InfoRequest
-	8,  // 12: coordd.peer.v1.Peer.Term:input_type -> coordd.peer.v1.TermRequest
-	10, // 13: coordd.peer.v1.Peer.Ask:input_type -> coordd.peer.v1.AskRequest
-	12, // 14: coordd.peer.v1.Peer.ChangeMembers:input_type -> coordd.peer.v1.ChangeMembersRequest
-	1,  // 15: coordd.peer.v1.Peer.Forward:output_type -> coordd.peer.v1.ForwardResponse
-	3,  // 16: coordd.peer.v1.Peer.ReadIndex:output_type -> coordd.peer.v1.ReadIndexResponse
-	5,  // 17: coordd.peer.v1.Peer.Touch:output_type -> coordd.peer.v1.TouchResponse
-	7,  // 18: coordd.peer.v1.Peer.Info:output_type -> coordd.peer.v1.InfoResponse
-	9,  // 19: coordd.peer.v1.Peer.Term:output_type -> coordd.peer.v1.TermResponse
-	11, // 20: coordd.peer.v1.Peer.Ask:output_type -> coordd.peer.v1.AskResponse
-	17, // 21: coordd.peer.v1.Peer.ChangeMembers:output_type -> coordd.api.v1.MembersResponse
-	15, // [15:22] is the sub-list for method output_type
-	8,  // [8:15] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	14, // 4: coordd.peer.v1.ChangeMembersRequest.add:type_name -> coordd.api.v1.AddMemberRequest
+	15, // 5: coordd.peer.v1.ChangeMembersRequest.remove:type_name -> coordd.api.v1.RemoveMemberRequest
+	16, // 6: coordd.peer.v1.ChangeMembersRequest.promote:type_name -> coordd.api.v1.PromoteMemberRequest
+	17, // 7: coordd.peer.v1.ChangeMembersRequest.transfer:type_name -> coordd.api.v1.TransferLeadershipRequest
+	13, // 8: coordd.peer.v1.ChangeMembersRequest.zk_spec:type_name -> coordd.peer.v1.ZooKeeperSpec
+	0,  // 9: coordd.peer.v1.Peer.Forward:input_type -> coordd.peer.v1.ForwardRequest
+	2,  // 10: coordd.peer.v1.Peer.ReadIndex:input_type -> coordd.peer.v1.ReadIndexRequest
+	4,  // 11: coordd.peer.v1.Peer.Touch:input_type -> coordd.peer.v1.TouchRequest
+	6,  // 12: coordd.peer.v1.Peer.Info:input_type -> coordd.peer.v1.InfoRequest
+	8,  // 13: coordd.peer.v1.Peer.Term:input_type -> coordd.peer.v1.TermRequest
+	10, // 14: coordd.peer.v1.Peer.Ask:input_type -> coordd.peer.v1.AskRequest
+	12, // 15: coordd.peer.v1.Peer.ChangeMembers:input_type -> coordd.peer.v1.ChangeMembersRequest
+	1,  // 16: coordd.peer.v1.Peer.Forward:output_type -> coordd.peer.v1.ForwardResponse
+	3,  // 17: coordd.peer.v1.Peer.ReadIndex:output_type -> coordd.peer.v1.ReadIndexResponse
+	5,  // 18: coordd.peer.v1.Peer.Touch:output_type -> coordd.peer.v1.TouchResponse
+	7,  // 19: coordd.peer.v1.Peer.Info:output_type -> coordd.peer.v1.InfoResponse
+	9,  // 20: coordd.peer.v1.Peer.Term:output_type -> coordd.peer.v1.TermResponse
+	11, // 21: coordd.peer.v1.Peer.Ask:output_type -> coordd.peer.v1.AskResponse
+	18, // 22: coordd.peer.v1.Peer.ChangeMembers:output_type -> coordd.api.v1.MembersResponse
+	16, // [16:23] is the sub-list for method output_type
+	9,  // [9:16] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_rpc_peerpb_peer_proto_init() }
@@ -1155,7 +1228,7 @@ func file_rpc_peerpb_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rpc_peerpb_peer_proto_rawDesc), len(file_rpc_peerpb_peer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -26,10 +26,11 @@ import time
 import traceback
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import (AuthFailedError, BadVersionError,
-                              NoAuthError, NoChildrenForEphemeralsError,
-                              NodeExistsError, NoNodeError, NotEmptyError,
-                              RolledBackError, RuntimeInconsistency)
+from kazoo.exceptions import (AuthFailedError, BadArgumentsError,
+                              BadVersionError, NoAuthError,
+                              NoChildrenForEphemeralsError, NodeExistsError,
+                              NoNodeError, NotEmptyError, RolledBackError,
+                              RuntimeInconsistency)
 from kazoo.protocol.states import EventType, KazooState, KeeperState
 from kazoo.security import make_acl, make_digest_acl
 
@@ -554,6 +555,47 @@ def t_sasl():
             c.close()
 
 
+def t_reconfig():
+    """reconfig as ZooKeeper 3.8 answers it: a request is checked before the
+    caller's rights (a line that is none is BadArguments, a version from the
+    future BadVersion, NoAuth only for a request that could be made), and a
+    server added is shown in the new configuration as it was given, client
+    address included. The cluster's super user is super:secret (make compat
+    starts both targets so, ZooKeeper with reconfigEnabled)."""
+    plain = client()
+    admin = client()
+    admin.add_auth("digest", "super:secret")
+    line = "server.100=0.0.0.0:12888:13888:observer;0.0.0.0:12181"
+    try:
+        before, st = plain.get("/zookeeper/config")
+        raises(BadArgumentsError, plain.reconfig, joining="some thing", leaving=None, new_members=None)
+        raises(BadVersionError, plain.reconfig, joining=None, leaving="3", new_members=None,
+               from_config=st.mzxid + 1000)
+        raises(NoAuthError, plain.reconfig, joining=None, leaving="3", new_members=None)
+        plain.sync("/zookeeper/config")
+        eq(before, plain.get("/zookeeper/config")[0], "the configuration after the refused reconfigs")
+        data, st = admin.reconfig(joining=line, leaving=None, new_members=None)
+        shown = [l for l in data.decode().splitlines() if l.startswith("server.100=")]
+        # coordd shows the election port once every server records one
+        # (cluster level 2), 0 before; ZooKeeper always.
+        want = [line]
+        if os.environ.get("COMPAT_TARGET") == "coordd":
+            want.append(line.replace(":13888:", ":0:"))
+        that(len(shown) == 1 and shown[0] in want, "server 100 in the new configuration: %r, want one of %r in:\n%s",
+             shown, want, data.decode())
+        eq(data, admin.get("/zookeeper/config")[0], "getConfig after the reconfig")
+        data, _ = admin.reconfig(joining=None, leaving="100", new_members=None, from_config=st.mzxid)
+        that(b"server.100=" not in data, "server 100 left, and is still shown:\n%s", data.decode())
+    finally:
+        try:
+            admin.reconfig(joining=None, leaving="100", new_members=None)
+        except Exception:  # noqa: BLE001 - gone already
+            pass
+        for c in (plain, admin):
+            c.stop()
+            c.close()
+
+
 def t_sasl_refused():
     """A wrong password: the server answers AuthFailed and closes the
     connection, and kazoo gives up (AUTH_FAILED, the session LOST); an
@@ -601,6 +643,7 @@ def main():
     test("Election: one leader at a time, each in turn", t_election)
     test("SASL DIGEST-MD5: sasl:bob is bob's; auth:: is sasl:bob; the SASL user super", t_sasl)
     test("SASL refused: a wrong password, addAuth sasl", t_sasl_refused)
+    test("reconfig: checked before the caller's rights, the server shown as given", t_reconfig)
     test("session moves when its server dies: ephemeral kept, watches fire", t_move)
     try:
         # With retries: the session-move check may have killed admin's server.
