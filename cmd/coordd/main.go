@@ -8,6 +8,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -131,7 +132,7 @@ func runUntil(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) in
 		}
 		conCfg = &cfg
 	}
-	node, err := rpc.NewNode(rpc.Config{
+	node, code := startNode(stderr, stop, rpc.Config{
 		ID: *id, DataDir: *dataDir, RaftLog: *raftLog, ClientAddr: *clientAddr, PeerAddr: *peerAddr, Peers: peerList, Join: *join,
 		Tick: *tick, MinSessionTimeout: *minSession, MaxSessionTimeout: *maxSession,
 		SnapshotThreshold: *snapThresh, TrailingLogs: *trailing, SnapshotInterval: *snapEvery, MaxDataSize: *maxData,
@@ -142,9 +143,8 @@ func runUntil(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) in
 		PeerTLS: rpc.TLSFiles{Cert: *peerCert, Key: *peerKey, CA: *peerCA}, MetricsAddr: *metricsAddr,
 		MetricsPprof: *pprofAddr != "" && *pprofAddr == *metricsAddr,
 	})
-	if err != nil {
-		fmt.Fprintf(stderr, "coordd: %v\n", err)
-		return 1
+	if node == nil {
+		return code
 	}
 	if *pprofAddr != "" && *pprofAddr != *metricsAddr {
 		ln, err := net.Listen("tcp", *pprofAddr)
@@ -194,6 +194,51 @@ func runUntil(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) in
 		return 1
 	}
 	return 0
+}
+
+// startNode starts the server, or stops starting it at the first signal
+// from stop: the signal handler is installed before the start (run), so
+// that a start that takes a while (a large log or snapshot to load, peers
+// to ask) can still be interrupted. A second signal exits without waiting
+// for the start to wind down. It returns the node, or nil and the exit
+// status (0 when a signal stopped the start).
+func startNode(stderr io.Writer, stop <-chan os.Signal, cfg rpc.Config) (*rpc.Node, int) {
+	ctx, abort := context.WithCancel(context.Background())
+	defer abort()
+	type started struct {
+		node *rpc.Node
+		err  error
+	}
+	done := make(chan started, 1)
+	go func() {
+		n, err := rpc.NewNodeContext(ctx, cfg)
+		done <- started{n, err}
+	}()
+	var r started
+	select {
+	case r = <-done:
+	case s := <-stop:
+		fmt.Fprintf(stderr, "coordd: %v while starting: stopping\n", s)
+		abort()
+		select {
+		case r = <-done:
+		case s := <-stop:
+			fmt.Fprintf(stderr, "coordd: %v again: exiting without waiting for the start to wind down\n", s)
+			return nil, 1
+		}
+		if r.err == nil { // started just before the abort
+			r.node.Close()
+			return nil, 0
+		}
+		if errors.Is(r.err, context.Canceled) {
+			return nil, 0
+		}
+	}
+	if r.err != nil {
+		fmt.Fprintf(stderr, "coordd: %v\n", r.err)
+		return nil, 1
+	}
+	return r.node, 0
 }
 
 // buildVersion is the version this binary reports: the one make build
