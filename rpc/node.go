@@ -92,6 +92,7 @@ type Node struct {
 	closeOnce sync.Once
 
 	built    chan struct{} // closed once NewNode has returned the node
+	member   chan struct{} // closed once this server is in the configuration (Member)
 	haltOnce sync.Once
 	halted   chan struct{} // closed by halt
 	haltErr  error         // set before halted closes
@@ -173,7 +174,7 @@ func NewNodeContext(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), halted: make(chan struct{}), built: make(chan struct{})}
+	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), halted: make(chan struct{}), built: make(chan struct{}), member: make(chan struct{})}
 	n.refusals = newRefusals(n.log)
 	if err := n.loadTLS(); err != nil {
 		return nil, err
@@ -404,6 +405,11 @@ func NewNodeContext(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.start(n.watchQuorum)
 	n.start(n.trackReadiness)
 	n.start(n.countLeaderChanges)
+	if n.inConfiguration() { // read from the log and snapshot by raft.NewRaft
+		close(n.member)
+	} else {
+		n.start(n.watchMember)
+	}
 	if n.adminLn != nil {
 		n.serveAdmin(n.adminLn)
 	}
@@ -543,6 +549,7 @@ func (s slogSink) Accept(name string, level hclog.Level, msg string, args ...int
 	if l, ok := routineRaftLogs[msg]; ok && l < lvl {
 		lvl = l
 	}
+	lvl = catchUpLevel(msg, lvl, args)
 	if s.peers != nil {
 		lvl = s.peers.level(msg, lvl, args)
 	}

@@ -167,24 +167,42 @@ func runUntil(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) in
 	}
 	stopRelease := startIdleRelease(*idleRelease, os.Getenv("GOGC") == "off")
 	defer stopRelease()
-	fmt.Fprintf(stderr, "coordd %s: server %s serving clients on %s%s (peers on %s%s, data in %s)\n", buildVersion(), *id, node.ClientAddr(), tlsNote(*certFile, *certAuth), *peerAddr, peerTLSNote(*peerCert), *dataDir)
+	serving := func() {
+		fmt.Fprintf(stderr, "coordd %s: server %s serving clients on %s%s (peers on %s%s, data in %s)\n", buildVersion(), *id, node.ClientAddr(), tlsNote(*certFile, *certAuth), *peerAddr, peerTLSNote(*peerCert), *dataDir)
+	}
+	// A server that joins serves no client until the leader adds it: it
+	// says so, and what adds it, and says it serves once it does.
+	member := node.Member()
+	select {
+	case <-member:
+		serving()
+		member = nil
+	default:
+		fmt.Fprintf(stderr, "coordd %s: server %s waiting to be added (coordctl member add %s %s); it serves clients on %s once it is a member\n", buildVersion(), *id, *id, *peerAddr, node.ClientAddr())
+	}
 	if a := node.MetricsAddr(); a != "" {
 		fmt.Fprintf(stderr, "coordd: metrics and health on http://%s (/metrics, /livez, /readyz)\n", a)
 		if web != nil {
 			fmt.Fprintf(stderr, "coordd: web console on http://%s/ (%s)\n", a, consoleMode(conCfg.Writes))
 		}
 	}
-	select {
-	case s := <-stop:
-		fmt.Fprintf(stderr, "coordd: %v: shutting down\n", s)
-	case <-node.Halted():
-		// The server closed itself: its log holds an entry it can neither
-		// apply nor skip.
-		if web != nil {
-			web.Close()
+	for running := true; running; {
+		select {
+		case <-member:
+			serving()
+			member = nil
+		case s := <-stop:
+			fmt.Fprintf(stderr, "coordd: %v: shutting down\n", s)
+			running = false
+		case <-node.Halted():
+			// The server closed itself: its log holds an entry it can
+			// neither apply nor skip.
+			if web != nil {
+				web.Close()
+			}
+			fmt.Fprintf(stderr, "coordd: %v\n", node.HaltErr())
+			return 1
 		}
-		fmt.Fprintf(stderr, "coordd: %v\n", node.HaltErr())
-		return 1
 	}
 	if web != nil {
 		web.Close() // its session, before the server goes

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +13,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/coordd/coordd/rpc/apipb"
 )
 
 // TestDataDirInUse: a second coordd on the data dir of a running one fails
@@ -116,5 +122,85 @@ func TestSignalWhileStarting(t *testing.T) {
 			continue
 		}
 		ln.Close()
+	}
+}
+
+// TestJoinerSaysItWaits: a server started with --join says it waits to be
+// added, and the command that adds it, not that it serves; once added it
+// says it serves; and at the default level neither it nor the leader logs
+// a warning on the way (it used to log two).
+func TestJoinerSaysItWaits(t *testing.T) {
+	type server struct {
+		stop   chan os.Signal
+		done   chan int
+		stderr *syncBuffer
+	}
+	start := func(args ...string) *server {
+		s := &server{stop: make(chan os.Signal, 1), done: make(chan int, 1), stderr: &syncBuffer{}}
+		go func() {
+			s.done <- runUntil(append(args, "--heartbeat-timeout", "200ms", "--election-timeout", "200ms", "--tick", "200ms"), io.Discard, s.stderr, s.stop)
+		}()
+		t.Cleanup(func() {
+			s.stop <- syscall.SIGTERM
+			select {
+			case <-s.done:
+			case <-time.After(20 * time.Second):
+				t.Errorf("a server did not stop; stderr:\n%s", s.stderr.String())
+			}
+		})
+		return s
+	}
+	client1 := freeAddr(t)
+	first := start("--id", "1", "--data-dir", t.TempDir(), "--client-addr", client1, "--peer-addr", freeAddr(t))
+	if !waitUntil(30*time.Second, func() bool { return strings.Contains(first.stderr.String(), "server 1 serving clients") }) {
+		t.Fatalf("server 1 did not start:\n%s", first.stderr.String())
+	}
+	client4, peer4 := freeAddr(t), freeAddr(t)
+	joiner := start("--id", "4", "--join", "--data-dir", t.TempDir(), "--client-addr", client4, "--peer-addr", peer4)
+	waiting := fmt.Sprintf("server 4 waiting to be added (coordctl member add 4 %s)", peer4)
+	if !waitUntil(30*time.Second, func() bool { return strings.Contains(joiner.stderr.String(), waiting) }) {
+		t.Fatalf("the joiner does not say %q:\n%s", waiting, joiner.stderr.String())
+	}
+	if strings.Contains(joiner.stderr.String(), "serving clients") {
+		t.Fatalf("the joiner says it serves before it is added:\n%s", joiner.stderr.String())
+	}
+
+	cc, err := grpc.NewClient(client1, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// Added once server 1 has elected itself (it serves before).
+	var addErr error
+	if !waitUntil(30*time.Second, func() bool {
+		_, addErr = apipb.NewCoordClient(cc).AddMember(ctx, &apipb.AddMemberRequest{Id: "4", PeerAddress: peer4, NonVoter: true})
+		return addErr == nil
+	}) {
+		t.Fatalf("adding server 4: %v", addErr)
+	}
+	serving := "server 4 serving clients on " + client4
+	if !waitUntil(30*time.Second, func() bool { return strings.Contains(joiner.stderr.String(), serving) }) {
+		t.Fatalf("the added server does not say %q:\n%s", serving, joiner.stderr.String())
+	}
+	// Its first client: what it serves, it has caught up to.
+	if !waitUntil(30*time.Second, func() bool {
+		cc4, err := grpc.NewClient(client4, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return false
+		}
+		defer cc4.Close()
+		sctx, scancel := context.WithTimeout(ctx, time.Second)
+		defer scancel()
+		resp, err := apipb.NewCoordClient(cc4).Status(sctx, &apipb.StatusRequest{})
+		return err == nil && len(resp.GetMembers()) == 2
+	}) {
+		t.Fatal("the added server never reports both members")
+	}
+	for name, s := range map[string]*server{"the joiner": joiner, "the leader": first} {
+		if out := s.stderr.String(); strings.Contains(out, "level=WARN") || strings.Contains(out, "level=ERROR") {
+			t.Errorf("%s logged at warn or above at the default level:\n%s", name, out)
+		}
 	}
 }
