@@ -31,7 +31,10 @@ PLATFORMS ?= linux/amd64 linux/arm64 darwin/arm64
 
 all: build
 
+## build: the first build downloads and compiles every dependency, which
+## takes minutes on a small machine: it says so rather than sit silent.
 build:
+	@[ -x $(BIN)/coordd ] || echo "building $(BIN)/coordd and $(BIN)/coordctl (first time: a few minutes)"
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/coordd ./cmd/coordd
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/coordctl ./cmd/coordctl
 

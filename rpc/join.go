@@ -103,6 +103,31 @@ func (n *Node) inConfiguration() bool {
 	return false
 }
 
+// Member returns a channel closed once this server is in the cluster's
+// configuration: at once for a server that bootstrapped a cluster or
+// restarts as a member, once the leader has added it for one that joins
+// (until then it serves no client).
+func (n *Node) Member() <-chan struct{} { return n.member }
+
+// memberPoll is how often a server waiting to be added looks whether it
+// has been (reading the configuration is an atomic load).
+const memberPoll = 50 * time.Millisecond
+
+// watchMember closes n.member once this server, not in the configuration
+// when it started, is.
+func (n *Node) watchMember() {
+	tk := time.NewTicker(memberPoll)
+	defer tk.Stop()
+	for !n.inConfiguration() {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-tk.C:
+		}
+	}
+	close(n.member)
+}
+
 // peersHaveCluster asks the other initial voters, briefly and at once,
 // whether one of them already belongs to a cluster (knows a Raft term: a
 // bootstrapped server does, one waiting to join does not).

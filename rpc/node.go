@@ -54,6 +54,7 @@ type Node struct {
 	raftSet atomic.Bool
 	trans   *raft.NetworkTransport
 	store   raftStore
+	dirLock *dirLock // the data dir's, held until Close
 	mux     *peerMux
 
 	clientLn    net.Listener
@@ -94,6 +95,7 @@ type Node struct {
 	closeOnce sync.Once
 
 	built    chan struct{} // closed once NewNode has returned the node
+	member   chan struct{} // closed once this server is in the configuration (Member)
 	haltOnce sync.Once
 	halted   chan struct{} // closed by halt
 	haltErr  error         // set before halted closes
@@ -160,12 +162,22 @@ const logCacheBytes = 1 << 20
 
 // NewNode opens the data dir, binds both listeners and starts Raft and the
 // servers. It returns an error (and leaves nothing running) on a bad config,
-// a busy port or a data dir of another server id.
-func NewNode(cfg Config) (_ *Node, err error) {
+// a busy port, a data dir in use (ErrDataDirInUse) or a data dir of another
+// server id.
+func NewNode(cfg Config) (*Node, error) {
+	return NewNodeContext(context.Background(), cfg)
+}
+
+// NewNodeContext is NewNode, abandoned when ctx ends before the server has
+// started: it then stops what it started and returns ctx's error (wrapped).
+// A start waits on the disk (opening the log, loading the last snapshot)
+// and, for a server that may join, on its peers for up to two seconds;
+// each step ends early or is followed by a check of ctx.
+func NewNodeContext(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), halted: make(chan struct{}), built: make(chan struct{})}
+	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), halted: make(chan struct{}), built: make(chan struct{}), member: make(chan struct{})}
 	n.refusals = newRefusals(n.log)
 	if err := n.loadTLS(); err != nil {
 		return nil, err
@@ -174,18 +186,34 @@ func NewNode(cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
+	stopAbort := context.AfterFunc(ctx, n.cancel)
 	var cleanup []func()
 	defer func() {
 		if err != nil {
+			stopAbort()
 			n.cancel()
 			for i := len(cleanup) - 1; i >= 0; i-- {
 				cleanup[i]()
 			}
 		}
 	}()
+	aborted := func() error {
+		if ctx.Err() != nil {
+			return fmt.Errorf("rpc: start abandoned: %w", context.Cause(ctx))
+		}
+		return nil
+	}
 
-	// Bind both listeners before touching the data dir, so that a server
-	// that cannot start (a port in use) leaves no trace in it.
+	// A data dir that exists is locked first of all, so that a second
+	// server on it is told so whatever its ports (dirlock.go). One that
+	// does not is created and locked once both listeners are bound, so
+	// that a server that cannot start (a port in use) leaves no trace.
+	if _, err := os.Stat(cfg.DataDir); err == nil {
+		if n.dirLock, err = lockDataDir(cfg.DataDir); err != nil {
+			return nil, err
+		}
+		cleanup = append(cleanup, n.dirLock.release)
+	}
 	peerLn, err := net.Listen("tcp", cfg.PeerAddr)
 	if err != nil {
 		return nil, fmt.Errorf("rpc: peer address %s: %w", cfg.PeerAddr, err)
@@ -202,6 +230,13 @@ func NewNode(cfg Config) (_ *Node, err error) {
 			return nil, fmt.Errorf("rpc: metrics address %s: %w", cfg.MetricsAddr, err)
 		}
 		cleanup = append(cleanup, func() { n.adminLn.Close() })
+	}
+
+	if n.dirLock == nil {
+		if n.dirLock, err = lockDataDir(cfg.DataDir); err != nil {
+			return nil, err
+		}
+		cleanup = append(cleanup, n.dirLock.release)
 	}
 
 	kind, err := chooseRaftLog(cfg.DataDir, cfg.RaftLog)
@@ -250,6 +285,9 @@ func NewNode(cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("rpc: opening raft store (%s) in %s: %w", kind, cfg.DataDir, err)
 	}
 	cleanup = append(cleanup, func() { n.store.Close() })
+	if err := aborted(); err != nil {
+		return nil, err
+	}
 	var store raft.LogStore = n.store
 	if cfg.wrapLogStore != nil {
 		store = cfg.wrapLogStore(store)
@@ -302,6 +340,9 @@ func NewNode(cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	joining := !existing && (cfg.joins() || cfg.Join && n.peersHaveCluster())
+	if err := aborted(); err != nil {
+		return nil, err
+	}
 	if joining {
 		n.log.Info("joining: waiting for the leader to add this server", "peer", cfg.PeerAddr)
 	}
@@ -326,6 +367,9 @@ func NewNode(cfg Config) (_ *Node, err error) {
 	n.raftSet.Store(true)
 	n.peerLogs.setAddrOf(n.addrOfServer)
 	cleanup = append(cleanup, func() { _ = n.raft.Shutdown().Error() })
+	if err := aborted(); err != nil {
+		return nil, err
+	}
 
 	kp := keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true}
 	n.clientGRPC = grpc.NewServer(
@@ -367,11 +411,23 @@ func NewNode(cfg Config) (_ *Node, err error) {
 	n.start(n.watchQuorum)
 	n.start(n.trackReadiness)
 	n.start(n.countLeaderChanges)
+	if n.inConfiguration() { // read from the log and snapshot by raft.NewRaft
+		close(n.member)
+	} else {
+		n.start(n.watchMember)
+	}
 	if n.adminLn != nil {
 		n.serveAdmin(n.adminLn)
 	}
-	n.log.Info("server started", "client", n.clientLn.Addr().String(), "peer", cfg.PeerAddr, "metrics", n.MetricsAddr())
 	close(n.built)
+	if !stopAbort() {
+		// ctx ended at the last moment, and n.ctx with it: everything
+		// is built, so Close stops it.
+		cleanup = nil
+		n.Close()
+		return nil, aborted()
+	}
+	n.log.Info("server started", "client", n.clientLn.Addr().String(), "peer", cfg.PeerAddr, "metrics", n.MetricsAddr())
 	return n, nil
 }
 
@@ -442,6 +498,7 @@ func (n *Node) Close() error {
 		n.mux.close()
 		n.wg.Wait()
 		n.store.Close()
+		n.dirLock.release()
 	})
 	return nil
 }
@@ -498,6 +555,7 @@ func (s slogSink) Accept(name string, level hclog.Level, msg string, args ...int
 	if l, ok := routineRaftLogs[msg]; ok && l < lvl {
 		lvl = l
 	}
+	lvl = catchUpLevel(msg, lvl, args)
 	if s.peers != nil {
 		lvl = s.peers.level(msg, lvl, args)
 	}

@@ -200,6 +200,16 @@ func RestoreBackup(path string, cfg RestoreConfig) (*Restored, error) {
 		return nil, fmt.Errorf("%s: %w: the header says index %d, the state %d", path, backup.ErrCorrupt, info.Header.Index, seed.Index-1)
 	}
 
+	// Written under the data dir's lock, and checked again under it: a
+	// server may have started on the dir meanwhile.
+	lock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.release()
+	if hasRaftState(cfg.DataDir) {
+		return nil, fmt.Errorf("%w: %s holds a server's Raft state; restore into a new, empty dir", ErrRestoreNotEmpty, cfg.DataDir)
+	}
 	if err := claimDataDir(cfg.DataDir, cfg.ID); err != nil {
 		return nil, err
 	}

@@ -71,6 +71,13 @@ func TestRestoreBackup(t *testing.T) {
 		}
 		return p
 	}
+	// An empty data dir that a server (here: this process) holds.
+	held := t.TempDir()
+	lock, err := lockDataDir(held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.release()
 	flipped := append([]byte(nil), good...)
 	flipped[len(flipped)/2] ^= 1
 	for _, tc := range []struct {
@@ -83,6 +90,7 @@ func TestRestoreBackup(t *testing.T) {
 		{bad("empty", nil), cfg, backup.ErrTruncated},
 		{bad("other", []byte("#!/bin/sh\necho this is not a backup\n")), cfg, backup.ErrNotBackup},
 		{file, RestoreConfig{ID: "1", DataDir: n.cfg.DataDir}, ErrRestoreNotEmpty},
+		{file, RestoreConfig{ID: "1", DataDir: held}, ErrDataDirInUse},
 	} {
 		if _, err := RestoreBackup(tc.file, tc.cfg); !errors.Is(err, tc.want) {
 			t.Errorf("restoring %s into %s: %v, want %v", filepath.Base(tc.file), tc.cfg.DataDir, err, tc.want)

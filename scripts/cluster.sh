@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Starts N coordd servers in the foreground (make cluster), each server's
 # log lines prefixed with its id. Ctrl-C, or a TERM, INT or HUP sent to
-# this script, stops them all. Data persists between runs: remove the data
-# directory to start afresh.
+# this script, stops them all and says how many it stopped (Ctrl-C, the
+# usual end, exits 0; TERM and HUP exit 128 + the signal). A server that
+# exits meanwhile is reported with its status ("server 3 exited (status
+# 137)") and the others run on; when none is left the script exits 1.
+# Data persists between runs: remove the data directory to start afresh.
 #
 # Environment: BIN (default bin), LOG_LEVEL (default warn), GOMAXPROCS (of
 # each server; default cores / N, at least 1), CLUSTER_HOST (default
@@ -30,8 +33,8 @@ for i in $(seq 1 "$n"); do
   peers+="${peers:+,}$i=$host:$((peer_port + i - 1))"
   servers+="${servers:+,}$host:$((client_port + i - 1))"
 done
-# Servers sharing this machine split its cores (scripts/procs.sh); pids and
-# stop_on_exit come from scripts/local-cluster.sh.
+# Servers sharing this machine split its cores (scripts/procs.sh);
+# stop_local_cluster and tls_server_flags come from scripts/local-cluster.sh.
 . "$(dirname "$0")/procs.sh"
 . "$(dirname "$0")/local-cluster.sh"
 procs=$(server_procs "$n")
@@ -46,18 +49,70 @@ if [ -n "$metrics_port" ] && [ "${CONSOLE:-1}" = 1 ]; then
   # With client certificates required, the console presents the client's.
   if [ -n "${TLS_DIR:-}" ]; then console_flags+=(--console-cert "$TLS_DIR/client.crt" --console-key "$TLS_DIR/client.key"); fi
 fi
-pids=()
-stop_on_exit 'echo "stopped ${#pids[@]} servers"'
+pids=()   # the servers running, as far as the last look found
+ids=()    # ids[k] is the id of the server whose pid is pids[k]
+tick=""   # the pid of the monitor loop's sleep
+stopped=0 # servers the stop ended before it could look (Ctrl-C reaches them too)
+
+# reap drops the servers that are gone from pids and ids, saying how each
+# exited; with "stopping", one that exited cleanly was stopped by the same
+# Ctrl-C as this script, and is counted instead. "wait PID" gives a
+# server's status also when bash has noticed its end already.
+reap() {
+  local k status live=() live_ids=()
+  for k in "${!pids[@]}"; do
+    if kill -0 "${pids[$k]}" 2>/dev/null; then
+      live+=("${pids[$k]}")
+      live_ids+=("${ids[$k]}")
+      continue
+    fi
+    status=0
+    wait "${pids[$k]}" || status=$?
+    if [ "${1:-}" = stopping ] && [ "$status" = 0 ]; then
+      stopped=$((stopped + 1))
+    else
+      echo "server ${ids[$k]} exited (status $status)"
+    fi
+  done
+  pids=(${live[@]+"${live[@]}"})
+  ids=(${live_ids[@]+"${live_ids[@]}"})
+}
+
+# on_exit stops the servers still running and says how many it stopped.
+on_exit() {
+  trap - INT TERM HUP EXIT
+  if [ -n "$tick" ]; then kill "$tick" 2>/dev/null || true; fi
+  reap stopping
+  local count=$((${#pids[@]} + stopped))
+  stop_local_cluster
+  case $count in
+    0) echo "no server was running" ;;
+    1) echo "stopped 1 server" ;;
+    *) echo "stopped $count servers" ;;
+  esac
+}
+# Each signal ends the script (bash runs a trap between commands, so the
+# loop below waits in the background); Ctrl-C is how make cluster ends, so
+# it exits 0, and make does not report it as its recipe's failure ("Error
+# 130").
+trap on_exit EXIT
+trap 'exit 0' INT
+trap 'exit 129' HUP
+trap 'exit 143' TERM
 for i in $(seq 1 "$n"); do
   mkdir -p "$dir/$i"
   # The prefixing sed reads a process substitution, so that $! is the
   # server itself (in a pipeline it would be the sed, and a signal would
-  # stop only the seds); the sed ends when the server closes its output.
+  # stop only the seds); the sed ends when the server closes its output,
+  # and ignores the signals, which Ctrl-C sends it too: a server whose
+  # sed died first would die of SIGPIPE at its next line instead of
+  # shutting down.
   GOMAXPROCS=$procs "$bin/coordd" --id "$i" --data-dir "$dir/$i" \
     --client-addr "$host:$((client_port + i - 1))" --peer-addr "$host:$((peer_port + i - 1))" \
     --peers "$peers" --log-level "${LOG_LEVEL:-warn}" ${tls_flags[@]+"${tls_flags[@]}"} \
-    ${metrics_port:+--metrics-addr "$host:$((metrics_port + i - 1))"} ${console_flags[@]+"${console_flags[@]}"} > >(sed -u "s/^/[$i] /") 2>&1 &
+    ${metrics_port:+--metrics-addr "$host:$((metrics_port + i - 1))"} ${console_flags[@]+"${console_flags[@]}"} > >(trap '' INT TERM HUP; exec sed -u "s/^/[$i] /") 2>&1 &
   pids+=($!)
+  ids+=("$i")
 done
 echo
 echo "coordd: $n servers running (GOMAXPROCS=$procs each; pids ${pids[*]}). Use:"
@@ -74,4 +129,19 @@ if [ -n "$metrics_port" ]; then
   fi
 fi
 echo "Ctrl-C stops them all."
-wait
+
+# bash reports a background job that a signal ends with a line of this
+# script's source ("line 60: 1234 Killed  GOMAXPROCS=$procs ..."), on its
+# own stderr: that goes to /dev/null, and reap says which server exited,
+# and how, instead. (The servers write to the prefixing seds.)
+exec 3>&2 2>/dev/null
+while [ ${#pids[@]} -gt 0 ]; do
+  sleep 1 &
+  tick=$!
+  wait "$tick" || true
+  tick=""
+  reap
+done
+trap - INT TERM HUP EXIT
+echo "every server has exited" >&3
+exit 1

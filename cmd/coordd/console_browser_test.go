@@ -77,6 +77,16 @@ func startServers(t *testing.T, n int) []*server {
 	return servers
 }
 
+// chartFills reports whether "W of S" (the chart's and its section's
+// widths, in pixels) says the chart spans its section.
+func chartFills(widths string) bool {
+	var w, s float64
+	if _, err := fmt.Sscanf(widths, "%g of %g", &w, &s); err != nil || s == 0 {
+		return false
+	}
+	return w >= s-2
+}
+
 // kill ends the process at once (SIGKILL) and waits for it.
 func (s *server) kill() {
 	if s.cmd.ProcessState == nil {
@@ -291,8 +301,14 @@ func TestConsoleInBrowser(t *testing.T) {
 			document.querySelector('#cluster-summary').textContent.startsWith('leader ' + l.dataset.member + ',') ? l.dataset.member : '';
 	})()`
 	p.until("three members, the leader marked", `document.querySelectorAll('#members tbody tr').length === 3 && `+leaderRow+` !== ''`)
+	// The chart's history is the console's, from before the page opened
+	// (it used to start with the first page).
+	p.until("the chart's history predates the page", `chart.samples.length > 0 && chart.samples[0].t < performance.timeOrigin`)
 	p.until("the traffic chart has half a minute of points", `chart.samples.filter(s => s.writes > 0 && s.reads > 0).length >= 25`)
 	p.until("the rates show", `[...document.querySelectorAll('#members tbody td')].some(td => /^[1-9]/.test(td.textContent) && td.cellIndex === 8)`)
+	if got := p.eval(`(() => { const c = document.querySelector('#chart'), s = document.querySelector('#view-cluster'); return c.getBoundingClientRect().width + ' of ' + s.getBoundingClientRect().width; })()`); !chartFills(got) {
+		t.Errorf("the chart is %s pixels wide: it does not fill the width", got)
+	}
 	p.shot("cluster")
 
 	// Tree: a node's data as pretty JSON, markup shown as text only.
@@ -358,7 +374,12 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("/app/workers/w4 after its deletion: exists %v, %v", ok, err)
 	}
 
-	// Locks: a holder with its fencing token, two waiters, then a handoff.
+	// Locks: the view opens on the locks and elections there are; none yet,
+	// so it says how to make one.
+	p.do("open the locks view", chromedp.Navigate(url+"#locks:"))
+	p.until("no locks yet, and what makes one", `!document.querySelector('#recipes-empty').hidden && document.querySelector('#recipes-empty').textContent.includes('coordctl lock /locks/NAME -- CMD')`)
+
+	// A holder with its fencing token, two waiters, then a handoff.
 	var mus []*lockrecipe.Mutex
 	var sessions []string
 	for range 3 {
@@ -377,7 +398,11 @@ func TestConsoleInBrowser(t *testing.T) {
 	for _, m := range mus[1:] {
 		go func() { _, _ = m.Lock(ctx) }()
 	}
-	p.do("open the lock", chromedp.Navigate(url+"#locks:/locks/job"))
+	// The list shows it (it refreshes every few seconds); the lock opens
+	// from it.
+	p.until("the lock listed, held, two waiting", `(r => r && r.cells[1].textContent === 'lock' && r.cells[2].textContent === '1' && r.cells[3].textContent === '2')(document.querySelector('#recipes tr[data-path="/locks/job"]'))`)
+	p.shot("locks-list")
+	p.do("open the lock from the list", chromedp.Click(`#recipes tr[data-path="/locks/job"] a`))
 	p.until("the holder and two waiters", fmt.Sprintf(
 		`document.querySelector('#holders tbody')?.textContent.includes(%q) && document.querySelector('#holders tbody').textContent.includes(%q) && document.querySelectorAll('#waiting tbody tr').length === 2`,
 		sessions[0], strconv.FormatInt(int64(tok), 10)))
@@ -398,6 +423,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	// Events: changes under /app/workers as they happen.
 	p.do("open events", chromedp.Navigate(url+"#events:/app/workers"))
 	p.until("the feed is live", `document.querySelector('#events-live').textContent.startsWith('live')`)
+	p.until("the empty feed says what brings events", `!document.querySelector('#events-empty').hidden && document.querySelector('#events-empty').textContent.includes('coordctl create /app/workers/demo hello')`)
 	mustCreate("/app/workers/w5", "five")
 	if _, err := cl.Set(ctx, "/app/workers/w1", []byte("busy"), -1); err != nil {
 		t.Fatal(err)
@@ -407,6 +433,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	p.until("three events in order", `[...document.querySelectorAll('#events tbody tr')].map(tr => tr.cells[1].textContent + ' ' + tr.cells[2].textContent).join(',') ===
 		'NodeDeleted /app/workers/w5,NodeDataChanged /app/workers/w1,NodeCreated /app/workers/w5'`)
+	if p.eval(`String(document.querySelector('#events-empty').hidden)`) != "true" {
+		t.Error("the feed still says it is empty after three events")
+	}
 	p.shot("events")
 
 	// The leader dies: the page shows it unreachable and the new leader.

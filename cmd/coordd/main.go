@@ -8,6 +8,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -134,7 +135,7 @@ func runUntil(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) in
 		}
 		conCfg = &cfg
 	}
-	node, err := rpc.NewNode(rpc.Config{
+	node, code := startNode(stderr, stop, rpc.Config{
 		ID: *id, DataDir: *dataDir, RaftLog: *raftLog, ClientAddr: *clientAddr, PeerAddr: *peerAddr, Peers: peerList, Join: *join,
 		Tick: *tick, MinSessionTimeout: *minSession, MaxSessionTimeout: *maxSession,
 		SnapshotThreshold: *snapThresh, TrailingLogs: *trailing, SnapshotInterval: *snapEvery, MaxDataSize: *maxData,
@@ -146,9 +147,8 @@ func runUntil(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) in
 		PeerTLS: rpc.TLSFiles{Cert: *peerCert, Key: *peerKey, CA: *peerCA}, MetricsAddr: *metricsAddr,
 		MetricsPprof: *pprofAddr != "" && *pprofAddr == *metricsAddr,
 	})
-	if err != nil {
-		fmt.Fprintf(stderr, "coordd: %s\n", startError(err))
-		return 1
+	if node == nil {
+		return code
 	}
 	if *pprofAddr != "" && *pprofAddr != *metricsAddr {
 		ln, err := net.Listen("tcp", *pprofAddr)
@@ -171,24 +171,42 @@ func runUntil(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) in
 	}
 	stopRelease := startIdleRelease(*idleRelease, os.Getenv("GOGC") == "off")
 	defer stopRelease()
-	fmt.Fprintf(stderr, "coordd %s: server %s serving clients on %s%s (peers on %s%s, data in %s)\n", buildVersion(), *id, node.ClientAddr(), tlsNote(*certFile, *certAuth), *peerAddr, peerTLSNote(*peerCert), *dataDir)
+	serving := func() {
+		fmt.Fprintf(stderr, "coordd %s: server %s serving clients on %s%s (peers on %s%s, data in %s)\n", buildVersion(), *id, node.ClientAddr(), tlsNote(*certFile, *certAuth), *peerAddr, peerTLSNote(*peerCert), *dataDir)
+	}
+	// A server that joins serves no client until the leader adds it: it
+	// says so, and what adds it, and says it serves once it does.
+	member := node.Member()
+	select {
+	case <-member:
+		serving()
+		member = nil
+	default:
+		fmt.Fprintf(stderr, "coordd %s: server %s waiting to be added (coordctl member add %s %s); it serves clients on %s once it is a member\n", buildVersion(), *id, *id, *peerAddr, node.ClientAddr())
+	}
 	if a := node.MetricsAddr(); a != "" {
 		fmt.Fprintf(stderr, "coordd: metrics and health on http://%s (/metrics, /livez, /readyz)\n", a)
 		if web != nil {
 			fmt.Fprintf(stderr, "coordd: web console on http://%s/ (%s)\n", a, consoleMode(conCfg.Writes))
 		}
 	}
-	select {
-	case s := <-stop:
-		fmt.Fprintf(stderr, "coordd: %v: shutting down\n", s)
-	case <-node.Halted():
-		// The server closed itself: its log holds an entry it can neither
-		// apply nor skip.
-		if web != nil {
-			web.Close()
+	for running := true; running; {
+		select {
+		case <-member:
+			serving()
+			member = nil
+		case s := <-stop:
+			fmt.Fprintf(stderr, "coordd: %v: shutting down\n", s)
+			running = false
+		case <-node.Halted():
+			// The server closed itself: its log holds an entry it can
+			// neither apply nor skip.
+			if web != nil {
+				web.Close()
+			}
+			fmt.Fprintf(stderr, "coordd: %v\n", node.HaltErr())
+			return 1
 		}
-		fmt.Fprintf(stderr, "coordd: %v\n", node.HaltErr())
-		return 1
 	}
 	if web != nil {
 		web.Close() // its session, before the server goes
@@ -198,6 +216,51 @@ func runUntil(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) in
 		return 1
 	}
 	return 0
+}
+
+// startNode starts the server, or stops starting it at the first signal
+// from stop: the signal handler is installed before the start (run), so
+// that a start that takes a while (a large log or snapshot to load, peers
+// to ask) can still be interrupted. A second signal exits without waiting
+// for the start to wind down. It returns the node, or nil and the exit
+// status (0 when a signal stopped the start).
+func startNode(stderr io.Writer, stop <-chan os.Signal, cfg rpc.Config) (*rpc.Node, int) {
+	ctx, abort := context.WithCancel(context.Background())
+	defer abort()
+	type started struct {
+		node *rpc.Node
+		err  error
+	}
+	done := make(chan started, 1)
+	go func() {
+		n, err := rpc.NewNodeContext(ctx, cfg)
+		done <- started{n, err}
+	}()
+	var r started
+	select {
+	case r = <-done:
+	case s := <-stop:
+		fmt.Fprintf(stderr, "coordd: %v while starting: stopping\n", s)
+		abort()
+		select {
+		case r = <-done:
+		case s := <-stop:
+			fmt.Fprintf(stderr, "coordd: %v again: exiting without waiting for the start to wind down\n", s)
+			return nil, 1
+		}
+		if r.err == nil { // started just before the abort
+			r.node.Close()
+			return nil, 0
+		}
+		if errors.Is(r.err, context.Canceled) {
+			return nil, 0
+		}
+	}
+	if r.err != nil {
+		fmt.Fprintf(stderr, "coordd: %s\n", startError(r.err))
+		return nil, 1
+	}
+	return r.node, 0
 }
 
 // buildVersion is the version this binary reports: the one make build

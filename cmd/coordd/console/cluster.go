@@ -10,12 +10,15 @@ import (
 	"github.com/coordd/coordd/rpc/apipb"
 )
 
-// The cluster view: every Config.Interval, while at least one page
-// watches, the console asks its server for Status (the server asks every
-// member for its own view) and sends the result to every page, with the
-// cluster's reads/s, writes/s and commit latency over the interval, from
-// the members' counters. The last Config.History of those figures is kept
-// for the chart of a page that opens later.
+// The cluster view: every Config.Interval, from the console's start until
+// it closes, the console asks its server for Status (the server asks every
+// member for its own view) and sends the result to every page watching,
+// with the cluster's reads/s, writes/s and commit latency over the
+// interval, from the members' counters. The last Config.History of those
+// figures is kept for the chart of a page that opens later: polling from
+// the start, not from the first page, is what lets the first page see the
+// last minutes, and its first view show rates (0 on an idle cluster)
+// rather than none.
 
 // sample is one point of the traffic chart: the cluster's rates over one
 // interval, summed over the members that answered.
@@ -70,13 +73,12 @@ type counters struct {
 	writeSeconds  float64
 }
 
-// hub polls the cluster for the pages watching it.
+// hub polls the cluster and keeps its history for the pages watching it.
 type hub struct {
 	c *Console
 
 	mu      sync.Mutex
 	subs    map[chan []byte]struct{}
-	running bool
 	history []sample
 	last    []byte // the last view, encoded
 	prev    map[string]counters
@@ -94,10 +96,6 @@ func (h *hub) subscribe() (<-chan []byte, []sample, []byte, func()) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.subs[ch] = struct{}{}
-	if !h.running {
-		h.running = true
-		go h.run()
-	}
 	return ch, append([]sample(nil), h.history...), h.last, func() {
 		h.mu.Lock()
 		delete(h.subs, ch)
@@ -105,18 +103,23 @@ func (h *hub) subscribe() (<-chan []byte, []sample, []byte, func()) {
 	}
 }
 
-// run polls while anybody watches.
+// oldest returns the time of the oldest sample kept (Unix ms), 0 if none.
+func (h *hub) oldest() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.history) == 0 {
+		return 0
+	}
+	return h.history[0].T
+}
+
+// run polls until the console closes, whether or not a page watches.
 func (h *hub) run() {
 	for {
 		view := h.poll()
 		b, _ := json.Marshal(view)
 		h.mu.Lock()
 		h.last = b
-		if len(h.subs) == 0 || h.c.ctx.Err() != nil {
-			h.running = false
-			h.mu.Unlock()
-			return
-		}
 		for ch := range h.subs {
 			select {
 			case ch <- b:
@@ -125,9 +128,6 @@ func (h *hub) run() {
 		}
 		h.mu.Unlock()
 		if !pause(h.c.ctx, h.c.cfg.Interval) {
-			h.mu.Lock()
-			h.running = false
-			h.mu.Unlock()
 			return
 		}
 	}

@@ -42,9 +42,12 @@ type Config struct {
 	Auth string
 	// SessionTimeout is the console's session timeout (default 10s).
 	SessionTimeout time.Duration
-	// Interval is how often the cluster view is refreshed (default 1s).
+	// Interval is how often the cluster view is refreshed (default 1s):
+	// the console asks its server for Status that often from New to
+	// Close, whether or not a page watches, to keep the chart's history.
 	Interval time.Duration
-	// History is how far back the traffic chart goes (default 5 minutes).
+	// History is how far back the traffic chart goes (default 5 minutes),
+	// from the console's start on.
 	History time.Duration
 	// Logger receives the console's logs (default: discard).
 	Logger *slog.Logger
@@ -85,7 +88,8 @@ var static embed.FS
 var errClosed = errors.New("console: closed")
 
 // New returns a console of the server whose client address is cfg.Server.
-// It connects nothing yet.
+// It starts polling the cluster view (Config.Interval) at once; its
+// session is opened at the first request that needs one.
 func New(cfg Config) (*Console, error) {
 	if cfg.Server == "" {
 		return nil, errors.New("console: no server address")
@@ -126,6 +130,7 @@ func New(cfg Config) (*Console, error) {
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.cluster = newHub(c)
 	c.handler = c.routes()
+	go c.cluster.run()
 	return c, nil
 }
 
@@ -251,6 +256,7 @@ func (c *Console) routes() http.Handler {
 	mux.HandleFunc("GET /api/children", c.handleChildren)
 	mux.HandleFunc("GET /api/sessions", c.handleSessions)
 	mux.HandleFunc("GET /api/locks", c.handleLocks)
+	mux.HandleFunc("GET /api/recipes", c.handleRecipes)
 	mux.HandleFunc("GET /api/watch", c.handleWatch)
 	mux.Handle("/api/create", c.write(c.handleCreate))
 	mux.Handle("/api/set", c.write(c.handleSet))
@@ -337,11 +343,16 @@ type infoJSON struct {
 	Token          string `json:"token,omitempty"`
 	Identity       string `json:"identity,omitempty"`
 	HistorySeconds int    `json:"historySeconds"`
-	Session        string `json:"session,omitempty"`
+	// HistoryFrom is the time of the chart's oldest sample (Unix ms; none
+	// before the console's second poll): the console's start, or
+	// HistorySeconds ago.
+	HistoryFrom int64  `json:"historyFrom,omitempty"`
+	Session     string `json:"session,omitempty"`
 }
 
 func (c *Console) handleInfo(w http.ResponseWriter, r *http.Request) {
-	in := infoJSON{Server: c.cfg.Server, Writes: c.cfg.Writes, Identity: c.identity(), HistorySeconds: int(c.cfg.History / time.Second)}
+	in := infoJSON{Server: c.cfg.Server, Writes: c.cfg.Writes, Identity: c.identity(), HistorySeconds: int(c.cfg.History / time.Second),
+		HistoryFrom: c.cluster.oldest()}
 	if c.cfg.Writes {
 		in.Token = c.token
 	}

@@ -641,6 +641,94 @@ func TestClusterViewLive(t *testing.T) {
 	}
 }
 
+// TestClusterHistoryFromStart: the console polls its cluster from its
+// start, with no page open, so the first page to open gets the chart's
+// history at once (it used to start when the first page opened, the chart
+// saying "last minute" after 14 minutes up), and its first view shows the
+// members' rates, 0 on an idle cluster, not "none yet".
+func TestClusterHistoryFromStart(t *testing.T) {
+	e := newEnv(t, 3, console.Config{History: 2 * time.Second}, -1)
+	// No page: the history grows anyway, until it spans History.
+	var info struct{ HistorySeconds, HistoryFrom int64 }
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		e.getJSON("/api/info", &info)
+		if info.HistoryFrom != 0 && time.Since(time.UnixMilli(info.HistoryFrom)) >= time.Second {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("with no page open, the console kept no history (info %+v)", info)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	s := e.stream(t, "/api/cluster")
+	var history []struct{ T int64 }
+	s.next(t, "history", &history, nil)
+	if len(history) < 5 {
+		t.Fatalf("the first page's history has %d samples, want the console's of the last second and more", len(history))
+	}
+	var v clusterView
+	s.next(t, "cluster", &v, nil) // the first view the page gets
+	for _, m := range v.Members {
+		if m.Role != "unreachable" && (m.Reads == nil || m.Writes == nil) {
+			t.Errorf("member %s in the first view: reads %v, writes %v; want rates (0 when idle)", m.ID, m.Reads, m.Writes)
+		}
+	}
+}
+
+// TestRecipesList: the Locks view's list: the locks and elections under
+// /locks and /elections, each with its kind, holders and waiters; a path
+// nobody holds is listed free; none when neither exists.
+func TestRecipesList(t *testing.T) {
+	e := newEnv(t, 1, console.Config{}, 0)
+	ctx := ctxT(t)
+	var out struct {
+		Roots   []string
+		Recipes []struct {
+			Path, Kind       string
+			Holders, Waiting int
+		}
+		More int
+	}
+	e.getJSON("/api/recipes", &out)
+	if len(out.Recipes) != 0 || strings.Join(out.Roots, " ") != "/locks /elections" {
+		t.Fatalf("before any lock: %+v", out)
+	}
+	session := func() *lockrecipe.Session { return lockrecipe.NewSession(connect(t, e.c.Servers()...)) }
+	if _, err := lockrecipe.NewMutex(session(), "/locks/job").Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waiter := lockrecipe.NewMutex(session(), "/locks/job")
+	go func() { _, _ = waiter.Lock(ctx) }()
+	if _, err := lockrecipe.NewRWMutex(session(), "/locks/rw").RLock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lockrecipe.NewSemaphore(session(), "/locks/pool", 2).Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := lockrecipe.NewElection(session(), "/elections/scheduler").Campaign(ctx, "host-a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.cl.Create(ctx, "/locks/free", nil, client.CreateMode{}); err != nil {
+		t.Fatal(err)
+	}
+	want := "/locks/free lock 0 0, /locks/job lock 1 1, /locks/pool semaphore 1 0, /locks/rw read/write lock 1 0, /elections/scheduler election 1 0"
+	var got string
+	deadline := time.Now().Add(20 * time.Second)
+	for got != want { // until the waiter's node is there
+		e.getJSON("/api/recipes", &out)
+		var rows []string
+		for _, r := range out.Recipes {
+			rows = append(rows, fmt.Sprintf("%s %s %d %d", r.Path, r.Kind, r.Holders, r.Waiting))
+		}
+		got = strings.Join(rows, ", ")
+		if time.Now().After(deadline) {
+			t.Fatalf("the list: %s\nwant:     %s", got, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // TestSessionsList: the sessions with their server, timeout, ephemerals
 // and watches; the console's own is marked.
 func TestSessionsList(t *testing.T) {

@@ -1,8 +1,8 @@
 // Package console is coordd's web console: a page served on the admin HTTP
 // address that shows the cluster (members, roles, Raft indexes, traffic),
-// the znode tree, the open sessions, the holders and waiters of locks and
-// elections, and a live feed of watch events, and, when allowed, creates,
-// sets and deletes znodes.
+// the znode tree, the open sessions, the locks and elections there are and
+// the holders and waiters of each, and a live feed of watch events, and,
+// when allowed, creates, sets and deletes znodes.
 //
 // It reads through the same public API a client uses, so it shows exactly
 // what a client of its server would see: one session of the Go client

@@ -546,6 +546,12 @@ function showSessions() {
 
 const locks = { holder: '' };
 
+function code(text) {
+  return el('code', {}, text);
+}
+
+// showLocks follows the lock or election at path; without one it lists
+// those that exist (api/recipes), to pick from.
 function showLocks(path) {
   $('#locks-path').value = path;
   $('#handoffs').replaceChildren();
@@ -553,7 +559,13 @@ function showLocks(path) {
   $('#holders tbody').replaceChildren();
   $('#waiting tbody').replaceChildren();
   $('#locks-live').textContent = '';
-  if (!path) return;
+  $('#recipes-pane').hidden = !!path;
+  $('#lock-pane').hidden = !path;
+  if (!path) {
+    loadRecipes();
+    state.timers.push(setInterval(loadRecipes, 3000));
+    return;
+  }
   $('#locks-live').textContent = 'connecting…';
   stream('api/locks?path=' + encodeURIComponent(path), {
     contenders: (cs) => {
@@ -576,16 +588,59 @@ function showLocks(path) {
   });
 }
 
+async function loadRecipes() {
+  let out;
+  try {
+    out = await api('api/recipes');
+  } catch (e) {
+    showBanner(e.code + ': ' + e.message);
+    return;
+  }
+  if (state.view !== 'locks' || $('#recipes-pane').hidden) return; // the page moved on meanwhile
+  showBanner('');
+  const roots = out.roots.join(' and ');
+  $('#recipes-note').textContent = '(under ' + roots + (out.more ? '; ' + fmtNum(out.more) + ' more not listed' : '') + ')';
+  $('#recipes tbody').replaceChildren(...out.recipes.map((r) => el('tr', { 'data-path': r.path },
+    el('td', {}, el('a', { href: '#locks:' + r.path }, r.path)),
+    el('td', {}, r.kind),
+    el('td', { class: 'num' }, r.holders ? fmtNum(r.holders) : 'free'),
+    el('td', { class: 'num' }, fmtNum(r.waiting)))));
+  const none = out.recipes.length === 0;
+  $('#recipes').hidden = none;
+  $('#recipes-empty').hidden = !none;
+  if (none) {
+    $('#recipes-empty').replaceChildren(
+      'No locks or elections under ' + out.roots.join(' or ') + ' yet. ',
+      code('coordctl lock /locks/NAME -- CMD'), ' runs CMD holding a lock, ',
+      code('coordctl elect NAME -- CMD'), ' runs it while it leads the election at /elections/NAME; they show here. ',
+      'For a lock or election elsewhere, type its path above, or open its node in the Tree and choose “Follow as lock”.');
+  }
+}
+
 // ---- events ----
+
+// eventsEmpty says, while the feed has shown nothing, what brings events.
+function eventsEmpty(path) {
+  const p = $('#events-empty');
+  p.hidden = $('#events tbody').children.length > 0;
+  if (p.hidden) return;
+  const demo = (path === '/' ? '' : path) + '/demo';
+  p.replaceChildren('No changes under ' + path + ' since the feed started. Every znode created, changed or deleted under it shows here as it happens: try ',
+    code('coordctl create ' + demo + ' hello'), ', then ', code('coordctl set ' + demo + ' again'), ' and ', code('coordctl delete ' + demo),
+    ' in a terminal.');
+}
 
 function showEvents(path, first) {
   path = path || '/';
   $('#events-path').value = path;
-  if (first) $('#events tbody').replaceChildren();
+  if (first || $('#events tbody').dataset.path !== path) $('#events tbody').replaceChildren();
+  $('#events tbody').dataset.path = path;
+  $('#events-empty').hidden = true;
   $('#events-live').textContent = 'connecting…';
   stream('api/watch?path=' + encodeURIComponent(path), {
-    watching: (w) => { showBanner(''); $('#events-live').textContent = 'live · ' + w.how; },
+    watching: (w) => { showBanner(''); $('#events-live').textContent = 'live · ' + w.how; eventsEmpty(path); },
     event: (ev) => {
+      $('#events-empty').hidden = true;
       const link = el('a', { href: '#tree:' + ev.path }, ev.path);
       const tb = $('#events tbody');
       const note = ev.note ? el('span', { class: 'muted' }, ' — ' + ev.note) : null;
