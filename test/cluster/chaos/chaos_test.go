@@ -287,7 +287,7 @@ func TestChaos(t *testing.T) {
 	lk := newLockWork(e, cfg.seed, 3)
 	ses := newSessionsWork(e, cfg.seed, 2)
 	wat := newWatchWork(e, cfg.seed, 2, 3)
-	kz := newZKRenumber(regs, cfg.seed, 1)
+	kz := newZKRenumber(regs, cfg.seed, 2)
 	workloads := []workload{regs, newZKRegisters(regs, 1), kz, seq, lk, ses, wat}
 	var aw *aclWork
 	if cfg.acl {

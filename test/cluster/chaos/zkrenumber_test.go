@@ -29,25 +29,28 @@ import (
 //
 // Its operations are the registers workload's (setData, versioned setData,
 // sync+getData), recorded into the registers' history beside those of the
-// Go client and go-zookeeper, and creates of unique paths under
-// /zkc, plain and sequential. A reply of another request — an xid-keyed
-// cache answering a renumbered xid with an old connection's reply — shows
-// as:
-//   - a reply body that does not decode exactly as the request's reply,
-//     a create answered with another path, a sync with another path, an
-//     error code the request cannot get (NodeExists for a new unique path,
-//     NoNode for a register, BadVersion for an unconditional setData), a
-//     versioned setData answered with a version other than expected+1, a
-//     version below one the session has seen, a zxid below one it has
-//     seen, or a reply with another xid: each fails the run at once, with
-//     the details;
-//   - otherwise, a history porcupine finds not linearizable;
-//   - and at the end, an acknowledged create missing or present twice.
+// Go client and go-zookeeper, and creates of unique paths under /zkc,
+// plain and sequential. A reply of another request (an xid-keyed cache
+// answering a renumbered xid with an old connection's reply) shows as:
+//
+//   - at once, with the details: a reply body that does not decode
+//     exactly as the request's reply, a create or a sync answered with
+//     another path, an error code the request cannot get (NodeExists for a
+//     new unique path, NoNode for a register, BadVersion for an
+//     unconditional setData), a versioned setData answered with a version
+//     other than expected+1, a version or a zxid below one the session has
+//     seen, or a reply with another xid;
+//   - at the end, a history porcupine finds not linearizable: a reply that
+//     decodes is recorded as it came (one found wrong at once too), so one
+//     that looks right on its own is caught there;
+//   - at the end, an acknowledged create missing or present twice.
 //
 // A write refused as a retry (SystemError: "stale retry") fails the run
-// too. A request in flight when the connection breaks, or answered with an
-// error that leaves it open (ConnectionLoss, SessionMoved, ...), has an
-// unknown outcome: recorded without a return, never as failed.
+// too; like one refused with NoAuth, it did not apply (it is left out of
+// the history, and a create refused so must be absent at the end). A
+// request in flight when the connection breaks, or answered with an error
+// that leaves it open (ConnectionLoss, SessionMoved, ...), has an unknown
+// outcome: recorded without a return, never as failed.
 type zkRenumber struct {
 	r       *registers
 	e       *env
@@ -363,26 +366,31 @@ func transient(c jute.Code) bool {
 	return false
 }
 
-// refused sorts an error code that is not a success the request can get:
-// a transient code is left alone, NoAuth is an authenticated request
-// refused, SystemError a request taken for a stale retry, and any other
-// code is a wrong reply (a code the request cannot get). Each but the
-// first fails the run; the caller decides what the outcome is.
-func (k *kazooWorker) refused(xid int32, what string, h jute.ReplyHeader) {
+// refused sorts an error code that is not a success the request can get,
+// and says whether the request definitely did not apply: a transient code
+// leaves the outcome open; NoAuth (an authenticated request refused) and
+// SystemError (a request taken for a stale retry) are refusals, which
+// coordd answers only to a request it did not apply; any other code is a
+// wrong reply (a code the request cannot get), whose request may have
+// applied. Each but the first fails the run.
+func (k *kazooWorker) refused(xid int32, what string, h jute.ReplyHeader) (notApplied bool) {
 	switch {
 	case transient(h.Err):
+		return false
 	case h.Err == jute.CodeNoAuth:
 		k.z.e.authProblem("zk-renumber %s (authenticated): %s refused: %v", k.where(xid), what, h.Err)
+		return true
 	case h.Err == jute.CodeSystemError:
 		k.z.problem(refusedReq, "%s: %s answered SystemError (zxid %d): a request taken for a stale retry?", k.where(xid), what, h.Zxid)
-	default:
-		k.wrong("%s: %s answered %v (zxid %d), which it cannot get", k.where(xid), what, h.Err, h.Zxid)
+		return true
 	}
+	k.wrong("%s: %s answered %v (zxid %d), which it cannot get", k.where(xid), what, h.Err, h.Zxid)
+	return false
 }
 
 // sawVersion checks a version the session read or wrote against the ones
 // it saw before (write: must be above them; read: not below) and records
-// it.
+// it (unless it is wrong).
 func (k *kazooWorker) sawVersion(xid int32, what, key string, v int32, write bool) {
 	prev, ok := k.seen[key]
 	if ok && (v < prev || write && v == prev) {
@@ -433,18 +441,19 @@ func (k *kazooWorker) register(ctx context.Context, n int, dropInFlight bool) {
 			unknown()
 			return
 		}
+		// A reply that decodes goes into the history as it came, even when
+		// it is found wrong here: porcupine must find it impossible too.
 		v := resp.Stat.Version
 		if in.Op == opCAS && v != in.Expect+1 {
 			k.wrong("%s: %s answered OK with version %d", k.where(xid), what, v)
-			unknown()
-			return
 		}
 		k.sawVersion(xid, what, key, v, true)
 		done(regOutput{Version: v})
 	case h.Err == jute.CodeBadVersion && in.Op == opCAS:
 		done(regOutput{BadVersion: true})
+	case k.refused(xid, what, h):
+		z.cnt.fail.Add(1) // no effect: left out of the history
 	default:
-		k.refused(xid, what, h)
 		unknown()
 	}
 }
@@ -519,8 +528,7 @@ func (k *kazooWorker) create(ctx context.Context, n int, dropInFlight bool) {
 		z.cnt.ok.Add(1)
 		return
 	default:
-		k.refused(xid, what, h)
-		definite = h.Err == jute.CodeNoAuth
+		definite = k.refused(xid, what, h)
 	}
 	z.mu.Lock()
 	defer z.mu.Unlock()
