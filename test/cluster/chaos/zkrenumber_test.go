@@ -306,7 +306,8 @@ func (k *kazooWorker) authenticate(ctx context.Context) error {
 // dropped). A reply of another xid is reported as a wrong reply.
 func (k *kazooWorker) call(ctx context.Context, op jute.OpCode, body jute.Encoder, dropInFlight bool) (int32, jute.ReplyHeader, []byte, error) {
 	xid := k.conn.next()
-	k.z.maxXid.Store(max(k.z.maxXid.Load(), int64(xid)))
+	for m := k.z.maxXid.Load(); int64(xid) > m && !k.z.maxXid.CompareAndSwap(m, int64(xid)); m = k.z.maxXid.Load() {
+	}
 	if err := k.conn.request(xid, op, body); err != nil {
 		k.lostConn(err)
 		return xid, jute.ReplyHeader{}, nil, err
