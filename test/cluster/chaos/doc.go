@@ -21,7 +21,7 @@
 //     connection, the session resumed (id and password) on a random server
 //     after every connection failure and after the worker drops its own
 //     socket every 50-200 operations (seeded; half of the drops with a
-//     request in flight), addAuth with xid -4 after every connect (with
+//     create or a sync in flight), addAuth with xid -4 after every connect (with
 //     -chaos.acl). Its setData, CAS and sync+getData go into the
 //     registers' history; its creates of unique paths (plain and
 //     sequential) under /zkc must be answered with their own path, and at

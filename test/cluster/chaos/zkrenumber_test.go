@@ -23,8 +23,8 @@ import (
 // worker keeps one session, made of the codec (kazooConn), and resumes it
 // (session id and password) on a new connection to a random server after
 // every connection failure, and after dropping its own socket every 50 to
-// 200 operations (seeded; half of the drops with a request in flight), so
-// that it reconnects often without any fault too. After every connect it
+// 200 operations (seeded; half of the drops with a create or a sync in
+// flight), so that it reconnects often without any fault too. After every connect it
 // authenticates (with -chaos.acl) with xid -4, as kazoo does.
 //
 // Its operations are the registers workload's (setData, versioned setData,
@@ -167,6 +167,12 @@ type kazooWorker struct {
 func (k *kazooWorker) run(ctx context.Context) {
 	k.nextDrop = 50 + k.rng.IntN(151)
 	defer k.closeSession()
+	// inFlight: the next create or sync drops the connection once it is
+	// sent. (Not a setData: a write of unknown outcome stays pending to
+	// the end of porcupine's history, and every one more multiplies the
+	// orders it must try; an unknown create costs nothing there and is
+	// checked exactly at the end.)
+	inFlight := false
 	for n := 0; n < k.z.maxOps && ctx.Err() == nil; n++ {
 		if k.conn == nil {
 			if err := k.connect(ctx); err != nil {
@@ -177,7 +183,6 @@ func (k *kazooWorker) run(ctx context.Context) {
 				continue
 			}
 		}
-		inFlight := false
 		if n >= k.nextDrop {
 			k.nextDrop = n + 50 + k.rng.IntN(151)
 			if k.rng.IntN(2) == 0 {
@@ -185,12 +190,13 @@ func (k *kazooWorker) run(ctx context.Context) {
 				k.drop()
 				continue
 			}
-			inFlight = true // after the next request is sent
+			inFlight = true
 		}
 		if k.rng.IntN(4) == 0 {
 			k.create(ctx, n, inFlight)
-		} else {
-			k.register(ctx, n, inFlight)
+			inFlight = false
+		} else if k.register(ctx, n, inFlight) {
+			inFlight = false
 		}
 		if g := k.z.gap; g > 0 {
 			sleep(ctx, g/3+time.Duration(k.rng.Int64N(int64(g*4/3))))
@@ -403,7 +409,9 @@ func (k *kazooWorker) sawVersion(xid int32, what, key string, v int32, write boo
 }
 
 // register runs one of the registers workload's operations and records it.
-func (k *kazooWorker) register(ctx context.Context, n int, dropInFlight bool) {
+// A sync+getData drops the connection once its sync is sent if
+// dropInFlight; it says whether it did.
+func (k *kazooWorker) register(ctx context.Context, n int, dropInFlight bool) (dropped bool) {
 	z, r := k.z, k.z.r
 	key := r.keys[k.rng.IntN(len(r.keys))]
 	in := regInput{Op: k.rng.IntN(3), Key: key, Value: fmt.Sprintf("kz%d-%d", k.w, n)}
@@ -425,13 +433,13 @@ func (k *kazooWorker) register(ctx context.Context, n int, dropInFlight bool) {
 	}
 	if in.Op == opSyncRead {
 		k.syncRead(ctx, in, what, dropInFlight, done)
-		return
+		return dropInFlight
 	}
 	version := int32(-1)
 	if in.Op == opCAS {
 		version = in.Expect
 	}
-	xid, h, body, err := k.call(ctx, jute.OpSetData, &jute.SetDataRequest{Path: key, Data: []byte(in.Value), Version: version}, dropInFlight)
+	xid, h, body, err := k.call(ctx, jute.OpSetData, &jute.SetDataRequest{Path: key, Data: []byte(in.Value), Version: version}, false)
 	var resp jute.SetDataResponse
 	switch {
 	case err != nil:
@@ -440,7 +448,7 @@ func (k *kazooWorker) register(ctx context.Context, n int, dropInFlight bool) {
 		if err := decodeExact(body, &resp); err != nil {
 			k.wrong("%s: %s answered OK with a body that is no setData reply: %v (% x)", k.where(xid), what, err, body)
 			unknown()
-			return
+			return false
 		}
 		// A reply that decodes goes into the history as it came, even when
 		// it is found wrong here: porcupine must find it impossible too.
@@ -457,6 +465,7 @@ func (k *kazooWorker) register(ctx context.Context, n int, dropInFlight bool) {
 	default:
 		unknown()
 	}
+	return false
 }
 
 // syncRead is ZooKeeper's linearizable read: sync, then getData on the
