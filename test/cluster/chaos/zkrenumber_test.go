@@ -81,10 +81,10 @@ const (
 	wrongReply problemKind = "WRONG REPLY" // a reply that belongs to another request
 	refusedReq problemKind = "REFUSED"     // a request taken for a retry (SystemError)
 	orderBack  problemKind = "ORDER"       // a reply older than one seen before
-	otherProb  problemKind = "SESSION"     // a resume answered with another session
+	otherSess  problemKind = "SESSION"     // a resume answered with another session
 )
 
-var problemKinds = []problemKind{wrongReply, refusedReq, orderBack, otherProb}
+var problemKinds = []problemKind{wrongReply, refusedReq, orderBack, otherSess}
 
 // problemsKept is how many problems of each kind are kept with their
 // details (and logged as they are found).
@@ -164,6 +164,8 @@ type kazooWorker struct {
 	nextDrop int
 }
 
+// run drives the session until ctx ends or maxOps operations are done,
+// then closes it.
 func (k *kazooWorker) run(ctx context.Context) {
 	k.nextDrop = 50 + k.rng.IntN(151)
 	defer k.closeSession()
@@ -263,7 +265,7 @@ func (k *kazooWorker) connect(ctx context.Context) error {
 		k.session, k.passwd = resp.SessionID, resp.Passwd
 		k.seen, k.known = map[string]int32{}, map[string]int32{}
 	case resp.SessionID != k.session:
-		k.z.problem(otherProb, "%s: the resume of session %#x was answered with session %#x", k.where(0), k.session, resp.SessionID)
+		k.z.problem(otherSess, "%s: the resume of session %#x was answered with session %#x", k.where(0), k.session, resp.SessionID)
 		k.session, k.passwd = resp.SessionID, resp.Passwd
 		k.seen, k.known = map[string]int32{}, map[string]int32{}
 	}
@@ -274,6 +276,8 @@ func (k *kazooWorker) connect(ctx context.Context) error {
 	return nil
 }
 
+// tlsConfig is the run's client TLS configuration (nil without
+// -chaos.tls).
 func (k *kazooWorker) tlsConfig() *tls.Config {
 	if k.z.e.c.tls == nil {
 		return nil
