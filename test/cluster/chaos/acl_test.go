@@ -32,7 +32,7 @@ const (
 
 // protectedRoots are the workloads' subtrees: with -chaos.acl every node in
 // them grants nothing to a session without the workloads' identity.
-var protectedRoots = []string{"/reg", "/seqset", "/lock", "/sess", "/watch"}
+var protectedRoots = []string{"/reg", "/zkc", "/seqset", "/lock", "/sess", "/watch"}
 
 // protectedPath reports whether p is in a protected subtree.
 func protectedPath(p string) bool {

@@ -287,7 +287,8 @@ func TestChaos(t *testing.T) {
 	lk := newLockWork(e, cfg.seed, 3)
 	ses := newSessionsWork(e, cfg.seed, 2)
 	wat := newWatchWork(e, cfg.seed, 2, 3)
-	workloads := []workload{regs, newZKRegisters(regs, 1), seq, lk, ses, wat}
+	kz := newZKRenumber(regs, cfg.seed, 2)
+	workloads := []workload{regs, newZKRegisters(regs, 1), kz, seq, lk, ses, wat}
 	var aw *aclWork
 	if cfg.acl {
 		aw = newACLWork(e, cfg.seed, ses)
@@ -346,7 +347,7 @@ func TestChaos(t *testing.T) {
 		t.Fatalf("checker client: %v", err)
 	}
 	verdicts := map[string]*verdict{}
-	order := []string{"registers", "seqset", "lock", "sessions", "watches", "order", "cluster"}
+	order := []string{"registers", "zk-renumber", "seqset", "lock", "sessions", "watches", "order", "cluster"}
 	if aw != nil {
 		order = append(order, "acl")
 	}
@@ -356,6 +357,7 @@ func TestChaos(t *testing.T) {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	regs.check(cctx, verdicts["registers"], cfg.checkFor)
+	kz.check(cctx, checkCl, verdicts["zk-renumber"])
 	seq.check(cctx, checkCl, verdicts["seqset"])
 	lk.check(cctx, checkCl, verdicts["lock"])
 	ses.check(cctx, checkCl, verdicts["sessions"])

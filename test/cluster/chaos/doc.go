@@ -16,6 +16,23 @@
 //     with porcupine (indeterminate writes are recorded without a return,
 //     never as failed); zk-registers does the same through ZooKeeper's
 //     protocol (go-zookeeper) on the same keys, into the same history;
+//   - zk-renumber: two ZooKeeper-protocol sessions made of the codec
+//     (rpc/zk/jute) that reconnect as kazoo does: xids from 1 on every
+//     connection, the session resumed (id and password) on a random server
+//     after every connection failure and after the worker drops its own
+//     socket every 50-200 operations (seeded; half of the drops with a
+//     create or a sync in flight), addAuth with xid -4 after every connect (with
+//     -chaos.acl). Its setData, CAS and sync+getData go into the
+//     registers' history; its creates of unique paths (plain and
+//     sequential) under /zkc must be answered with their own path, and at
+//     the end every acknowledged one exists once and none of unknown
+//     outcome twice. A reply of another request (one a cache keyed by the
+//     client's xid would give, issue 35) fails the run at once with the
+//     details: a body that is not the request's reply, another path, a
+//     code the request cannot get, a version or zxid below one the session
+//     saw; so does a write refused as a stale retry (SystemError).
+//     TestKazooWorkerCatchesCachedReplies shows the checks catch such
+//     replies from a stand-in server;
 //   - seqset: sequential creates; every acknowledged create is present
 //     exactly once and sequence numbers are unique;
 //   - lock: lockrecipe.Mutex holders write a fenced log through
@@ -51,8 +68,9 @@
 // TLS adds the workloads' certificate subject). Every workload client,
 // go-zookeeper's and the killed helper processes included, authenticates
 // once per session and never again, so a session that moves to another
-// server relies on its replicated identity; a NoAuth answer to any of them
-// fails the run. The servers run with --superdigest and the checkers read
+// server relies on its replicated identity (zk-renumber sends addAuth
+// again after every connect, as kazoo does); a NoAuth answer to any of
+// them fails the run. The servers run with --superdigest and the checkers read
 // as that super user. The acl workload adds an unauthenticated observer
 // (with TLS, a certificate of its own) over gRPC and over ZooKeeper's
 // protocol, which reads, writes, creates, deletes, changes ACLs and sets
