@@ -20,6 +20,11 @@
 #   kazoo    Python's kazoo                        test/compat/kazoo/kazoo_suite.py
 #   probe    WatchProbe's scenarios, compared with golden answers
 #                                                  test/compat/java/compare.sh
+#   kazoo-reconnect, java-reconnect, curator-reconnect, c-reconnect,
+#   node-reconnect: each client through reconnects of its session (a dropped
+#            socket, 20 in a row, its server killed, a resumed session;
+#            issue 35)                             test/compat/README.md
+#   reconnect  all five of them
 #
 # It installs what it needs from Debian's packages (zookeeper,
 # libzookeeper-java, the three libcurator-*-java, python3-kazoo, a JDK) with
@@ -49,7 +54,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 target=${TARGET:-coordd}
-suites=${SUITES:-zkcli java curator kazoo probe}
+reconnect="kazoo-reconnect java-reconnect curator-reconnect c-reconnect node-reconnect"
+suites=
+for s in ${SUITES:-zkcli java curator kazoo probe reconnect}; do
+	[ "$s" = reconnect ] && suites+=" $reconnect" || suites+=" $s"
+done
 update=${UPDATE:-0}
 [ "$update" != 0 ] || update=
 bin=${BIN:-bin}
@@ -62,7 +71,7 @@ curator=/usr/share/java/curator-framework.jar:/usr/share/java/curator-recipes.ja
 
 usage() {
 	echo "compat: $1" >&2
-	echo "usage: make compat [TARGET=coordd|zookeeper] [SUITES=\"zkcli java curator kazoo probe\"] [UPDATE=1]" >&2
+	echo "usage: make compat [TARGET=coordd|zookeeper] [SUITES=\"zkcli java curator kazoo probe reconnect\"] [UPDATE=1]" >&2
 	exit 2
 }
 case $target in
@@ -71,7 +80,7 @@ zookeeper) net=${COMPAT_NET:-127.0.201} ;;
 *) usage "TARGET is coordd or zookeeper, not $target" ;;
 esac
 for s in $suites; do
-	case $s in zkcli | java | curator | kazoo | probe) ;; *) usage "no suite $s" ;; esac
+	case " zkcli java curator kazoo probe $reconnect " in *" $s "*) ;; *) usage "no suite $s" ;; esac
 done
 if [ -n "$update" ] && [ "$target" != coordd ]; then
 	usage "UPDATE=1 rewrites coordd's goldens: not with TARGET=$target"
@@ -283,6 +292,11 @@ run_suite() {
 	java) set -- "${java_cmd[@]}" ClientSuite ;;
 	curator) set -- "${java_cmd[@]}" CuratorSuite ;;
 	kazoo) set -- "$python" test/compat/kazoo/kazoo_suite.py ;;
+	kazoo-reconnect) set -- "$python" test/compat/kazoo/kazoo_reconnect.py ;;
+	java-reconnect) set -- "${java_cmd[@]}" ReconnectSuite ;;
+	curator-reconnect) set -- "${java_cmd[@]}" CuratorReconnect ;;
+	c-reconnect) set -- bash test/compat/c/c_reconnect.sh ;;
+	node-reconnect) set -- bash test/compat/node/node_reconnect.sh ;;
 	probe) set -- bash test/compat/java/compare.sh -s "$(addr 1)" -t "$target" -k "$dir/probe" ${update:+-u} ${fixes:+-c "$fixes"} ;;
 	esac
 	# In the background, so that a signal to this script runs its cleanup
@@ -308,7 +322,7 @@ run_suite() {
 			{ grep -v '^\s*at \|INFO' "$dir/$name.log" || true; } | tail -n 15 | sed 's/^/    /'
 		fi
 	fi
-	summary+=("$(printf '%-8s %s  %-22s %4ds' "$name" "$verdict" "($checks)" $((SECONDS - t0)))")
+	summary+=("$(printf '%-17s %s  %-22s %4ds' "$name" "$verdict" "($checks)" $((SECONDS - t0)))")
 }
 
 for s in $suites; do run_suite "$s"; done
