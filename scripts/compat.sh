@@ -27,8 +27,11 @@
 #   reconnect  all five of them
 #
 # It installs what it needs from Debian's packages (zookeeper,
-# libzookeeper-java, the three libcurator-*-java, python3-kazoo, a JDK) with
-# apt-get when run as root, and otherwise says what to install.
+# libzookeeper-java, the three libcurator-*-java, python3-kazoo, a JDK; gcc
+# and libzookeeper-mt-dev for c-reconnect, nodejs and npm for
+# node-reconnect) with apt-get when run as root, and otherwise says what to
+# install. node-reconnect installs node-zookeeper-client with npm, into the
+# run's directory.
 #
 # The cluster: coordd on 127.0.200.11-13 (TARGET=zookeeper: 127.0.201.11-13;
 # COMPAT_NET changes the first three bytes), clients on port 2181 of each,
@@ -100,6 +103,14 @@ want /usr/share/java/curator-recipes.jar libcurator-recipes-java
 want /usr/share/java/curator-client.jar libcurator-client-java
 want /usr/share/java/slf4j-simple.jar libslf4j-java
 command -v javac >/dev/null || need+=(default-jdk-headless)
+case " $suites " in *" c-reconnect "*)
+	want /usr/include/zookeeper/zookeeper.h libzookeeper-mt-dev
+	command -v gcc >/dev/null || need+=(gcc) ;;
+esac
+case " $suites " in *" node-reconnect "*) # it installs node-zookeeper-client with npm itself
+	command -v node >/dev/null || need+=(nodejs)
+	command -v npm >/dev/null || need+=(npm) ;;
+esac
 { [ -x "$python" ] && "$python" -c 'import kazoo' 2>/dev/null; } || need+=(python3-kazoo)
 if [ ${#need[@]} -gt 0 ]; then
 	if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then

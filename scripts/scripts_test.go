@@ -34,7 +34,7 @@ func TestRaftForkCheckSaysWhatIsMissing(t *testing.T) {
 }
 
 // TestCompatRefusesBadSettings: make compat's script refuses an unknown
-// target or suite, and UPDATE=1 (which rewrites coordd's goldens) with
+// target or suite (and takes reconnect for its five suites), and UPDATE=1 (which rewrites coordd's goldens) with
 // another target, before it installs, builds or starts anything.
 func TestCompatRefusesBadSettings(t *testing.T) {
 	for _, c := range []struct {
@@ -43,6 +43,9 @@ func TestCompatRefusesBadSettings(t *testing.T) {
 	}{
 		{[]string{"TARGET=etcd"}, "TARGET is coordd or zookeeper, not etcd"},
 		{[]string{"SUITES=zkcli nope"}, "no suite nope"},
+		// reconnect stands for the five *-reconnect suites, and only those are suites.
+		{[]string{"SUITES=reconnect node-reconnect nope"}, "no suite nope"},
+		{[]string{"SUITES=kazoo-reconnect go-reconnect"}, "no suite go-reconnect"},
 		{[]string{"TARGET=zookeeper", "UPDATE=1"}, "UPDATE=1 rewrites coordd's goldens: not with TARGET=zookeeper"},
 		{[]string{"UPDATE=1", "WATCH_FIXES=/nowhere"}, "not with WATCH_FIXES"},
 	} {
