@@ -93,6 +93,18 @@ if [ -n "$update" ] && [ -n "$watch_fixes" ]; then
 	usage "UPDATE=1 rewrites coordd's goldens of Debian's client: not with WATCH_FIXES"
 fi
 
+# Nothing may listen on the cluster's addresses yet: the readiness check
+# would take another cluster there (another run's, on the same COMPAT_NET)
+# for this one, whose servers cannot bind.
+for i in 1 2 3; do
+	for port in 2181 2888; do
+		if timeout 2 bash -c "exec 3<>/dev/tcp/$net.$((10 + i))/$port" 2>/dev/null; then
+			echo "compat: $net.$((10 + i)):$port is in use (another run on these addresses?); set COMPAT_NET to other ones" >&2
+			exit 2
+		fi
+	done
+done
+
 # --- what the suites need, from Debian's packages.
 need=()
 want() { [ -e "$1" ] || need+=("$2"); }
