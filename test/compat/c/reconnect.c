@@ -637,12 +637,14 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (argc == 4 && strcmp(mode, "resume") == 0) {
+		long long ms = now_ms();
 		if (resume(servers, argv[3], t0) < 0) {
 			printf("FAIL a new process resuming the session after %d writes: writes, creates, multi and watches: %s\n", WRITES,
 			       why);
 			return 1;
 		}
-		printf("ok   a new process resuming the session after %d writes: writes, creates, multi and watches\n", WRITES);
+		printf("ok   a new process resuming the session after %d writes: writes, creates, multi and watches (%lld ms)\n", WRITES,
+		       now_ms() - ms);
 		return 0;
 	}
 	fprintf(stderr, "usage: %s SERVERS checks | crash FILE | resume FILE\n", argv[0]);
