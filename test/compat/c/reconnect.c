@@ -431,6 +431,27 @@ static int ensure_root(zhandle_t *zh)
 	return 0;
 }
 
+/* delete_all deletes path and everything below it. */
+static int delete_all(zhandle_t *zh, const char *path)
+{
+	struct String_vector kids;
+	char p[1024];
+	int rc = zoo_get_children(zh, path, 0, &kids);
+	if (rc == ZNONODE)
+		return 0;
+	ZCALL(rc, path);
+	for (int i = 0; i < kids.count && rc == 0; i++) {
+		snprintf(p, sizeof p, "%s/%s", path, kids.data[i]);
+		rc = delete_all(zh, p);
+	}
+	deallocate_String_vector(&kids);
+	if (rc < 0)
+		return -1;
+	rc = zoo_delete(zh, path, -1);
+	CHECK(rc == ZOK || rc == ZNONODE, "delete %s: %s", path, zerror(rc));
+	return 0;
+}
+
 static int drops(const char *servers, int n, const char *base)
 {
 	struct sess s, w;
@@ -629,6 +650,13 @@ int main(int argc, char **argv)
 		test("20 dropped sockets in a row, each followed by writes, creates, multi and watches", t_drops, servers);
 		/* Last: it kills a server, which the harness restarts after the suite. */
 		test("the session's server killed: writes, creates, multi and watches after", t_kill, servers);
+		struct sess s;
+		/* After a sync, its server lists every node below /c. */
+		if (sess_open(&s, servers, NULL) < 0 || zsync(s.zh, "/c") < 0 || delete_all(s.zh, "/c") < 0) {
+			printf("FAIL cleanup: deleting /c: %s\n", why);
+			failed++;
+		}
+		sess_close(&s);
 		return failed ? 1 : 0;
 	}
 	if (argc == 4 && strcmp(mode, "crash") == 0) {

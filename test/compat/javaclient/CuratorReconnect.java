@@ -42,6 +42,7 @@ public final class CuratorReconnect {
             Check.test("InterProcessMutex: held through " + DROPS + " dropped connections, released after each, taken by another client",
                     CuratorReconnect::mutex);
             Check.test("CuratorCache: creates, changes and deletes after a dropped connection", CuratorReconnect::cache);
+            Check.sync(admin.getZookeeperClient().getZooKeeper(), "/curator"); // so that its server lists every node below
             admin.delete().deletingChildrenIfNeeded().forPath("/curator");
         } finally {
             admin.close();

@@ -54,6 +54,7 @@ public final class ReconnectSuite {
 
         ZooKeeper cleanup = Check.connect(servers, TIMEOUT);
         try {
+            Check.sync(cleanup, "/java"); // so that its server lists every node below
             ZKUtil.deleteRecursive(cleanup, "/java");
         } finally {
             cleanup.close();

@@ -20,6 +20,7 @@ It shares kazoo_suite.py's helpers; the checks that kill a server need
 COMPAT_CTL ("ctl kill HOST:PORT"). NAME arguments run only the checks
 whose names contain one of them. Everything it creates is under /kazoo.
 """
+import logging
 import queue
 import socket
 import sys
@@ -237,14 +238,21 @@ def main():
     if not ks.ADDRS:
         print("COMPAT_SERVERS: the client addresses of the cluster, comma-separated", file=sys.stderr)
         return 2
-    ks.logging.basicConfig(stream=sys.stderr, level=ks.logging.WARNING,
-                           format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     ks.test("socket dropped, the same server: writes, creates, multi and watches after", t_drop)
     ks.test("%d dropped sockets in a row, each followed by writes, creates, multi and watches" % DROPS, t_drops)
     ks.test("issue 35's probe: a create at the xid of an old connection's set creates", t_probe)
     ks.test("SetPartitioner: ACQUIRED again after its connection dropped", t_partitioner)
     # Last: it kills a server, which the harness restarts after the suite.
     ks.test("the session's server killed: writes, creates, multi and watches after", t_kill)
+    admin = ks.client()
+    try:
+        admin.sync("/kazoo")  # so that its server lists every node below
+        admin.delete("/kazoo", recursive=True)
+    finally:
+        admin.stop()
+        admin.close()
     print("kazoo-reconnect: %d passed, %d failed" % (ks.passed, ks.failed))
     return 0 if ks.failed == 0 else 1
 

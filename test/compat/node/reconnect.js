@@ -324,6 +324,41 @@ async function kill() {
   }
 }
 
+/**
+ * deleteAll deletes p and everything below it. The client has no sync, so
+ * its server may list a node's children before it has applied another
+ * session's last creates, and the delete then finds the node not empty:
+ * it lists again, until the deadline.
+ */
+async function deleteAll(c, p) {
+  const code = (e) => e && typeof e.getCode === 'function' && e.getCode();
+  await until(`${p} deleted`, async () => {
+    let kids;
+    try {
+      kids = await children(c, p);
+    } catch (e) {
+      if (code(e) === zookeeper.Exception.NO_NODE) {
+        return true;
+      }
+      throw e;
+    }
+    for (const k of kids) {
+      await deleteAll(c, `${p}/${k}`);
+    }
+    try {
+      await call(c.remove.bind(c), p, -1);
+    } catch (e) {
+      if (code(e) === zookeeper.Exception.NOT_EMPTY) {
+        return 'not empty yet';
+      }
+      if (code(e) !== zookeeper.Exception.NO_NODE) {
+        throw e;
+      }
+    }
+    return true;
+  });
+}
+
 let passed = 0;
 let failed = 0;
 
@@ -361,6 +396,9 @@ async function main() {
   await test(`a new client resuming the session after ${WRITES + 1} writes: writes, and a create at xid ${WRITES}, creates, multi and watches`, resume);
   // Last: it kills a server, which the harness restarts after the suite.
   await test('the session\'s server killed: writes, creates, multi and watches after', kill);
+  const cleanup = await Session.open(SERVERS);
+  await deleteAll(cleanup.c, '/node');
+  cleanup.close();
   console.log(`node-reconnect: ${passed} passed, ${failed} failed`);
   return failed === 0 ? 0 : 1;
 }
