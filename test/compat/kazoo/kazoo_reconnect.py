@@ -25,7 +25,8 @@ import queue
 import socket
 import sys
 
-import kazoo_suite as ks
+sys.dont_write_bytecode = True  # no __pycache__ of kazoo_suite in the checkout
+import kazoo_suite as ks  # noqa: E402 - after the line above
 from kazoo.protocol.states import EventType, KazooState
 
 DROPS = 20  # reconnects in a row
