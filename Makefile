@@ -126,11 +126,13 @@ compare-etcd:
 	GO=$(GO) BIN=$(BIN) bash scripts/compare.sh etcd
 
 ## compat: ZooKeeper's own clients, unchanged (zkCli.sh, the Java client,
-## Curator, kazoo) and WatchProbe's scenarios against a 3-node cluster it
+## Curator, kazoo; the C client and node-zookeeper-client through
+## reconnects) and WatchProbe's scenarios against a 3-node cluster it
 ## starts on 127.0.200.11-13 (scripts/compat.sh; installs Debian's packages
-## when root; about 5 minutes; not part of make test). TARGET=zookeeper runs
+## when root; about 6 minutes; not part of make test). TARGET=zookeeper runs
 ## the same suites against ZooKeeper 3.8; UPDATE=1 rewrites coordd's
-## WatchProbe goldens; SUITES="zkcli java curator kazoo sasl probe" picks some;
+## WatchProbe goldens; SUITES="zkcli java curator kazoo sasl fourletter probe
+## reconnect" picks some (reconnect: the five *-reconnect suites);
 ## WATCH_FIXES=ZOOKEEPER_CLONE probes with ZooKeeper 3.9's watch fixes.
 compat:
 	GO=$(GO) BIN=$(BIN) LDFLAGS="$(LDFLAGS)" TARGET="$(TARGET)" UPDATE="$(UPDATE)" SUITES="$(SUITES)" WATCH_FIXES="$(WATCH_FIXES)" bash scripts/compat.sh

@@ -24,11 +24,19 @@
 #   sasl     the Java client with SASL DIGEST-MD5  test/compat/javaclient/SaslSuite.java
 #   probe    WatchProbe's scenarios, compared with golden answers
 #                                                  test/compat/java/compare.sh
+#   kazoo-reconnect, java-reconnect, curator-reconnect, c-reconnect,
+#   node-reconnect: each client through reconnects of its session (a dropped
+#            socket, 20 in a row, its server killed, a resumed session;
+#            issue 35)                             test/compat/README.md
+#   reconnect  all five of them
 #
 # It installs what it needs from Debian's packages (zookeeper,
 # libzookeeper-java, the three libcurator-*-java, python3-kazoo,
-# python3-pure-sasl, a JDK; zktop and netcat-openbsd for the fourletter suite) with
-# apt-get when run as root, and otherwise says what to install.
+# python3-pure-sasl, a JDK; zktop and netcat-openbsd for the fourletter suite;
+# gcc and libzookeeper-mt-dev for c-reconnect, nodejs and npm for
+# node-reconnect) with apt-get when run as root, and otherwise says what to
+# install. node-reconnect installs node-zookeeper-client with npm, into the
+# run's directory.
 #
 # The cluster: coordd on 127.0.200.11-13 (TARGET=zookeeper: 127.0.201.11-13;
 # COMPAT_NET changes the first three bytes), clients on port 2181 of each,
@@ -55,7 +63,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 target=${TARGET:-coordd}
-suites=${SUITES:-zkcli java curator kazoo sasl fourletter probe}
+reconnect="kazoo-reconnect java-reconnect curator-reconnect c-reconnect node-reconnect"
+suites=
+for s in ${SUITES:-zkcli java curator kazoo sasl fourletter probe reconnect}; do
+	[ "$s" = reconnect ] && suites+=" $reconnect" || suites+=" $s"
+done
 update=${UPDATE:-0}
 [ "$update" != 0 ] || update=
 bin=${BIN:-bin}
@@ -68,7 +80,7 @@ curator=/usr/share/java/curator-framework.jar:/usr/share/java/curator-recipes.ja
 
 usage() {
 	echo "compat: $1" >&2
-	echo "usage: make compat [TARGET=coordd|zookeeper] [SUITES=\"zkcli java curator kazoo sasl fourletter probe\"] [UPDATE=1]" >&2
+	echo "usage: make compat [TARGET=coordd|zookeeper] [SUITES=\"zkcli java curator kazoo sasl fourletter probe reconnect\"] [UPDATE=1]" >&2
 	exit 2
 }
 case $target in
@@ -77,7 +89,7 @@ zookeeper) net=${COMPAT_NET:-127.0.201} ;;
 *) usage "TARGET is coordd or zookeeper, not $target" ;;
 esac
 for s in $suites; do
-	case $s in zkcli | java | curator | kazoo | sasl | fourletter | probe) ;; *) usage "no suite $s" ;; esac
+	case " zkcli java curator kazoo sasl fourletter probe $reconnect " in *" $s "*) ;; *) usage "no suite $s" ;; esac
 done
 if [ -n "$update" ] && [ "$target" != coordd ]; then
 	usage "UPDATE=1 rewrites coordd's goldens: not with TARGET=$target"
@@ -86,6 +98,18 @@ watch_fixes=${WATCH_FIXES:-}
 if [ -n "$update" ] && [ -n "$watch_fixes" ]; then
 	usage "UPDATE=1 rewrites coordd's goldens of Debian's client: not with WATCH_FIXES"
 fi
+
+# Nothing may listen on the cluster's addresses yet: the readiness check
+# would take another cluster there (another run's, on the same COMPAT_NET)
+# for this one, whose servers cannot bind.
+for i in 1 2 3; do
+	for port in 2181 2888; do
+		if timeout 2 bash -c "exec 3<>/dev/tcp/$net.$((10 + i))/$port" 2>/dev/null; then
+			echo "compat: $net.$((10 + i)):$port is in use (another run on these addresses?); set COMPAT_NET to other ones" >&2
+			exit 2
+		fi
+	done
+done
 
 # --- what the suites need, from Debian's packages.
 need=()
@@ -97,6 +121,14 @@ want /usr/share/java/curator-recipes.jar libcurator-recipes-java
 want /usr/share/java/curator-client.jar libcurator-client-java
 want /usr/share/java/slf4j-simple.jar libslf4j-java
 command -v javac >/dev/null || need+=(default-jdk-headless)
+case " $suites " in *" c-reconnect "*)
+	want /usr/include/zookeeper/zookeeper.h libzookeeper-mt-dev
+	command -v gcc >/dev/null || need+=(gcc) ;;
+esac
+case " $suites " in *" node-reconnect "*) # it installs node-zookeeper-client with npm itself
+	command -v node >/dev/null || need+=(nodejs)
+	command -v npm >/dev/null || need+=(npm) ;;
+esac
 { [ -x "$python" ] && "$python" -c 'import kazoo' 2>/dev/null; } || need+=(python3-kazoo)
 { [ -x "$python" ] && "$python" -c 'import puresasl' 2>/dev/null; } || need+=(python3-pure-sasl)
 if [[ " $suites " == *" fourletter "* ]]; then
@@ -332,6 +364,11 @@ run_suite() {
 	kazoo) set -- "$python" test/compat/kazoo/kazoo_suite.py ;;
 	fourletter) set -- "$python" test/compat/fourletter/fourletter_suite.py ;;
 	sasl) set -- "${java_cmd[0]}" -Djava.security.auth.login.config="$dir/client-jaas.conf" "${java_cmd[@]:1}" SaslSuite ;;
+	kazoo-reconnect) set -- "$python" test/compat/kazoo/kazoo_reconnect.py ;;
+	java-reconnect) set -- "${java_cmd[@]}" ReconnectSuite ;;
+	curator-reconnect) set -- "${java_cmd[@]}" CuratorReconnect ;;
+	c-reconnect) set -- bash test/compat/c/c_reconnect.sh ;;
+	node-reconnect) set -- bash test/compat/node/node_reconnect.sh ;;
 	probe) set -- bash test/compat/java/compare.sh -s "$(addr 1)" -t "$target" -k "$dir/probe" ${update:+-u} ${fixes:+-c "$fixes"} ;;
 	esac
 	# In the background, so that a signal to this script runs its cleanup
@@ -357,7 +394,7 @@ run_suite() {
 			{ grep -v '^\s*at \|INFO' "$dir/$name.log" || true; } | tail -n 15 | sed 's/^/    /'
 		fi
 	fi
-	summary+=("$(printf '%-10s %s  %-22s %4ds' "$name" "$verdict" "($checks)" $((SECONDS - t0)))")
+	summary+=("$(printf '%-17s %s  %-22s %4ds' "$name" "$verdict" "($checks)" $((SECONDS - t0)))")
 }
 
 for s in $suites; do run_suite "$s"; done
