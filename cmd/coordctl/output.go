@@ -82,6 +82,7 @@ type eventJSON struct {
 
 type statusJSON struct {
 	Leader  string       `json:"leader"`
+	Level   int64        `json:"level"` // the cluster's command level
 	Members []memberJSON `json:"members"`
 }
 
@@ -92,6 +93,7 @@ type memberJSON struct {
 	Role    string `json:"role"`
 	Applied int64  `json:"applied"` // 0 when unreachable
 	Version string `json:"version"` // "" when unreachable
+	Level   int64  `json:"level"`   // the command level its coordd applies; 0 when unreachable
 }
 
 type sessionsJSON struct {
@@ -160,6 +162,23 @@ func writeStatus(w io.Writer, st statusJSON) {
 		leader = "none"
 	}
 	fmt.Fprintf(w, "leader: %s\n", leader)
+	if lv := lowestLevel(st); lv > st.Level {
+		fmt.Fprintf(w, "command level: %d (every member applies %d: the leader raises it soon)\n", st.Level, lv)
+	} else if st.Level > 0 {
+		fmt.Fprintf(w, "command level: %d\n", st.Level)
+	}
+}
+
+// lowestLevel is the lowest command level a reachable member applies (0:
+// none reachable).
+func lowestLevel(st statusJSON) int64 {
+	var lv int64
+	for _, m := range st.Members {
+		if m.Level > 0 && (lv == 0 || m.Level < lv) {
+			lv = m.Level
+		}
+	}
+	return lv
 }
 
 // appliedText is a member's applied zxid as status and member list print
