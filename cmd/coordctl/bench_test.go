@@ -183,6 +183,7 @@ func TestBenchUsageAndSetupErrors(t *testing.T) {
 		{"bench", "write", "-o", "yaml"},
 		{"bench", "write", "--protocol", "http"},
 		{"bench", "write", "--protocol", "zk", "--share-conns"},
+		{"bench", "write,watch-recursive", "--protocol", "zk"},
 	} {
 		if r := ctl(t, args...); r.code != 2 {
 			t.Errorf("%q: exit %d, want 2 (stderr %q)", args, r.code, r.stderr)

@@ -23,9 +23,9 @@ type Bench struct {
 	noStatus bool
 }
 
-// Open checks cfg, connects the admin session and creates cfg.Root. ctx
-// bounds everything the Bench does until Close: its end interrupts the
-// run under way.
+// Open checks cfg, connects the admin session and creates cfg.Root. The
+// end of ctx (an interrupt) ends the run under way and the runs after it;
+// Close still cleans up.
 func Open(ctx context.Context, cfg Config) (*Bench, error) {
 	if err := cfg.Check(); err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
