@@ -39,13 +39,24 @@ func (p *fakeProtocol) admin(ctx context.Context, servers []string) (session, er
 
 func (p *fakeProtocol) close() {}
 
-// fakeSession is on addr; only server and close work.
+// fakeSession is on addr; only server, close, losses (lost) and exists
+// (existsErr) work.
 type fakeSession struct {
 	session
-	p      *fakeProtocol
-	addr   string
-	closed bool
+	p         *fakeProtocol
+	addr      string
+	closed    bool
+	lost      []sessionLoss
+	existsErr error
 }
+
+func (s *fakeSession) losses() []sessionLoss {
+	l := s.lost
+	s.lost = nil
+	return l
+}
+
+func (s *fakeSession) exists(context.Context, string) error { return s.existsErr }
 
 func (s *fakeSession) server() string { return s.addr }
 

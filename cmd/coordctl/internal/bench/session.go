@@ -57,7 +57,9 @@ type mutex interface {
 
 // sessionLoss is a moment a session was in danger: it expired, was
 // suspended (coordd's client: the leader has not confirmed it lately) or
-// lost its connection. err is the cause, when the client gives one.
+// lost its connection. state is named as package client names it
+// ("Expired", "Suspended", "Disconnected"); err is the cause, when the
+// client gives one.
 type sessionLoss struct {
 	state string
 	err   error

@@ -114,7 +114,7 @@ func tlsDialer(cfg *tls.Config) zk.Dialer {
 // zkSession is a go-zookeeper session. Its calls ignore their context.
 type zkSession struct {
 	conn *zk.Conn
-	addr string // the server it was opened on
+	addr string // the server it was opened on (the admin session: the first offered)
 	// expired and disconnected count the session's events of those states
 	// since losses last read them.
 	expired, disconnected atomic.Int64
@@ -195,10 +195,10 @@ func (s *zkSession) mutex(path string) mutex { return zkMutex{zk.NewLock(s.conn,
 func (s *zkSession) losses() []sessionLoss {
 	var out []sessionLoss
 	for range s.expired.Swap(0) {
-		out = append(out, sessionLoss{state: "expired"})
+		out = append(out, sessionLoss{state: "Expired"})
 	}
 	for range s.disconnected.Swap(0) {
-		out = append(out, sessionLoss{state: "disconnected"})
+		out = append(out, sessionLoss{state: "Disconnected"})
 	}
 	return out
 }
