@@ -1,8 +1,8 @@
 # coordd — build, test and run.
 #
 #   make test      everything CI checks: formatting, vet, dependency
-#                  direction, doc comments, the raft fork (rpc/third_party/raft), then
-#                  the whole suite with -race
+#                  direction, doc comments, the links of the Markdown files, the raft
+#                  fork (rpc/third_party/raft), then the whole suite with -race
 #   make cluster   a local 3-node cluster in the foreground (N=5 for five;
 #                  TLS=1 for TLS on both ports, certificates from make certs)
 #   make certs     a CA and server, peer and client certificates in .cluster/tls
@@ -27,7 +27,7 @@ LDFLAGS   := -X main.version=$(VERSION)
 DIST      ?= dist
 PLATFORMS ?= linux/amd64 linux/arm64 darwin/arm64
 
-.PHONY: all build test unit lint fmt vet deps docs raftfork proto proto-check cluster certs bench restart-bench compare-zookeeper compare-etcd compat scale fuzz clean release release-check deploy-check console-test
+.PHONY: all build test unit lint fmt vet deps docs links raftfork proto proto-check cluster certs bench restart-bench compare-zookeeper compare-etcd compat scale fuzz clean release release-check deploy-check console-test
 
 all: build
 
@@ -45,7 +45,7 @@ unit:
 	$(GO) test -race -count=1 -timeout 18m $(PKGS)
 	cd test/cluster/compare && $(GO) test -race -count=1 .
 
-lint: fmt vet deps docs raftfork
+lint: fmt vet deps docs links raftfork
 
 fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -67,6 +67,11 @@ raftfork:
 ## docs: every package and exported name has a doc comment.
 docs:
 	@$(GO) run ./scripts/doccheck .
+
+## links: every relative link of every Markdown file (README.md, DESIGN.md,
+## docs/...) leads to a file that exists, and its #anchor to a heading there.
+links:
+	@$(GO) run ./scripts/linkcheck .
 
 ## proto: regenerate the committed protobuf code (needs Debian's protobuf-compiler).
 proto:
