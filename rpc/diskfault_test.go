@@ -153,9 +153,13 @@ func openDataDir(dir string) error {
 }
 
 // logEntry is entry i of the test logs: of term 1 + i/100, with data that
-// says its index.
+// says its index, and words that look like a WAL commit frame's header (a
+// 3, then zeros), one at each alignment, which a search for intact
+// batches must see through.
 func logEntry(i uint64) *raft.Log {
-	return &raft.Log{Index: i, Term: 1 + i/100, Type: raft.LogCommand, Data: []byte(fmt.Sprintf("entry %d %0200d", i, i)), AppendedAt: time.Unix(1700000000, 0).UTC()}
+	data := []byte(fmt.Sprintf("entry %d %0150d ", i, i))
+	data = append(data, bytes.Repeat([]byte("\x03\x00\x00\x00\x00\x00\x00\x00\x00"), 8)...)
+	return &raft.Log{Index: i, Term: 1 + i/100, Type: raft.LogCommand, Data: data, AppendedAt: time.Unix(1700000000, 0).UTC()}
 }
 
 // fillStore appends entries first..last in batches of batch, and sets the

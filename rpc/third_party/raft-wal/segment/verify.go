@@ -14,6 +14,7 @@ package segment
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -259,16 +260,32 @@ func findIntactBatch(r io.ReaderAt, from, restart int64) (start, commit int64, o
 		}
 		chunk := buf[:n&^(frameHeaderLen-1)]
 		last := 0
-		for i := 0; i+frameHeaderLen <= len(chunk); i += frameHeaderLen {
-			at := pos + int64(i)
-			if at == restart && at != from {
-				update(chunk[last:i])
-				last = i
-				add(at)
+		// restartBefore starts the run at restart once the walk reaches
+		// offset i of the chunk.
+		restartBefore := func(i int) {
+			if restart > from && restart >= pos+int64(last) && restart <= pos+int64(i) {
+				k := int(restart - pos)
+				update(chunk[last:k])
+				last = k
+				add(restart)
+				restart = -1
 			}
-			if chunk[i] != FrameCommit || chunk[i+1] != 0 || chunk[i+2] != 0 || chunk[i+3] != 0 {
+		}
+		for i := 0; i+frameHeaderLen <= len(chunk); i += frameHeaderLen {
+			// Skip to the next byte that may start a commit frame.
+			j := bytes.IndexByte(chunk[i:], FrameCommit)
+			if j < 0 {
+				break
+			}
+			i += j &^ (frameHeaderLen - 1)
+			if j&(frameHeaderLen-1) != 0 || i+frameHeaderLen > len(chunk) {
 				continue
 			}
+			at := pos + int64(i)
+			if chunk[i+1] != 0 || chunk[i+2] != 0 || chunk[i+3] != 0 {
+				continue
+			}
+			restartBefore(i)
 			update(chunk[last:i])
 			last = i
 			want := binary.LittleEndian.Uint32(chunk[i+4 : i+8])
@@ -281,6 +298,7 @@ func findIntactBatch(r io.ReaderAt, from, restart int64) (start, commit int64, o
 			last = i + frameHeaderLen
 			add(at + frameHeaderLen)
 		}
+		restartBefore(len(chunk))
 		update(chunk[last:])
 		pos += int64(len(chunk))
 		if rerr != nil || n < len(buf) {
