@@ -77,7 +77,7 @@ func checkBoltFile(path string) error {
 	if err != nil {
 		return fmt.Errorf("rpc: %w", err)
 	}
-	c := &boltChecker{r: f, size: st.Size(), seen: map[uint64]bool{}}
+	c := &boltChecker{r: &blockReader{r: f, blocks: map[int64][]byte{}}, size: st.Size()}
 	if err := c.check(); err != nil {
 		var eb *errBolt
 		if errors.As(err, &eb) {
@@ -93,7 +93,7 @@ type boltChecker struct {
 	size     int64
 	pageSize int64
 	hwm      uint64
-	seen     map[uint64]bool // pages reached
+	seen     []uint64 // a bit per page: reached
 	// onValue, if set, is told where each value of each bucket lies in the
 	// file (for tests).
 	onValue func(bucket, key []byte, off int64)
@@ -120,7 +120,9 @@ func (c *boltChecker) check() error {
 	if c.hwm < 3 || c.hwm > uint64(c.size/c.pageSize) {
 		return &errBolt{c.size, "the file holds %d pages of %d bytes, its meta page counts %d: truncated", []any{c.size / c.pageSize, c.pageSize, c.hwm}}
 	}
-	c.seen[0], c.seen[1] = true, true
+	c.seen = make([]uint64, (c.hwm+63)/64)
+	c.mark(0)
+	c.mark(1)
 	var free []uint64
 	if m.freelist != boltNoFreelist {
 		if free, err = c.readFreelist(m.freelist); err != nil {
@@ -135,7 +137,7 @@ func (c *boltChecker) check() error {
 		switch {
 		case id < 2 || id >= c.hwm:
 			return &errBolt{int64(m.freelist) * c.pageSize, "the freelist lists page %d, outside the file's pages 2..%d", []any{id, c.hwm - 1}}
-		case c.seen[id]:
+		case c.reached(id):
 			return &errBolt{int64(m.freelist) * c.pageSize, "the freelist lists page %d, which is in use", []any{id}}
 		case dup[id]:
 			return &errBolt{int64(m.freelist) * c.pageSize, "the freelist lists page %d twice", []any{id}}
@@ -183,8 +185,8 @@ func (c *boltChecker) readPage(id uint64) ([]byte, error) {
 		return nil, &errBolt{int64(min(id, c.hwm)) * c.pageSize, "a reference to page %d, outside the file's pages 2..%d", []any{id, c.hwm - 1}}
 	}
 	off := int64(id) * c.pageSize
-	head := make([]byte, c.pageSize)
-	if _, err := c.r.ReadAt(head, off); err != nil {
+	head, err := c.read(off, c.pageSize)
+	if err != nil {
 		return nil, err
 	}
 	if got := binary.LittleEndian.Uint64(head); got != id {
@@ -195,19 +197,85 @@ func (c *boltChecker) readPage(id uint64) ([]byte, error) {
 		return nil, &errBolt{off, "page %d runs %d pages past the file's last page", []any{id, overflow}}
 	}
 	for i := id; i <= id+overflow; i++ {
-		if c.seen[i] {
+		if c.reached(i) {
 			return nil, &errBolt{int64(i) * c.pageSize, "page %d is referenced twice", []any{i}}
 		}
-		c.seen[i] = true
+		c.mark(i)
 	}
 	if overflow == 0 {
 		return head, nil
 	}
-	whole := make([]byte, int64(overflow+1)*c.pageSize)
-	if _, err := c.r.ReadAt(whole, off); err != nil {
+	return c.read(off, int64(overflow+1)*c.pageSize)
+}
+
+func (c *boltChecker) mark(id uint64)         { c.seen[id/64] |= 1 << (id % 64) }
+func (c *boltChecker) reached(id uint64) bool { return c.seen[id/64]&(1<<(id%64)) != 0 }
+
+// read returns n bytes at off: a slice of a cached block when they lie in
+// one (never written to), else a copy.
+func (c *boltChecker) read(off, n int64) ([]byte, error) {
+	if br, ok := c.r.(*blockReader); ok {
+		if b, err := br.slice(off, n); b != nil || err != nil {
+			return b, err
+		}
+	}
+	b := make([]byte, n)
+	if _, err := c.r.ReadAt(b, off); err != nil {
 		return nil, err
 	}
-	return whole, nil
+	return b, nil
+}
+
+// blockReader reads a file in blocks of boltBlock bytes, keeping the last
+// few: the walk reads a log's pages roughly in file order, so a block
+// serves many pages for one read.
+type blockReader struct {
+	r      io.ReaderAt
+	blocks map[int64][]byte
+	order  []int64 // blocks kept, oldest first
+	spare  []byte  // the last block dropped, for the next read
+}
+
+const (
+	boltBlock      = 1 << 20
+	boltBlocksKept = 8
+)
+
+func (b *blockReader) ReadAt(p []byte, off int64) (int, error) { return b.r.ReadAt(p, off) }
+
+// slice returns the n bytes at off if they lie within one block, else nil.
+// The slice is good until boltBlocksKept other blocks have been read: a
+// block dropped is read over.
+func (b *blockReader) slice(off, n int64) ([]byte, error) {
+	blk := off / boltBlock
+	if (off+n-1)/boltBlock != blk {
+		return nil, nil
+	}
+	data, ok := b.blocks[blk]
+	if !ok {
+		if len(b.order) == boltBlocksKept {
+			b.spare = b.blocks[b.order[0]][:0]
+			delete(b.blocks, b.order[0])
+			b.order = b.order[1:]
+		}
+		data = b.spare[:cap(b.spare)]
+		b.spare = nil
+		if len(data) < boltBlock {
+			data = make([]byte, boltBlock)
+		}
+		k, err := b.r.ReadAt(data, blk*boltBlock)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, err
+		}
+		data = data[:k]
+		b.blocks[blk] = data
+		b.order = append(b.order, blk)
+	}
+	start := off - blk*boltBlock
+	if start+n > int64(len(data)) {
+		return nil, io.ErrUnexpectedEOF
+	}
+	return data[start : start+n : start+n], nil
 }
 
 func (c *boltChecker) readFreelist(id uint64) ([]uint64, error) {
@@ -281,6 +349,8 @@ func (c *boltChecker) walkPage(p, buf []byte, bufOff int64, id uint64, bucket, l
 		if count == 0 {
 			return &errBolt{off, "branch page %d is empty", []any{id}}
 		}
+		// Its children's reads may recycle the block it lies in.
+		p = bytes.Clone(p)
 		keys := make([][]byte, count)
 		for i := range count {
 			e := elem(i)
@@ -304,6 +374,16 @@ func (c *boltChecker) walkPage(p, buf []byte, bufOff int64, id uint64, bucket, l
 		}
 		return nil
 	case flags == boltLeafPage:
+		for i := range count {
+			if binary.LittleEndian.Uint32(elem(i))&boltBucketLeafFlag != 0 {
+				// Walking a bucket below may recycle the block it lies in.
+				start := cap(buf) - cap(p)
+				own := make([]byte, cap(buf))
+				copy(own, buf[:cap(buf)])
+				buf, p = own, own[start:start+len(p)]
+				break
+			}
+		}
 		for i := range count {
 			e := elem(i)
 			eflags, pos := binary.LittleEndian.Uint32(e[0:]), binary.LittleEndian.Uint32(e[4:])

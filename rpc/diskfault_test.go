@@ -216,7 +216,7 @@ func boltValueAt(t *testing.T, path string, bucket, key []byte) int64 {
 	defer f.Close()
 	st, _ := f.Stat()
 	off := int64(-1)
-	c := &boltChecker{r: f, size: st.Size(), seen: map[uint64]bool{}, onValue: func(b, k []byte, at int64) {
+	c := &boltChecker{r: f, size: st.Size(), onValue: func(b, k []byte, at int64) {
 		if bytes.Equal(b, bucket) && bytes.Equal(k, key) {
 			off = at
 		}
