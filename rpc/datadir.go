@@ -196,10 +196,11 @@ var (
 	keyLastVoteTerm = []byte("LastVoteTerm")
 )
 
-// stableUint64 reads a uint64 of the stable store; a key never set is 0.
+// stableUint64 reads a uint64 of the stable store; a key never set is 0
+// (raft-wal says 0, raft-boltdb ErrKeyNotFound).
 func stableUint64(s raftStore, key []byte) (uint64, error) {
 	v, err := s.GetUint64(key)
-	if err != nil && err.Error() == "not found" { // raft-boltdb's ErrKeyNotFound, as hashicorp/raft tests it
+	if errors.Is(err, raftboltdb.ErrKeyNotFound) {
 		return 0, nil
 	}
 	return v, err

@@ -800,3 +800,59 @@ func replaceIn(t *testing.T, path, old, new string) {
 		t.Fatal(err)
 	}
 }
+
+// dirContents returns every file under dir with its bytes.
+func dirContents(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		out[p] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestRefusedStartChangesNothing: a start refused for damage found after
+// the log store opened (a snapshot's) leaves every file of the data dir as
+// it was, with either store: nothing is written before the checks pass.
+func TestRefusedStartChangesNothing(t *testing.T) {
+	for _, kind := range []string{RaftLogWAL, RaftLogBolt} {
+		t.Run(kind, func(t *testing.T) {
+			dir, s, snaps := newDataDir(t, kind)
+			_, trans := raft.NewInmemTransport("")
+			sink, err := snaps.Create(raft.SnapshotVersionMax, 500, logEntry(500).Term, raft.Configuration{Servers: []raft.Server{{ID: "1", Address: "127.0.0.1:1"}}}, 1, trans)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := sink.Write([]byte("the state at 500")); err != nil {
+				t.Fatal(err)
+			}
+			if err := sink.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.DeleteRange(1, 400); err != nil {
+				t.Fatal(err)
+			}
+			s.Close()
+			flipBit(t, filepath.Join(dir, snapshotsDir, sink.ID(), "state.bin"), 3)
+			before := dirContents(t, dir)
+			wantDamaged(t, openDataDir(dir), "state.bin")
+			after := dirContents(t, dir)
+			for p, b := range before {
+				if after[p] != b {
+					t.Errorf("the refused start changed %s", p)
+				}
+			}
+			if len(after) != len(before) {
+				t.Errorf("the refused start left %d files, there were %d", len(after), len(before))
+			}
+		})
+	}
+}

@@ -114,15 +114,15 @@ func New(options Options) (*BoltStore, error) {
 	}
 
 	// If the store was opened read-only, don't try and create buckets
-	if !options.readOnly() {
+	// (coordd: nor when they are there, which verify checked: a store is
+	// written to only when something is stored)
+	if !options.readOnly() && fresh {
 		// Set up our buckets
 		if err := store.initialize(); err != nil {
 			store.Close()
 			return nil, err
 		}
-	}
-	if fresh {
-		store.sealed = !options.readOnly()
+		store.sealed = true
 	}
 	return store, nil
 }

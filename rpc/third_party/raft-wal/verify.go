@@ -7,6 +7,7 @@ package wal
 // segments' own (segment/verify.go).
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"path/filepath"
@@ -126,6 +127,9 @@ func (w *WAL) recordTailLocked() error {
 	}
 	v := binary.LittleEndian.AppendUint64(nil, info.ID)
 	v = binary.LittleEndian.AppendUint64(v, c.CommittedOffset())
+	if old, err := w.metaDB.GetStable(tailRecordKey); err == nil && bytes.Equal(old, v) {
+		return nil // as recorded: nothing to write
+	}
 	return w.metaDB.SetStable(tailRecordKey, v)
 }
 
