@@ -354,6 +354,45 @@ func TestWALFinishesRotationOnOpen(t *testing.T) {
 	}
 }
 
+// TestWALOrphanOfTheFirstSegment: a segment's file is created before the
+// metadata records it (rpc/third_party/raft-wal/FORK.md, part 6), so a
+// process that stops in between leaves a file the metadata does not know.
+// The next open, creating the log's first segment under the same id, must
+// keep its new file: deleting it with the orphans lost every entry
+// appended to it.
+func TestWALOrphanOfTheFirstSegment(t *testing.T) {
+	dir := t.TempDir()
+	d := filepath.Join(dir, walDir)
+	if err := os.Mkdir(d, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	meta := &failingMeta{MetaStore: &metadb.BoltMetaDB{}}
+	meta.failing.Store(true)
+	if _, err := wal.Open(d, wal.WithMetaStore(meta), wal.WithLogger(hclog.NewNullLogger())); err == nil {
+		t.Fatal("opened with a failing metadata commit")
+	}
+	meta.Close()
+	if segs, _ := filepath.Glob(filepath.Join(d, "*.wal")); len(segs) != 1 {
+		t.Fatalf("the failed open left %v", segs)
+	}
+	s, err := openWALStore(dir, hclog.NewNullLogger(), walOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.StoreLogs(testLogs(1, 10)); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s, err = openWALStore(dir, hclog.NewNullLogger(), walOptions{})
+	if err != nil {
+		t.Fatalf("reopening: %v", err)
+	}
+	defer s.Close()
+	if last, err := s.LastIndex(); err != nil || last != 10 {
+		t.Fatalf("the log ends at %d (%v), want 10", last, err)
+	}
+}
+
 // TestWALHoldsTheLargestEntry: the WAL stores and reads back, after a
 // restart too, the largest entry a server may write: a forwarded write of
 // fsm.DataSizeCap bytes of data (peerMessageLimit). Upstream raft-wal wrote

@@ -223,11 +223,14 @@ func Open(dir string, opts ...walOpt) (*WAL, error) {
 		newState.segments = newState.segments.Set(si.BaseIndex, ss)
 
 		// coordd: the file is created, and made durable, before the
-		// metadata records it (see createNextSegment).
+		// metadata records it (see createNextSegment). A file of its id
+		// left by an earlier attempt is an orphan that Create replaces:
+		// it must not be deleted with the others below.
 		sw, err := w.sf.Create(si)
 		if err != nil {
 			return nil, err
 		}
+		delete(toDelete, si.ID)
 		if err := w.metaDB.CommitState(newState.Persistent()); err != nil {
 			sw.Close()
 			return nil, err
