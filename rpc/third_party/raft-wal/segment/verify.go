@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"sync"
 
 	"github.com/hashicorp/raft-wal/types"
 )
@@ -213,18 +214,11 @@ func scanSegment(r io.ReaderAt) (*scanned, error) {
 	}
 }
 
-// maxRuns bounds how many batch starts findIntactBatch tries for each
-// commit frame it finds: the last few commit frames before it (the nearest
-// first), so that a commit-like word inside an entry's data does not hide
-// the batch start before it.
-const maxRuns = 8
-
 // findIntactBatch looks in r, from offset from (where the damaged or torn
-// batch begins) to the end of the file, for a batch that is intact: a
-// commit frame whose CRC matches the bytes from a batch start to it. A
-// batch start is from itself, restart (when >= 0), or the offset after any
-// earlier commit frame. It returns the batch's start and its commit frame's
-// offset.
+// batch begins) to the end of the written data, for a batch that is
+// intact: a chain of frames from some 8-aligned offset to a commit frame
+// whose CRC matches the bytes from that offset to it. It returns the
+// batch's start and its commit frame's offset.
 //
 // A crash can only cut short the last batch written, the one whose fsync
 // had not returned: everything written after it was never written. So an
@@ -233,78 +227,177 @@ const maxRuns = 8
 // Bytes left behind by an append that failed and was written over by a
 // shorter one never form an intact batch: their batch's start was written
 // over.
-func findIntactBatch(r io.ReaderAt, from, restart int64) (start, commit int64, ok bool, err error) {
-	type run struct {
-		start int64
-		crc   uint32
-	}
-	var runs []run
-	add := func(at int64) {
-		runs = append(runs, run{start: at})
-		if len(runs) > maxRuns {
-			runs = runs[1:]
-		}
-	}
-	update := func(b []byte) {
-		for i := range runs {
-			runs[i].crc = crc32.Update(runs[i].crc, castagnoliTable, b)
-		}
-	}
-	add(from)
+//
+// Every 8-aligned offset is tried as a batch start, so that a batch is
+// found after damage that took the commit frame before it too; words in
+// entries' data that look like frame headers start chains as well, and
+// those that reach a commit frame fail its CRC, having started in the
+// wrong place. Each chain is followed once (end, computed backwards), and
+// each start's CRC comes from running CRCs by crcShift, so the search is
+// linear in the written data. In the common case, a clean or torn tail
+// followed by the preallocated zeros, there is nothing after the stop but
+// those zeros, and the search reads them and ends.
+func findIntactBatch(r io.ReaderAt, from int64) (start, commit int64, ok bool, err error) {
+	// Where the written data ends: the last word that is not zero.
+	dataEnd := from
 	buf := make([]byte, scanBufSize)
-	pos := from // the file offset of buf[0]; from is 8-aligned
-	for {
+	var zeros [4096]byte
+	for pos := from; ; {
 		n, rerr := r.ReadAt(buf, pos)
 		if rerr != nil && !errors.Is(rerr, io.EOF) {
 			return 0, 0, false, rerr
 		}
 		chunk := buf[:n&^(frameHeaderLen-1)]
-		last := 0
-		// restartBefore starts the run at restart once the walk reaches
-		// offset i of the chunk.
-		restartBefore := func(i int) {
-			if restart > from && restart >= pos+int64(last) && restart <= pos+int64(i) {
-				k := int(restart - pos)
-				update(chunk[last:k])
-				last = k
-				add(restart)
-				restart = -1
+		for pg := 0; pg < len(chunk); pg += len(zeros) {
+			page := chunk[pg:]
+			if len(page) > len(zeros) {
+				page = page[:len(zeros)]
 			}
-		}
-		for i := 0; i+frameHeaderLen <= len(chunk); i += frameHeaderLen {
-			// Skip to the next byte that may start a commit frame.
-			j := bytes.IndexByte(chunk[i:], FrameCommit)
-			if j < 0 {
-				break
-			}
-			i += j &^ (frameHeaderLen - 1)
-			if j&(frameHeaderLen-1) != 0 || i+frameHeaderLen > len(chunk) {
+			if bytes.Equal(page, zeros[:len(page)]) {
 				continue
 			}
-			at := pos + int64(i)
-			if chunk[i+1] != 0 || chunk[i+2] != 0 || chunk[i+3] != 0 {
-				continue
-			}
-			restartBefore(i)
-			update(chunk[last:i])
-			last = i
-			want := binary.LittleEndian.Uint32(chunk[i+4 : i+8])
-			for j := len(runs) - 1; j >= 0; j-- {
-				if runs[j].start < at && runs[j].crc == want {
-					return runs[j].start, at, true, nil
+			for i := len(page) - frameHeaderLen; i >= 0; i -= frameHeaderLen {
+				if binary.LittleEndian.Uint64(page[i:]) != 0 {
+					dataEnd = pos + int64(pg+i+frameHeaderLen)
+					break
 				}
 			}
-			update(chunk[i : i+frameHeaderLen])
-			last = i + frameHeaderLen
-			add(at + frameHeaderLen)
 		}
-		restartBefore(len(chunk))
-		update(chunk[last:])
 		pos += int64(len(chunk))
 		if rerr != nil || n < len(buf) {
-			return 0, 0, false, nil
+			break
 		}
 	}
+	if dataEnd == from {
+		return 0, 0, false, nil
+	}
+	region := make([]byte, dataEnd-from)
+	if _, err := r.ReadAt(region, from); err != nil && !errors.Is(err, io.EOF) {
+		return 0, 0, false, err
+	}
+	words := len(region) / frameHeaderLen
+
+	// end[k]: where the chain of frames through word k ends, at a
+	// commit-like word (its word index), or -1.
+	end := make([]int32, words)
+	for k := words - 1; k >= 0; k-- {
+		h := region[k*frameHeaderLen:]
+		end[k] = -1
+		if h[1] != 0 || h[2] != 0 || h[3] != 0 {
+			continue
+		}
+		switch h[0] {
+		case FrameCommit:
+			end[k] = int32(k)
+		case FrameEntry, FrameIndex:
+			l := int64(binary.LittleEndian.Uint32(h[4:]))
+			if l > MaxEntrySize {
+				continue
+			}
+			if next := int64(k) + (frameHeaderLen+l+int64(padLen(int(l))))/frameHeaderLen; next < int64(words) {
+				end[k] = end[next]
+			}
+		}
+	}
+	// first(k) is the word a batch starting at word k has its first frame
+	// at: the first batch of a segment covers its file header too.
+	first := func(k int) int {
+		if from == 0 && k == 0 {
+			return fileHeaderLen / frameHeaderLen
+		}
+		return k
+	}
+	// The running CRC, from the region's start, at every word some chain
+	// starts or ends at.
+	need := make([]bool, words+1)
+	chains := false
+	for k := 0; k < words; k++ {
+		if f := first(k); f < words && end[f] > int32(k) {
+			need[k], need[end[f]] = true, true
+			chains = true
+		}
+	}
+	if !chains {
+		return 0, 0, false, nil
+	}
+	running := make(map[int]uint32)
+	var crc uint32
+	last := 0
+	for k := 0; k <= words; k++ {
+		if need[k] {
+			crc = crc32.Update(crc, castagnoliTable, region[last*frameHeaderLen:k*frameHeaderLen])
+			last = k
+			running[k] = crc
+		}
+	}
+	for k := 0; k < words; k++ {
+		f := first(k)
+		if f >= words || end[f] <= int32(k) {
+			continue
+		}
+		e := int(end[f])
+		n := int64(e-k) * frameHeaderLen
+		got := running[e] ^ crcShift(running[k], n)
+		if got == binary.LittleEndian.Uint32(region[e*frameHeaderLen+4:]) {
+			return from + int64(k)*frameHeaderLen, from + int64(e)*frameHeaderLen, true, nil
+		}
+	}
+	return 0, 0, false, nil
+}
+
+// crcShift returns what CRC-32C crc becomes when n zero bytes follow its
+// data, less the CRC of those zeros: crc(A+B) = crcShift(crc(A), len(B)) ^
+// crc(B), as zlib's crc32_combine. It multiplies by x^(8n) modulo the
+// polynomial, with an operator per power of two made once.
+func crcShift(crc uint32, n int64) uint32 {
+	shiftOnce.Do(makeShiftOps)
+	for k := 0; n > 0; k, n = k+1, n>>1 {
+		if n&1 != 0 {
+			crc = gf2Times(&shiftOps[k], crc)
+		}
+	}
+	return crc
+}
+
+var (
+	shiftOnce sync.Once
+	// shiftOps[k] multiplies a CRC by x^(8 * 2^k).
+	shiftOps [63][32]uint32
+)
+
+func makeShiftOps() {
+	// One zero bit: the reversed polynomial's step.
+	var op [32]uint32
+	op[0] = 0x82f63b78 // Castagnoli, reversed
+	for i, row := 1, uint32(1); i < 32; i, row = i+1, row<<1 {
+		op[i] = row
+	}
+	// Square it three times: one zero byte.
+	for i := 0; i < 3; i++ {
+		op = gf2Square(&op)
+	}
+	for k := range shiftOps {
+		shiftOps[k] = op
+		op = gf2Square(&op)
+	}
+}
+
+func gf2Times(m *[32]uint32, v uint32) uint32 {
+	var sum uint32
+	for i := 0; v != 0; i, v = i+1, v>>1 {
+		if v&1 != 0 {
+			sum ^= m[i]
+		}
+	}
+	return sum
+}
+
+func gf2Square(m *[32]uint32) [32]uint32 {
+	var sq [32]uint32
+	for i := range sq {
+		sq[i] = gf2Times(m, m[i])
+	}
+	return sq
 }
 
 // checkEntries passes every entry of s to check (the first is

@@ -138,13 +138,7 @@ func (w *Writer) recoverTail(path string, check EntryCheck) error {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	if s.why != stopNone {
-		restart := int64(-1)
-		if s.why == stopBadHeader {
-			// Perhaps a commit frame's header: its batch's successor
-			// starts after it.
-			restart = s.stop + frameHeaderLen
-		}
-		start, commit, found, err := findIntactBatch(w.wf, s.end, restart)
+		start, commit, found, err := findIntactBatch(w.wf, s.end)
 		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
