@@ -92,14 +92,13 @@ func TestBoltCheckLargeFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.NoSync = true
-	val := make([]byte, 1000)
+	val := make([]byte, 3000) // one to a page
 	err = db.Update(func(tx *bbolt.Tx) error {
 		a, err := tx.CreateBucket([]byte("a"))
 		if err != nil {
 			return err
 		}
-		a.FillPercent = 1
-		for i := range uint64(boltBlocksKept*boltBlock/1000 + 2000) {
+		for i := range uint64(boltBlocksKept*boltBlock/4096 + 200) {
 			if err := a.Put(binary.BigEndian.AppendUint64(nil, i), val); err != nil {
 				return err
 			}

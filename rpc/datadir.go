@@ -274,9 +274,15 @@ func prepareDataDir(dir, want string) (string, *dataRecord, error) {
 // them across their parts before Raft reads them: which snapshot Raft may
 // restore (checkSnapshots), the log continuing from it, the stable store's
 // terms (checkTerms); then records what the dir holds. It returns the
-// store, and the snapshot store Raft is to use.
-func openStorage(dir, kind string, rec *dataRecord, hl hclog.Logger, log *slog.Logger) (_ raftStore, _ *checkedSnapshots, err error) {
-	store, err := openRaftStore(dir, kind, hl.Named("wal"))
+// store, and the snapshot store Raft is to use. wo is how a WAL is opened
+// (its zero value: as a server does).
+func openStorage(dir, kind string, rec *dataRecord, hl hclog.Logger, log *slog.Logger, wo walOptions) (_ raftStore, _ *checkedSnapshots, err error) {
+	var store raftStore
+	if kind == RaftLogWAL {
+		store, err = openWALStore(dir, hl.Named("wal"), wo)
+	} else {
+		store, err = openRaftStore(dir, kind, hl.Named("wal"))
+	}
 	if errors.Is(err, ErrDataDirDamaged) {
 		return nil, nil, err
 	}

@@ -235,7 +235,7 @@ func NewNode(cfg Config) (_ *Node, err error) {
 
 	hl := newHCLogger(n.log, n.peerLogs)
 	var checked *checkedSnapshots
-	n.store, checked, err = openStorage(cfg.DataDir, kind, rec, hl, n.log)
+	n.store, checked, err = openStorage(cfg.DataDir, kind, rec, hl, n.log, walOptions{})
 	if err != nil {
 		return nil, err
 	}
