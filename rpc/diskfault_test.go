@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	"github.com/hashicorp/raft-wal/metadb"
+	"go.etcd.io/bbolt"
 )
 
 // The faults of a bad disk on a stopped server's data dir (issue 37): a
@@ -866,5 +867,88 @@ func TestRefusedStartChangesNothing(t *testing.T) {
 				t.Errorf("the refused start left %d files, there were %d", len(after), len(before))
 			}
 		})
+	}
+}
+
+// TestWALMetaUpgraded: a wal-meta.db written before its checksums (no
+// trailers, no record of its keys: made here by taking them off) opens,
+// with its segment list and stable store as they were, and is upgraded:
+// afterwards every value has its trailer again.
+func TestWALMetaUpgraded(t *testing.T) {
+	dir := t.TempDir()
+	s, err := openTestWAL(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fillStore(t, s, 1, 300, 20)
+	s.Close()
+	path := filepath.Join(dir, walDir, metadb.FileName)
+	strip := func(tx *bbolt.Tx) error {
+		if err := tx.Bucket([]byte(metadb.MetaBucket)).Delete([]byte(metadb.RecordKey)); err != nil {
+			return err
+		}
+		for _, name := range []string{metadb.MetaBucket, metadb.StableBucket} {
+			b := tx.Bucket([]byte(name))
+			var keys, vals [][]byte
+			if err := b.ForEach(func(k, v []byte) error {
+				if len(v) < 8 || string(v[len(v)-8:len(v)-4]) != "cdc1" {
+					return fmt.Errorf("%s/%s has no trailer", name, k)
+				}
+				keys, vals = append(keys, bytes.Clone(k)), append(vals, bytes.Clone(v[:len(v)-8]))
+				return nil
+			}); err != nil {
+				return err
+			}
+			for i := range keys {
+				if err := b.Put(keys[i], vals[i]); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(strip)
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the upgrade, then a plain open
+		s, err := openTestWAL(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkLog(t, s, 1, 300)
+		if term, err := s.GetUint64([]byte("CurrentTerm")); err != nil || term != logEntry(300).Term+1 {
+			t.Fatalf("CurrentTerm %d, %v", term, err)
+		}
+		s.Close()
+	}
+	db, err = bbolt.Open(path, 0o600, &bbolt.Options{Timeout: time.Second, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.View(func(tx *bbolt.Tx) error {
+		if tx.Bucket([]byte(metadb.MetaBucket)).Get([]byte(metadb.RecordKey)) == nil {
+			return errors.New("no record of its keys")
+		}
+		for _, name := range []string{metadb.MetaBucket, metadb.StableBucket} {
+			if err := tx.Bucket([]byte(name)).ForEach(func(k, v []byte) error {
+				if len(v) < 8 || string(v[len(v)-8:len(v)-4]) != "cdc1" {
+					return fmt.Errorf("%s/%s has no trailer", name, k)
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("after the upgrade: %v", err)
 	}
 }
