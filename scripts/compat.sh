@@ -22,13 +22,19 @@
 #                                                  test/compat/fourletter/fourletter_suite.py
 #   probe    WatchProbe's scenarios, compared with golden answers
 #                                                  test/compat/java/compare.sh
+#   kazoo-lockdelay, curator-lockdelay (coordd only: ZooKeeper has no
+#            lock-delay) kazoo's Lock and Curator's InterProcessMutex with a
+#            holder process stopped (SIGSTOP) past its session timeout
+#                                                  test/compat/lockdelay/
 #
 # It installs what it needs from Debian's packages (zookeeper,
 # libzookeeper-java, the three libcurator-*-java, python3-kazoo, a JDK; zktop
 # and netcat-openbsd for the fourletter suite) with
 # apt-get when run as root, and otherwise says what to install.
 #
-# The cluster: coordd on 127.0.200.11-13 (TARGET=zookeeper: 127.0.201.11-13;
+# The cluster: coordd on 127.0.200.11-13, with --lock-delay $COMPAT_LOCK_DELAY
+# (default /lockdelay=4s: only the lockdelay suites create nodes there)
+# (TARGET=zookeeper: 127.0.201.11-13;
 # COMPAT_NET changes the first three bytes), clients on port 2181 of each,
 # peers on 2888 (ZooKeeper: 2888 and 3888), data and logs in a temporary
 # directory. Before each suite, a server a suite killed (the session-move
@@ -45,14 +51,23 @@
 # servers, with TARGET=zookeeper, run with them too): the semantics coordd
 # follows, with both sides' client the same.
 #
-# Environment: TARGET, SUITES, UPDATE, WATCH_FIXES, COMPAT_NET, COMPAT_SUITE_TIMEOUT, BIN
+# Environment: TARGET, SUITES, UPDATE, WATCH_FIXES, COMPAT_NET, COMPAT_SUITE_TIMEOUT, COMPAT_LOCK_DELAY, BIN
 # (default bin), GO (default go), LDFLAGS (of the build), PYTHON (default /usr/bin/python3, the one
 # python3-kazoo installs for).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 target=${TARGET:-coordd}
-suites=${SUITES:-zkcli java curator kazoo fourletter probe}
+# The suites of both targets, and those of coordd only (ZooKeeper has no
+# lock-delay).
+common_suites="zkcli java curator kazoo fourletter probe"
+coordd_suites="kazoo-lockdelay curator-lockdelay"
+if [ "$target" = coordd ]; then
+	suites=${SUITES:-$common_suites $coordd_suites}
+else
+	suites=${SUITES:-$common_suites}
+fi
+lock_delay=${COMPAT_LOCK_DELAY:-/lockdelay=4s}
 update=${UPDATE:-0}
 [ "$update" != 0 ] || update=
 bin=${BIN:-bin}
@@ -65,7 +80,7 @@ curator=/usr/share/java/curator-framework.jar:/usr/share/java/curator-recipes.ja
 
 usage() {
 	echo "compat: $1" >&2
-	echo "usage: make compat [TARGET=coordd|zookeeper] [SUITES=\"zkcli java curator kazoo fourletter probe\"] [UPDATE=1]" >&2
+	echo "usage: make compat [TARGET=coordd|zookeeper] [SUITES=\"$common_suites $coordd_suites\"] [UPDATE=1]" >&2
 	exit 2
 }
 case $target in
@@ -74,7 +89,11 @@ zookeeper) net=${COMPAT_NET:-127.0.201} ;;
 *) usage "TARGET is coordd or zookeeper, not $target" ;;
 esac
 for s in $suites; do
-	case $s in zkcli | java | curator | kazoo | fourletter | probe) ;; *) usage "no suite $s" ;; esac
+	case $s in
+	zkcli | java | curator | kazoo | fourletter | probe) ;;
+	kazoo-lockdelay | curator-lockdelay) [ "$target" = coordd ] || usage "$s is coordd's only: ZooKeeper has no lock-delay" ;;
+	*) usage "no suite $s" ;;
+	esac
 done
 if [ -n "$update" ] && [ "$target" != coordd ]; then
 	usage "UPDATE=1 rewrites coordd's goldens: not with TARGET=$target"
@@ -194,7 +213,7 @@ start_node() {
 	if [ "$target" = coordd ]; then
 		GOMAXPROCS=$procs "$bin/coordd" --id "$i" --data-dir "$dir/node$i" \
 			--client-addr "$(addr "$i")" --peer-addr "$(host "$i"):2888" --peers "$peers" \
-			--4lw-commands '*' --log-level warn >>"$dir/node$i.log" 2>&1 &
+			--4lw-commands '*' --lock-delay "$lock_delay" --log-level warn >>"$dir/node$i.log" 2>&1 &
 	else
 		java -Xmx256m -Dzookeeper.extendedTypesEnabled=true -Dznode.container.checkIntervalMs=1000 \
 			-Dorg.slf4j.simpleLogger.defaultLogLevel=warn -cp "${fixes:+$fixes:}$zkjar:/usr/share/java/slf4j-simple.jar" \
@@ -273,11 +292,11 @@ version=$(timeout 3 bash -c "exec 3<>/dev/tcp/$(host 1)/2181 && printf srvr >&3 
 echo "compat: $target ($version), 3 servers on $servers"
 
 classes=$dir/classes
-javac -nowarn -cp "$zkjar:$curator" -d "$classes" test/compat/javaclient/*.java
+javac -nowarn -cp "$zkjar:$curator" -d "$classes" test/compat/javaclient/*.java test/compat/lockdelay/*.java
 javac -nowarn -cp "$zkjar" -d "$dir/probe" test/compat/java/WatchProbe.java
 java_cmd=(java -Dorg.slf4j.simpleLogger.defaultLogLevel=warn -cp "$zkjar:$curator:/usr/share/java/slf4j-simple.jar:$classes")
 
-export COMPAT_SERVERS=$servers COMPAT_CTL=$dir/ctl COMPAT_TARGET=$target COMPAT_TMP=$dir/tmp PYTHON=$python
+export COMPAT_SERVERS=$servers COMPAT_CTL=$dir/ctl COMPAT_TARGET=$target COMPAT_TMP=$dir/tmp PYTHON=$python COMPAT_LOCK_DELAY=$lock_delay
 summary=()
 run_suite() {
 	local name=$1 t0=$SECONDS rc=0 verdict
@@ -291,6 +310,8 @@ run_suite() {
 	curator) set -- "${java_cmd[@]}" CuratorSuite ;;
 	kazoo) set -- "$python" test/compat/kazoo/kazoo_suite.py ;;
 	fourletter) set -- "$python" test/compat/fourletter/fourletter_suite.py ;;
+	kazoo-lockdelay) set -- "$python" test/compat/lockdelay/kazoo_lockdelay.py ;;
+	curator-lockdelay) set -- "${java_cmd[@]}" CuratorLockDelay ;;
 	probe) set -- bash test/compat/java/compare.sh -s "$(addr 1)" -t "$target" -k "$dir/probe" ${update:+-u} ${fixes:+-c "$fixes"} ;;
 	esac
 	# In the background, so that a signal to this script runs its cleanup
