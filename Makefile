@@ -182,12 +182,15 @@ clean:
 ## TLS=1 runs the servers with TLS on both ports (and client certificates);
 ## ACL=1 protects every workload node with an ACL (authenticated clients, a
 ## super user for the checkers, an unauthenticated observer); SECURE=1 is both.
+## LOCKDELAY=10s runs the servers with --lock-delay /lock=10s (the lock
+## workload's go-zookeeper holders must then overlap never, when it is longer
+## than the schedule's longest fault).
 SEED     ?= 0
 DURATION ?= 5m
 NODES    ?= 3
 .PHONY: chaos chaos-ci chaos-ci-secure
 chaos:
-	$(GO) test ./test/cluster/chaos -run '^TestChaos$$' -timeout 3h -count=1 -v -args -chaos.seed=$(SEED) -chaos.duration=$(DURATION) -chaos.nodes=$(NODES) $(if $(filter 1,$(TLS) $(SECURE)),-chaos.tls) $(if $(filter 1,$(ACL) $(SECURE)),-chaos.acl)
+	$(GO) test ./test/cluster/chaos -run '^TestChaos$$' -timeout 3h -count=1 -v -args -chaos.seed=$(SEED) -chaos.duration=$(DURATION) -chaos.nodes=$(NODES) $(if $(filter 1,$(TLS) $(SECURE)),-chaos.tls) $(if $(filter 1,$(ACL) $(SECURE)),-chaos.acl) $(if $(LOCKDELAY),-chaos.lockdelay=$(LOCKDELAY))
 
 ## crash: the Raft log store's crash test at length (rpc's TestWALCrash; make
 ## test runs 12 rounds): a child appending and truncating is SIGKILLed at random
