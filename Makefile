@@ -117,7 +117,8 @@ compare-etcd:
 ## Curator, kazoo) and WatchProbe's scenarios against a 3-node cluster it
 ## starts on 127.0.200.11-13 (scripts/compat.sh; installs Debian's packages
 ## when root; about 5 minutes; not part of make test). TARGET=zookeeper runs
-## the same suites against ZooKeeper 3.8; UPDATE=1 rewrites coordd's
+## the same suites against ZooKeeper 3.8 (but kazoo-lockdelay and
+## curator-lockdelay, coordd's only: lock-delay); UPDATE=1 rewrites coordd's
 ## WatchProbe goldens; SUITES="zkcli java curator kazoo probe" picks some;
 ## WATCH_FIXES=ZOOKEEPER_CLONE probes with ZooKeeper 3.9's watch fixes.
 compat:

@@ -204,11 +204,11 @@ func (l *leaderDuties) reapPass() {
 }
 
 // proposeOwn appends a leader-duty command (term no-op, expiry, reaping,
-// lock-delay release)
-// straight to this server's Raft log. It is never forwarded and never
-// retried by the proposer: a decision made by a leader that has lost its
-// term must die with that term. (A leader waking from a pause with stale
-// deadlines would otherwise have its successor commit its expiries.)
+// lock-delay release) straight to this server's Raft log. It is never
+// forwarded and never retried by the proposer: a decision made by a leader
+// that has lost its term must die with that term. (A leader waking from a
+// pause with stale deadlines would otherwise have its successor commit its
+// expiries.)
 func (l *leaderDuties) proposeOwn(cmd *cmdpb.Command) raft.ApplyFuture {
 	cmd.TimeMs = time.Now().UnixMilli()
 	data, err := proto.Marshal(cmd)
