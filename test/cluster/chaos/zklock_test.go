@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -265,6 +266,25 @@ func zkHolderToken(conn *zk.Conn) (int64, bool) {
 	return 0, false
 }
 
+// longestOverlap is the longest time by which a hold began before an
+// earlier token's holder stopped relying on it (as unfencedOverlaps counts
+// them), 0 without overlaps.
+func longestOverlap(holds []hold) time.Duration {
+	hs := append([]hold(nil), holds...)
+	sort.Slice(hs, func(i, j int) bool { return hs[i].token < hs[j].token })
+	var most time.Duration
+	var latest hold
+	for i, h := range hs {
+		if i > 0 && h.from < latest.end() {
+			most = max(most, latest.end()-h.from)
+		}
+		if i == 0 || h.end() > latest.end() {
+			latest = h
+		}
+	}
+	return most
+}
+
 // checkZK judges the ZooKeeper-protocol holds (l.mu held): their unfenced
 // overlaps fail the run only with a lock-delay longer than the longest cut
 // of the schedule; otherwise they are reported.
@@ -288,8 +308,9 @@ func (l *lockWork) checkZK(v *verdict) {
 	if enforced {
 		rule = fmt.Sprintf("lock-delay %v, longer than the longest cut %v: no overlap allowed", l.lockDelay, l.longestCut)
 	}
-	v.notef("go-zookeeper Lock (%s): acquisitions %s; %d holds (%d frozen %v..%v with %v sessions, %d told of their session's expiry, %d not ordered), %d distinct nodes, %d unfenced overlaps (of %d holds)",
-		rule, &l.zkAcq, len(l.zkHolds), l.zkFreezes.Load(), zkFreezeMin, zkFreezeMax, zkLockSession, told, l.zkUntokened, len(l.zkTokens), len(overlaps), len(overlapped))
+	v.notef("go-zookeeper Lock (%s): acquisitions %s; %d holds (%d frozen %v..%v with %v sessions, %d told of their session's expiry, %d not ordered), %d distinct nodes, %d unfenced overlaps (of %d holds, the longest %v)",
+		rule, &l.zkAcq, len(l.zkHolds), l.zkFreezes.Load(), zkFreezeMin, zkFreezeMax, zkLockSession, told, l.zkUntokened, len(l.zkTokens),
+		len(overlaps), len(overlapped), longestOverlap(l.zkHolds).Round(time.Millisecond))
 	for i, o := range overlaps {
 		switch {
 		case enforced:
@@ -336,6 +357,12 @@ func TestZKLockVerdict(t *testing.T) {
 	}
 	if got := longestCut([]step{{Kind: fSlow, Hold: 9 * time.Second}, {Kind: fSplit, Hold: 6 * time.Second}}); got != 6*time.Second {
 		t.Errorf("longestCut = %v, want the split's 6s (slow links cut nothing)", got)
+	}
+	if got := longestOverlap(append(overlapping, hold{token: 3, from: ms(30), to: ms(40)})); got != ms(39) {
+		t.Errorf("longestOverlap = %v, want 39ms (token 2 from 11ms while token 1 held until 50ms)", got)
+	}
+	if got := longestOverlap(inTurn); got != 0 {
+		t.Errorf("longestOverlap of holds in turn = %v", got)
 	}
 	if got := longestCut(nil); got != zkFreezeMax {
 		t.Errorf("longestCut of no fault = %v, want a holder's longest freeze %v", got, zkFreezeMax)
