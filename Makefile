@@ -135,9 +135,10 @@ compare-etcd:
 ## reconnects) and WatchProbe's scenarios against a 3-node cluster it
 ## starts on 127.0.200.11-13 (scripts/compat.sh; installs Debian's packages
 ## when root; about 6 minutes; not part of make test). TARGET=zookeeper runs
-## the same suites against ZooKeeper 3.8; UPDATE=1 rewrites coordd's
+## the same suites against ZooKeeper 3.8 (but kazoo-lockdelay and
+## curator-lockdelay, coordd's only: lock-delay); UPDATE=1 rewrites coordd's
 ## WatchProbe goldens; SUITES="zkcli java curator kazoo sasl fourletter probe
-## reconnect" picks some (reconnect: the five *-reconnect suites);
+## reconnect kazoo-lockdelay" picks some (reconnect: the five *-reconnect suites);
 ## WATCH_FIXES=ZOOKEEPER_CLONE probes with ZooKeeper 3.9's watch fixes.
 compat:
 	GO=$(GO) BIN=$(BIN) LDFLAGS="$(LDFLAGS)" TARGET="$(TARGET)" UPDATE="$(UPDATE)" SUITES="$(SUITES)" WATCH_FIXES="$(WATCH_FIXES)" bash scripts/compat.sh
@@ -204,12 +205,15 @@ clean:
 ## TLS=1 runs the servers with TLS on both ports (and client certificates);
 ## ACL=1 protects every workload node with an ACL (authenticated clients, a
 ## super user for the checkers, an unauthenticated observer); SECURE=1 is both.
+## LOCKDELAY=10s runs the servers with --lock-delay /lock=10s (the lock
+## workload's go-zookeeper holders must then overlap never, when it is longer
+## than the schedule's longest fault).
 SEED     ?= 0
 DURATION ?= 5m
 NODES    ?= 3
 .PHONY: chaos chaos-ci chaos-ci-secure
 chaos:
-	$(GO) test ./test/cluster/chaos -run '^TestChaos$$' -timeout 3h -count=1 -v -args -chaos.seed=$(SEED) -chaos.duration=$(DURATION) -chaos.nodes=$(NODES) $(if $(filter 1,$(TLS) $(SECURE)),-chaos.tls) $(if $(filter 1,$(ACL) $(SECURE)),-chaos.acl)
+	$(GO) test ./test/cluster/chaos -run '^TestChaos$$' -timeout 3h -count=1 -v -args -chaos.seed=$(SEED) -chaos.duration=$(DURATION) -chaos.nodes=$(NODES) $(if $(filter 1,$(TLS) $(SECURE)),-chaos.tls) $(if $(filter 1,$(ACL) $(SECURE)),-chaos.acl) $(if $(LOCKDELAY),-chaos.lockdelay=$(LOCKDELAY))
 
 ## crash: the Raft log store's crash test at length (rpc's TestWALCrash; make
 ## test runs 12 rounds): a child appending and truncating is SIGKILLed at random

@@ -29,6 +29,10 @@
 #            socket, 20 in a row, its server killed, a resumed session;
 #            issue 35)                             test/compat/README.md
 #   reconnect  all five of them
+#   kazoo-lockdelay, curator-lockdelay (coordd only: ZooKeeper has no
+#            lock-delay) kazoo's Lock and Curator's InterProcessMutex with a
+#            holder process stopped (SIGSTOP) past its session timeout
+#                                                  test/compat/lockdelay/
 #
 # It installs what it needs from Debian's packages (zookeeper,
 # libzookeeper-java, the three libcurator-*-java, python3-kazoo,
@@ -38,7 +42,9 @@
 # install. node-reconnect installs node-zookeeper-client with npm, into the
 # run's directory.
 #
-# The cluster: coordd on 127.0.200.11-13 (TARGET=zookeeper: 127.0.201.11-13;
+# The cluster: coordd on 127.0.200.11-13, with --lock-delay $COMPAT_LOCK_DELAY
+# (default /lockdelay=4s: only the lockdelay suites create nodes there)
+# (TARGET=zookeeper: 127.0.201.11-13;
 # COMPAT_NET changes the first three bytes), clients on port 2181 of each,
 # peers on 2888 (ZooKeeper: 2888 and 3888), data and logs in a temporary
 # directory; SASL DIGEST-MD5 served to the users super (adminsecret, the SASL
@@ -56,18 +62,28 @@
 # servers, with TARGET=zookeeper, run with them too): the semantics coordd
 # follows, with both sides' client the same.
 #
-# Environment: TARGET, SUITES, UPDATE, WATCH_FIXES, COMPAT_NET, COMPAT_SUITE_TIMEOUT, BIN
+# Environment: TARGET, SUITES, UPDATE, WATCH_FIXES, COMPAT_NET, COMPAT_SUITE_TIMEOUT, COMPAT_LOCK_DELAY, BIN
 # (default bin), GO (default go), LDFLAGS (of the build), PYTHON (default /usr/bin/python3, the one
 # python3-kazoo installs for).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 target=${TARGET:-coordd}
+# The suites of both targets, and those of coordd only (ZooKeeper has no
+# lock-delay). reconnect names the five *-reconnect suites.
 reconnect="kazoo-reconnect java-reconnect curator-reconnect c-reconnect node-reconnect"
+common_suites="zkcli java curator kazoo sasl fourletter probe reconnect"
+coordd_suites="kazoo-lockdelay curator-lockdelay"
+if [ "$target" = coordd ]; then
+	default_suites="$common_suites $coordd_suites"
+else
+	default_suites="$common_suites"
+fi
 suites=
-for s in ${SUITES:-zkcli java curator kazoo sasl fourletter probe reconnect}; do
+for s in ${SUITES:-$default_suites}; do
 	[ "$s" = reconnect ] && suites+=" $reconnect" || suites+=" $s"
 done
+lock_delay=${COMPAT_LOCK_DELAY:-/lockdelay=4s}
 update=${UPDATE:-0}
 [ "$update" != 0 ] || update=
 bin=${BIN:-bin}
@@ -80,7 +96,7 @@ curator=/usr/share/java/curator-framework.jar:/usr/share/java/curator-recipes.ja
 
 usage() {
 	echo "compat: $1" >&2
-	echo "usage: make compat [TARGET=coordd|zookeeper] [SUITES=\"zkcli java curator kazoo sasl fourletter probe reconnect\"] [UPDATE=1]" >&2
+	echo "usage: make compat [TARGET=coordd|zookeeper] [SUITES=\"$common_suites $coordd_suites\"] [UPDATE=1]" >&2
 	exit 2
 }
 case $target in
@@ -89,7 +105,13 @@ zookeeper) net=${COMPAT_NET:-127.0.201} ;;
 *) usage "TARGET is coordd or zookeeper, not $target" ;;
 esac
 for s in $suites; do
-	case " zkcli java curator kazoo sasl fourletter probe $reconnect " in *" $s "*) ;; *) usage "no suite $s" ;; esac
+	case " zkcli java curator kazoo sasl fourletter probe $reconnect $coordd_suites " in
+	*" $s "*) ;;
+	*) usage "no suite $s" ;;
+	esac
+	case " $coordd_suites " in
+	*" $s "*) [ "$target" = coordd ] || usage "$s is coordd's only: ZooKeeper has no lock-delay" ;;
+	esac
 done
 if [ -n "$update" ] && [ "$target" != coordd ]; then
 	usage "UPDATE=1 rewrites coordd's goldens: not with TARGET=$target"
@@ -263,7 +285,7 @@ start_node() {
 		GOMAXPROCS=$procs "$bin/coordd" --id "$i" --data-dir "$dir/node$i" \
 			--client-addr "$(addr "$i")" --peer-addr "$(host "$i"):2888" --peers "$peers" \
 			--4lw-commands '*' --sasl-users "$dir/server-jaas.conf" --sasl-super-user super \
-			--superdigest "$superdigest" --log-level warn >>"$dir/node$i.log" 2>&1 &
+			--superdigest "$superdigest" --lock-delay "$lock_delay" --log-level warn >>"$dir/node$i.log" 2>&1 &
 	else
 		java -Xmx256m -Dzookeeper.extendedTypesEnabled=true -Dznode.container.checkIntervalMs=1000 \
 			-Djava.security.auth.login.config="$dir/server-jaas.conf" -Dzookeeper.superUser=super \
@@ -345,11 +367,11 @@ version=$(timeout 3 bash -c "exec 3<>/dev/tcp/$(host 1)/2181 && printf srvr >&3 
 echo "compat: $target ($version), 3 servers on $servers"
 
 classes=$dir/classes
-javac -nowarn -cp "$zkjar:$curator" -d "$classes" test/compat/javaclient/*.java
+javac -nowarn -cp "$zkjar:$curator" -d "$classes" test/compat/javaclient/*.java test/compat/lockdelay/*.java
 javac -nowarn -cp "$zkjar" -d "$dir/probe" test/compat/java/WatchProbe.java
 java_cmd=(java -Dorg.slf4j.simpleLogger.defaultLogLevel=warn -cp "$zkjar:$curator:/usr/share/java/slf4j-simple.jar:$classes")
 
-export COMPAT_SERVERS=$servers COMPAT_CTL=$dir/ctl COMPAT_TARGET=$target COMPAT_TMP=$dir/tmp PYTHON=$python
+export COMPAT_SERVERS=$servers COMPAT_CTL=$dir/ctl COMPAT_TARGET=$target COMPAT_TMP=$dir/tmp PYTHON=$python COMPAT_LOCK_DELAY=$lock_delay
 summary=()
 run_suite() {
 	local name=$1 t0=$SECONDS rc=0 verdict
@@ -369,6 +391,8 @@ run_suite() {
 	curator-reconnect) set -- "${java_cmd[@]}" CuratorReconnect ;;
 	c-reconnect) set -- bash test/compat/c/c_reconnect.sh ;;
 	node-reconnect) set -- bash test/compat/node/node_reconnect.sh ;;
+	kazoo-lockdelay) set -- "$python" test/compat/lockdelay/kazoo_lockdelay.py ;;
+	curator-lockdelay) set -- "${java_cmd[@]}" CuratorLockDelay ;;
 	probe) set -- bash test/compat/java/compare.sh -s "$(addr 1)" -t "$target" -k "$dir/probe" ${update:+-u} ${fixes:+-c "$fixes"} ;;
 	esac
 	# In the background, so that a signal to this script runs its cleanup

@@ -112,7 +112,7 @@ func hexID(v int64) string { return fmt.Sprintf("0x%x", v) }
 
 // writeStat prints a stat as zkCli's stat does: one "field = value" line
 // each, zxids and the owner in hex, times as dates; the kind and TTL of
-// container and TTL nodes follow.
+// container and TTL nodes follow, and the end of a lock-delay.
 func writeStat(w io.Writer, s client.Stat) {
 	fmt.Fprintf(w, "cZxid = %s\n", hexID(s.Czxid))
 	fmt.Fprintf(w, "ctime = %s\n", formatMillis(s.Ctime))
@@ -131,6 +131,19 @@ func writeStat(w io.Writer, s client.Stat) {
 	if s.TTL > 0 {
 		fmt.Fprintf(w, "ttl = %d ms\n", s.TTL.Milliseconds())
 	}
+	if s.LockDelayUntil > 0 {
+		fmt.Fprintf(w, "lockDelayUntil = %s (the owner's session expired; the node is kept for a lock-delay until then%s)\n",
+			formatMillis(s.LockDelayUntil), untilNote(s.LockDelayUntil))
+	}
+}
+
+// untilNote says how far ahead a time (ms since the epoch) is: ", 8.2s from
+// now", or "" once it has passed.
+func untilNote(ms int64) string {
+	if d := time.Until(time.UnixMilli(ms)); d > 0 {
+		return ", " + d.Round(100*time.Millisecond).String() + " from now"
+	}
+	return ""
 }
 
 func formatMillis(ms int64) string {

@@ -412,8 +412,14 @@ type Stat struct {
 	NumChildren    int32                  `protobuf:"varint,11,opt,name=num_children,json=numChildren,proto3" json:"num_children,omitempty"`
 	Kind           NodeKind               `protobuf:"varint,12,opt,name=kind,proto3,enum=coordd.api.v1.NodeKind" json:"kind,omitempty"`
 	TtlMs          int64                  `protobuf:"varint,13,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// lock_delay_until_ms, in getData's and exists' answers: the node is an
+	// ephemeral whose session expired (ephemeral_owner is that session) and
+	// that the server keeps for a lock-delay (coordd's --lock-delay) until
+	// this time, ms since the epoch by the leader's clock; it is deleted
+	// then. 0 otherwise. (ZooKeeper's Stat has no such field.)
+	LockDelayUntilMs int64 `protobuf:"varint,14,opt,name=lock_delay_until_ms,json=lockDelayUntilMs,proto3" json:"lock_delay_until_ms,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Stat) Reset() {
@@ -533,6 +539,13 @@ func (x *Stat) GetKind() NodeKind {
 func (x *Stat) GetTtlMs() int64 {
 	if x != nil {
 		return x.TtlMs
+	}
+	return 0
+}
+
+func (x *Stat) GetLockDelayUntilMs() int64 {
+	if x != nil {
+		return x.LockDelayUntilMs
 	}
 	return 0
 }
@@ -4549,7 +4562,7 @@ var File_rpc_apipb_api_proto protoreflect.FileDescriptor
 
 const file_rpc_apipb_api_proto_rawDesc = "" +
 	"\n" +
-	"\x13rpc/apipb/api.proto\x12\rcoordd.api.v1\"\xf7\x02\n" +
+	"\x13rpc/apipb/api.proto\x12\rcoordd.api.v1\"\xa6\x03\n" +
 	"\x04Stat\x12\x14\n" +
 	"\x05czxid\x18\x01 \x01(\x03R\x05czxid\x12\x14\n" +
 	"\x05mzxid\x18\x02 \x01(\x03R\x05mzxid\x12\x14\n" +
@@ -4565,7 +4578,8 @@ const file_rpc_apipb_api_proto_rawDesc = "" +
 	"dataLength\x12!\n" +
 	"\fnum_children\x18\v \x01(\x05R\vnumChildren\x12+\n" +
 	"\x04kind\x18\f \x01(\x0e2\x17.coordd.api.v1.NodeKindR\x04kind\x12\x15\n" +
-	"\x06ttl_ms\x18\r \x01(\x03R\x05ttlMs\"\x86\x01\n" +
+	"\x06ttl_ms\x18\r \x01(\x03R\x05ttlMs\x12-\n" +
+	"\x13lock_delay_until_ms\x18\x0e \x01(\x03R\x10lockDelayUntilMs\"\x86\x01\n" +
 	"\rClientMessage\x129\n" +
 	"\aconnect\x18\x01 \x01(\v2\x1d.coordd.api.v1.ConnectRequestH\x00R\aconnect\x122\n" +
 	"\arequest\x18\x02 \x01(\v2\x16.coordd.api.v1.RequestH\x00R\arequestB\x06\n" +

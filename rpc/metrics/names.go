@@ -31,6 +31,11 @@ const (
 	nameRequestDuration     = "coordd_request_duration_seconds"
 	nameSessionExpirations  = "coordd_session_expirations_total"
 
+	// Lock-delays: ephemerals of expired sessions kept for a while.
+	nameLockDelays      = "coordd_lock_delays_total"
+	nameLockDelaysEnded = "coordd_lock_delays_ended_total"
+	nameLockDelayed     = "coordd_lock_delayed_znodes"
+
 	// Raft's.
 	nameRaftTerm           = "coordd_raft_term"
 	nameRaftCommitIndex    = "coordd_raft_commit_index"
@@ -68,6 +73,10 @@ var (
 	readIndexRoles = []string{"leader", "follower"}
 	// suffrages are coordd_raft_members' suffrage label.
 	suffrages = []string{"voter", "nonvoter"}
+	// lockDelayEnds are coordd_lock_delays_ended_total's how label: the
+	// leader released the node once its delay had passed, or a client
+	// deleted it before.
+	lockDelayEnds = []string{"released", "deleted"}
 )
 
 // Buckets, in base units.

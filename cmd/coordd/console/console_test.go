@@ -33,7 +33,13 @@ type env struct {
 
 func newEnv(t *testing.T, n int, cfg console.Config, member int) *env {
 	t.Helper()
-	c := cluster.New(t, n, cluster.Options{})
+	return newEnvWith(t, n, cluster.Options{}, cfg, member)
+}
+
+// newEnvWith is newEnv on a cluster started with opts.
+func newEnvWith(t *testing.T, n int, opts cluster.Options, cfg console.Config, member int) *env {
+	t.Helper()
+	c := cluster.New(t, n, opts)
 	if member < 0 {
 		member = c.Follower()
 	}
@@ -782,7 +788,7 @@ func TestSessionsList(t *testing.T) {
 
 type locksView struct {
 	Holders, Waiting []struct {
-		Node, Session, Token, TokenHex, Value string
+		Node, Session, Token, TokenHex, Value, LockDelayUntil string
 	}
 }
 
