@@ -222,7 +222,7 @@ func (t *Tree) setStatsData(p, data string) {
 	}
 	t.size += int64(len(data)) - int64(r.dataLen())
 	n := r.node()
-	t.nodes.ReplaceOrInsert(makeRec(&n, r.key(), []byte(data)))
+	t.putRec(makeRec(&n, r.key(), []byte(data)))
 }
 
 // rebuildQuotas finds the quotas of a tree read from a snapshot: every

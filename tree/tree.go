@@ -109,6 +109,8 @@ type Tree struct {
 	// quotas holds the paths with a quota (see system.go). Shared with
 	// clones: replaced on change, never modified.
 	quotas map[string]struct{}
+	// undo logs the changes of a running Multi (undo.go); nil otherwise.
+	undo *undoLog
 }
 
 func newEmpty(opts Options) *Tree {

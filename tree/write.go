@@ -139,7 +139,7 @@ func (t *Tree) create(path string, data []byte, kind Kind, seq bool, owner, ttl 
 	if p.kind == Ephemeral {
 		return "", rec{}, fmt.Errorf("%w: %s", ErrNoChildrenForEphemerals, path)
 	}
-	ref, err := t.acls.intern(acl, 0)
+	ref, err := t.internACL(acl, 0)
 	if err != nil {
 		return "", rec{}, err
 	}
@@ -150,14 +150,14 @@ func (t *Tree) create(path string, data []byte, kind Kind, seq bool, owner, ttl 
 	p.numChildren++
 	p.seq++
 	newParent := parent.with(&p)
-	t.nodes.ReplaceOrInsert(newParent)
-	t.nodes.ReplaceOrInsert(r)
+	t.putRec(newParent)
+	t.putRec(r)
 	t.size += int64(len(path) + len(data))
 	switch kind {
 	case Ephemeral:
-		t.eph.ReplaceOrInsert(ephItem{owner: owner, path: path})
+		t.putEph(ephItem{owner: owner, path: path})
 	case Container, TTL:
-		t.reap.ReplaceOrInsert(path)
+		t.putReap(path)
 	}
 	t.quotaCreated(path, data)
 	tx.Events = append(tx.Events,
@@ -217,16 +217,16 @@ func (t *Tree) remove(path string, r rec, n *node, tx *Tx) {
 	p.pzxid = tx.Zxid
 	p.numChildren--
 	newParent := parent.with(&p)
-	t.nodes.Delete(r)
-	t.nodes.ReplaceOrInsert(newParent)
+	t.delRec(r)
+	t.putRec(newParent)
 	t.size -= int64(len(path)) + int64(r.dataLen())
 	acl := t.aclPtr(r) // stays valid: entries are immutable
-	t.acls.release(n.acl)
+	t.releaseACL(n.acl)
 	switch n.kind {
 	case Ephemeral:
-		t.eph.Delete(ephItem{owner: n.aux, path: path})
+		t.delEph(ephItem{owner: n.aux, path: path})
 	case Container, TTL:
-		t.reap.Delete(path)
+		t.delReap(path)
 	}
 	t.quotaRemoved(path, r.data())
 	tx.Events = append(tx.Events,
@@ -272,7 +272,7 @@ func (t *Tree) setData(path string, data []byte, version int32, tx *Tx) (rec, er
 	m.mzxid = tx.Zxid
 	m.mtime = tx.Now
 	r := makeRec(&m, old.key(), data)
-	t.nodes.ReplaceOrInsert(r)
+	t.putRec(r)
 	t.size += int64(len(data)) - int64(old.dataLen())
 	t.quotaDataSet(path, old.data(), data)
 	tx.Events = append(tx.Events, Event{Type: EventNodeDataChanged, Path: path, Zxid: tx.Zxid, ACL: t.aclPtr(r)})
@@ -382,9 +382,10 @@ func (t *Tree) Multi(ops []Op, tx *Tx) ([]OpResult, error) {
 	if len(ops) == 0 {
 		return results, nil
 	}
-	var backup *Tree
+	// One op undoes its own partial changes (apply changes nothing when
+	// it fails); more are logged, to be undone on failure (undo.go).
 	if len(ops) > 1 {
-		backup = t.Clone()
+		t.beginUndo()
 	}
 	sub := Tx{Zxid: tx.Zxid, Now: tx.Now, Auth: tx.Auth}
 	for i, op := range ops {
@@ -393,8 +394,8 @@ func (t *Tree) Multi(ops []Op, tx *Tx) ([]OpResult, error) {
 			results[i] = r
 			continue
 		}
-		if backup != nil {
-			t.nodes, t.eph, t.reap, t.acls, t.size, t.quotas = backup.nodes, backup.eph, backup.reap, backup.acls, backup.size, backup.quotas
+		if len(ops) > 1 {
+			t.endUndo(true)
 		}
 		for j := range ops {
 			results[j] = OpResult{Type: ops[j].Type}
@@ -408,6 +409,9 @@ func (t *Tree) Multi(ops []Op, tx *Tx) ([]OpResult, error) {
 			}
 		}
 		return results, err
+	}
+	if len(ops) > 1 {
+		t.endUndo(false)
 	}
 	tx.Events = append(tx.Events, sub.Events...)
 	return results, nil
