@@ -171,6 +171,10 @@ for s in $systems; do
   # Stop this system (restarted servers too) and drop its data before the next.
   stop_local_cluster
   if [ -f "$restarted" ]; then kill $(cat "$restarted") 2>/dev/null || true; rm -f "$restarted"; fi
+  # The servers' logs stay with the results.
+  mkdir -p "$out/$s-logs"
+  for f in "$dir"/zk*/out.log; do [ -f "$f" ] && cp "$f" "$out/$s-logs/$(basename "$(dirname "$f")").log"; done
+  cp "$dir"/coordd/*.log "$out/$s-logs/" 2>/dev/null || true
   rm -rf "$dir/zk1" "$dir/zk2" "$dir/zk3" "$dir/coordd"
   pids=()
 done

@@ -84,6 +84,7 @@ type scaleConfig struct {
 	hold          time.Duration
 	settle        time.Duration
 	sourceIPs     []string
+	figures       []string
 	out           string
 	pidFile       string
 }
@@ -97,15 +98,20 @@ type scaleResult struct {
 	Load    string `json:"load_avg"` // /proc/loadavg when the run began
 
 	IdleRSSMB         []float64 `json:"idle_rss_mb"`
+	IdleAnonMB        []float64 `json:"idle_anon_mb"`
 	IdleHeapMB        []float64 `json:"idle_heap_mb,omitempty"`
 	LoadedRSSMB       []float64 `json:"loaded_rss_mb"`
+	LoadedAnonMB      []float64 `json:"loaded_anon_mb"`
 	LoadedHeapMB      []float64 `json:"loaded_heap_mb,omitempty"`
 	LoadS             float64   `json:"load_s"`
 	BeyondDataRSS     float64   `json:"beyond_data_rss_b"`
+	BeyondDataAnon    float64   `json:"beyond_data_anon_b"`
 	BeyondDataHeap    float64   `json:"beyond_data_heap_b,omitempty"`
 	Children          int       `json:"children"`
 	ChildrenRSSMB     []float64 `json:"children_rss_mb"`
+	ChildrenAnonMB    []float64 `json:"children_anon_mb"`
 	ChildBeyondRSS    float64   `json:"child_beyond_data_rss_b"`
+	ChildBeyondAnon   float64   `json:"child_beyond_data_anon_b"`
 	ChildBeyondHeap   float64   `json:"child_beyond_data_heap_b,omitempty"`
 	GetChildrenMS     float64   `json:"get_children_ms"`
 	GetChildrenMB     float64   `json:"get_children_mb"`
@@ -128,7 +134,7 @@ type scaleResult struct {
 	Watches          int     `json:"watches"`
 	Recursive        int     `json:"recursive"`
 	WatchRegisterS   float64 `json:"watch_register_s"`
-	BytesPerWatch    float64 `json:"bytes_per_watch_rss"`
+	BytesPerWatch    float64 `json:"bytes_per_watch_anon"`
 	HeapPerWatch     float64 `json:"bytes_per_watch_heap,omitempty"`
 	WritesNoWatches  float64 `json:"writes_without_watches_per_s"`
 	WritesAndWatches float64 `json:"writes_with_watches_per_s"`
@@ -194,12 +200,19 @@ func scaleMain(args []string) error {
 	fs.DurationVar(&c.writeTime, "write-time", time.Minute, "how long the write workload under snapshots runs")
 	fs.DurationVar(&c.hold, "hold", time.Minute, "how long the sessions are held")
 	fs.DurationVar(&c.settle, "settle", 15*time.Second, "rest before a memory reading (coordd returns free heap after 5 s idle)")
+	figs := fs.String("figures", strings.Join(scaleFigures, ","), "the figures taken after the load (memory is always)")
 	ips := fs.String("source-ips", "127.0.0.1", "local addresses the many sessions are opened from (a source address has ~28 000 ports)")
 	fs.StringVar(&c.out, "out", "", "where to write the results (JSON)")
 	fs.StringVar(&c.pidFile, "pid-file", "", "file to which the process id of every server this tool restarts is appended")
 	_ = fs.Parse(args)
 	c.servers = strings.Split(*servers, ",")
 	c.sourceIPs = strings.Split(*ips, ",")
+	c.figures = strings.FieldsFunc(*figs, func(r rune) bool { return r == ',' })
+	for _, f := range c.figures {
+		if !slices.Contains(scaleFigures, f) {
+			return fmt.Errorf("scale: unknown figure %q (%s)", f, strings.Join(scaleFigures, ", "))
+		}
+	}
 	var err error
 	if c.pids, err = parsePids(*pids); err != nil {
 		return err
@@ -268,24 +281,28 @@ func (s *scaler) fail(format string, args ...any) {
 	s.r.FailedOperations = append(s.r.FailedOperations, msg)
 }
 
+// scaleFigures are the figures after the load, in the order they run.
+var scaleFigures = []string{"children", "snapshots", "restarts", "watches", "sessions"}
+
 func (s *scaler) run() error {
-	s.r.IdleRSSMB, s.r.IdleHeapMB = s.memory()
+	idle := s.memory()
+	s.r.IdleRSSMB, s.r.IdleAnonMB, s.r.IdleHeapMB = idle.rss, idle.anon, idle.heap
 	if err := s.load(); err != nil {
 		return err
 	}
-	if err := s.bigParent(); err != nil {
-		return err
+	steps := map[string]func() error{
+		"children": s.bigParent, "snapshots": s.snapshots, "restarts": s.restarts,
+		"watches": s.watchFigures, "sessions": s.sessionFigures,
 	}
-	if err := s.snapshots(); err != nil {
-		return err
+	for _, f := range scaleFigures {
+		if !slices.Contains(s.c.figures, f) {
+			continue
+		}
+		if err := steps[f](); err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
 	}
-	if err := s.restarts(); err != nil {
-		return err
-	}
-	if err := s.watchFigures(); err != nil {
-		return err
-	}
-	return s.sessionFigures()
+	return nil
 }
 
 // watchLeader polls every server's srvr every 250 ms and counts changes of
@@ -366,19 +383,26 @@ func (s *scaler) sessionsOn(servers []string, n int) ([]*zk.Conn, error) {
 	return conns, nil
 }
 
-// memory reads every server's resident memory and, for a JVM, its live
-// heap after a full collection (MB; nil when not a JVM), after the settle.
-func (s *scaler) memory() (rss, heap []float64) {
+// mem is every server's memory at one time, in MB: resident, of it
+// anonymous (the heap and stacks: the process's own, where file pages are
+// its binary and the files it maps, such as raft-wal's segments), and for
+// a JVM its live heap after a full collection (nil when not a JVM).
+type mem struct{ rss, anon, heap []float64 }
+
+// memory reads every server's memory after the settle.
+func (s *scaler) memory() mem {
 	time.Sleep(s.c.settle)
+	var m mem
 	for _, pid := range s.c.pids {
 		if h, ok := jvmLiveHeapMB(pid); ok {
-			heap = append(heap, h)
+			m.heap = append(m.heap, h)
 		}
 	}
 	for _, pid := range s.c.pids {
-		rss = append(rss, rssMB(pid)[totalRSS])
+		r := rssMB(pid)
+		m.rss, m.anon = append(m.rss, r[totalRSS]), append(m.anon, r[anonRSS])
 	}
-	return rss, heap
+	return m
 }
 
 var heapUsed = regexp.MustCompile(`total \d+K, used (\d+)K`)
@@ -463,11 +487,13 @@ func (s *scaler) load() error {
 			return err
 		}
 		s.r.LoadS = time.Since(start).Seconds()
-		s.r.LoadedRSSMB, s.r.LoadedHeapMB = s.memory()
+		m := s.memory()
+		s.r.LoadedRSSMB, s.r.LoadedAnonMB, s.r.LoadedHeapMB = m.rss, m.anon, m.heap
 		s.r.BeyondDataRSS = beyondData(s.r.IdleRSSMB, s.r.LoadedRSSMB, s.c.znodes)
+		s.r.BeyondDataAnon = beyondData(s.r.IdleAnonMB, s.r.LoadedAnonMB, s.c.znodes)
 		s.r.BeyondDataHeap = beyondData(s.r.IdleHeapMB, s.r.LoadedHeapMB, s.c.znodes)
-		s.logf("%d znodes loaded in %.1fs; resident MB %s (%.0f B per znode beyond its data)", s.c.znodes, s.r.LoadS,
-			mbList(s.r.LoadedRSSMB), s.r.BeyondDataRSS)
+		s.logf("%d znodes loaded in %.1fs; resident MB %s, anonymous %s (%.0f B per znode beyond its data, %.0f anonymous)", s.c.znodes, s.r.LoadS,
+			mbList(s.r.LoadedRSSMB), mbList(s.r.LoadedAnonMB), s.r.BeyondDataRSS, s.r.BeyondDataAnon)
 	}
 	if s.c.children > 0 {
 		if err := s.loadMulti(s.c.children, childPath); err != nil {
@@ -477,19 +503,33 @@ func (s *scaler) load() error {
 			return err
 		}
 		s.r.Children = s.c.children
-		var heap []float64
-		s.r.ChildrenRSSMB, heap = s.memory()
+		m := s.memory()
+		s.r.ChildrenRSSMB, s.r.ChildrenAnonMB = m.rss, m.anon
 		s.r.ChildBeyondRSS = beyondData(s.r.LoadedRSSMB, s.r.ChildrenRSSMB, s.c.children)
-		s.r.ChildBeyondHeap = beyondData(s.r.LoadedHeapMB, heap, s.c.children)
-		s.logf("%d children of one parent loaded; resident MB %s (%.0f B per child beyond its data)", s.c.children,
-			mbList(s.r.ChildrenRSSMB), s.r.ChildBeyondRSS)
+		s.r.ChildBeyondAnon = beyondData(s.r.LoadedAnonMB, s.r.ChildrenAnonMB, s.c.children)
+		s.r.ChildBeyondHeap = beyondData(s.r.LoadedHeapMB, m.heap, s.c.children)
+		s.logf("%d children of one parent loaded; resident MB %s, anonymous %s (%.0f B per child beyond its data, %.0f anonymous)", s.c.children,
+			mbList(s.r.ChildrenRSSMB), mbList(s.r.ChildrenAnonMB), s.r.ChildBeyondRSS, s.r.ChildBeyondAnon)
 	}
 	return nil
 }
 
+// leaderOf finds the leader among servers, asking for up to 30 s (a
+// server busy with a large batch may answer srvr late).
+func leaderOf(servers []string) (int, int64, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		i, z, err := leaderIndex(servers)
+		if err == nil || time.Now().After(deadline) {
+			return i, z, err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // follower returns the index of a server that does not lead.
 func (s *scaler) follower() (int, error) {
-	lead, _, err := leaderIndex(s.c.servers)
+	lead, _, err := leaderOf(s.c.servers)
 	if err != nil {
 		return 0, err
 	}
@@ -933,7 +973,7 @@ func (s *scaler) restarts() error {
 	if err != nil {
 		return err
 	}
-	_, target, err := leaderIndex(s.others(f))
+	_, target, err := leaderOf(s.others(f))
 	if err != nil {
 		return err
 	}
@@ -963,7 +1003,7 @@ func (s *scaler) restarts() error {
 		if err != nil {
 			return fmt.Errorf("writing with %s stopped: %w", s.c.servers[f], err)
 		}
-		_, target, err := leaderIndex(s.others(f))
+		_, target, err := leaderOf(s.others(f))
 		if err != nil {
 			return err
 		}
@@ -992,7 +1032,7 @@ func (s *scaler) restarts() error {
 		}
 	}
 	time.Sleep(2 * time.Second)
-	_, target, err = leaderIndex(s.others(f))
+	_, target, err = leaderOf(s.others(f))
 	if err != nil {
 		return err
 	}
@@ -1109,7 +1149,7 @@ func (s *scaler) watchFigures() error {
 	if s.r.WritesNoWatches, err = throughput(); err != nil {
 		return err
 	}
-	rss0, heap0 := s.memory()
+	m0 := s.memory()
 	sessions, err := s.rawSessions(s.c.servers, 64)
 	if err != nil {
 		return err
@@ -1146,11 +1186,11 @@ func (s *scaler) watchFigures() error {
 	}
 	s.r.WatchRegisterS = time.Since(start).Seconds()
 	s.r.Watches, s.r.Recursive = watches, recursive
-	rss1, heap1 := s.memory()
+	m1 := s.memory()
 	n := float64(watches + recursive)
-	s.r.BytesPerWatch = (sumMB(rss1) - sumMB(rss0)) * (1 << 20) / n
-	if len(heap0) > 0 && len(heap1) == len(heap0) {
-		s.r.HeapPerWatch = (sumMB(heap1) - sumMB(heap0)) * (1 << 20) / n
+	s.r.BytesPerWatch = (sumMB(m1.anon) - sumMB(m0.anon)) * (1 << 20) / n
+	if len(m0.heap) > 0 && len(m1.heap) == len(m0.heap) {
+		s.r.HeapPerWatch = (sumMB(m1.heap) - sumMB(m0.heap)) * (1 << 20) / n
 	}
 	if s.r.WritesAndWatches, err = throughput(); err != nil {
 		return err
@@ -1158,7 +1198,7 @@ func (s *scaler) watchFigures() error {
 	for _, r := range sessions {
 		s.r.Notifications += r.notified.Load()
 	}
-	s.logf("%d one-shot and %d persistent recursive watches set in %.1fs: %.0f B each (resident, all servers); writes/s %.0f without, %.0f with them (%d notifications)",
+	s.logf("%d one-shot and %d persistent recursive watches set in %.1fs: %.0f B each (anonymous memory, all servers); writes/s %.0f without, %.0f with them (%d notifications)",
 		watches, recursive, s.r.WatchRegisterS, s.r.BytesPerWatch, s.r.WritesNoWatches, s.r.WritesAndWatches, s.r.Notifications)
 	return nil
 }
@@ -1184,7 +1224,7 @@ func (s *scaler) sessionFigures() error {
 const holdPerWorker = 15000
 
 func (s *scaler) zkSessionFigures() error {
-	rss0, heap0 := s.memory()
+	m0 := s.memory()
 	start := time.Now()
 	var workers []*holdWorker
 	defer func() {
@@ -1211,7 +1251,7 @@ func (s *scaler) zkSessionFigures() error {
 	s.r.SessionsOpenS = time.Since(start).Seconds()
 	s.r.Sessions = s.c.sessions
 	s.logf("%d sessions open in %.1fs", s.c.sessions, s.r.SessionsOpenS)
-	lead, _, err := leaderIndex(s.c.servers)
+	lead, _, err := leaderOf(s.c.servers)
 	if err != nil {
 		return err
 	}
@@ -1219,7 +1259,7 @@ func (s *scaler) zkSessionFigures() error {
 	time.Sleep(s.c.hold)
 	s.r.LeaderCores = float64(procCPU([]int{s.c.pids[lead]})-cpu0) / float64(time.Since(t0))
 	s.r.SessionsHeldS = time.Since(t0).Seconds()
-	rss1, heap1 := s.memory() // the pings go on meanwhile
+	m1 := s.memory() // the pings go on meanwhile
 	for _, w := range workers {
 		lost, err := w.check()
 		if err != nil {
@@ -1227,11 +1267,11 @@ func (s *scaler) zkSessionFigures() error {
 		}
 		s.r.SessionsExpired += lost
 	}
-	s.r.BytesPerSession = (sumMB(rss1) - sumMB(rss0)) * (1 << 20) / float64(s.c.sessions)
-	if len(heap0) > 0 && len(heap1) == len(heap0) {
-		s.r.HeapPerSession = (sumMB(heap1) - sumMB(heap0)) * (1 << 20) / float64(s.c.sessions)
+	s.r.BytesPerSession = (sumMB(m1.anon) - sumMB(m0.anon)) * (1 << 20) / float64(s.c.sessions)
+	if len(m0.heap) > 0 && len(m1.heap) == len(m0.heap) {
+		s.r.HeapPerSession = (sumMB(m1.heap) - sumMB(m0.heap)) * (1 << 20) / float64(s.c.sessions)
 	}
-	s.logf("%d sessions held %.0fs: %d expired or lost, %.0f B each (resident, all servers), the leader used %.2f cores",
+	s.logf("%d sessions held %.0fs: %d expired or lost, %.0f B each (anonymous memory, all servers), the leader used %.2f cores",
 		s.c.sessions, s.r.SessionsHeldS, s.r.SessionsExpired, s.r.BytesPerSession, s.r.LeaderCores)
 	return nil
 }

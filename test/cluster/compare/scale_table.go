@@ -55,6 +55,15 @@ func meanOf(v []float64) float64 {
 	return sumMB(v) / float64(len(v))
 }
 
+// withAnon prints each server's resident memory and, in parentheses, its
+// anonymous part.
+func withAnon(rss, anon []float64) string {
+	if len(rss) == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%s (%s)", mbList(rss), mbList(anon))
+}
+
 func perServer(v []float64) string {
 	if len(v) == 0 {
 		return "-"
@@ -72,14 +81,16 @@ func writeScaleTable(w io.Writer, rs []scaleResult) {
 		first.GRPCSessions = max(first.GRPCSessions, r.GRPCSessions)
 	}
 	rows := []row{
-		{label: "resident MB per server, idle", text: func(r *scaleResult) string { return perServer(r.IdleRSSMB) }},
-		{label: fmt.Sprintf("resident MB per server, %d znodes of 100 B", first.Znodes), text: func(r *scaleResult) string { return perServer(r.LoadedRSSMB) }},
-		{label: "bytes per znode beyond its data, resident", value: num(func(r *scaleResult) float64 { return r.BeyondDataRSS }, 0)},
-		{label: "bytes per znode beyond its data, live heap after a full GC", value: num(func(r *scaleResult) float64 { return r.BeyondDataHeap }, 0)},
-		{label: fmt.Sprintf("loading them (s)"), value: num(func(r *scaleResult) float64 { return r.LoadS }, 1), prec: 1},
-		{label: fmt.Sprintf("resident MB per server, and %d children of one parent", first.Children), text: func(r *scaleResult) string { return perServer(r.ChildrenRSSMB) }},
-		{label: "bytes per child beyond its data, resident", value: num(func(r *scaleResult) float64 { return r.ChildBeyondRSS }, 0)},
-		{label: "bytes per child beyond its data, live heap after a full GC", value: num(func(r *scaleResult) float64 { return r.ChildBeyondHeap }, 0)},
+		{label: "resident MB per server, idle (of it anonymous)", text: func(r *scaleResult) string { return withAnon(r.IdleRSSMB, r.IdleAnonMB) }},
+		{label: fmt.Sprintf("resident MB per server, %d znodes of 100 B below 100 parents", first.Znodes), text: func(r *scaleResult) string { return withAnon(r.LoadedRSSMB, r.LoadedAnonMB) }},
+		{label: "  bytes per znode beyond its data, resident", value: num(func(r *scaleResult) float64 { return r.BeyondDataRSS }, 0)},
+		{label: "  bytes per znode beyond its data, anonymous memory", value: num(func(r *scaleResult) float64 { return r.BeyondDataAnon }, 0)},
+		{label: "  bytes per znode beyond its data, live heap after a full GC", value: num(func(r *scaleResult) float64 { return r.BeyondDataHeap }, 0)},
+		{label: "  loading them (s)", value: num(func(r *scaleResult) float64 { return r.LoadS }, 1), prec: 1},
+		{label: fmt.Sprintf("resident MB per server, and %d children of one parent", first.Children), text: func(r *scaleResult) string { return withAnon(r.ChildrenRSSMB, r.ChildrenAnonMB) }},
+		{label: "  bytes per child beyond its data, resident", value: num(func(r *scaleResult) float64 { return r.ChildBeyondRSS }, 0)},
+		{label: "  bytes per child beyond its data, anonymous memory", value: num(func(r *scaleResult) float64 { return r.ChildBeyondAnon }, 0)},
+		{label: "  bytes per child beyond its data, live heap after a full GC", value: num(func(r *scaleResult) float64 { return r.ChildBeyondHeap }, 0)},
 		{label: "getChildren of that parent (ms)", value: num(func(r *scaleResult) float64 { return r.GetChildrenMS }, 0)},
 		{label: "  its outcome, reply MB", text: func(r *scaleResult) string {
 			if r.GetChildrenResult == "" {
@@ -114,7 +125,7 @@ func writeScaleTable(w io.Writer, rs []scaleResult) {
 		{label: "  writes on the others meanwhile: writes/s, p99 (ms), errors", text: func(r *scaleResult) string {
 			return fmt.Sprintf("%.0f, %.1f, %d", r.WipedWrites.OpsPerS, r.WipedWrites.P99MS, r.WipedWrites.Errors)
 		}},
-		{label: fmt.Sprintf("%d one-shot + %d persistent recursive watches: bytes per watch, resident", first.Watches, first.Recursive), value: num(func(r *scaleResult) float64 { return r.BytesPerWatch }, 0)},
+		{label: fmt.Sprintf("%d one-shot + %d persistent recursive watches: bytes per watch, anonymous memory (all servers)", first.Watches, first.Recursive), value: num(func(r *scaleResult) float64 { return r.BytesPerWatch }, 0)},
 		{label: "  bytes per watch, live heap after a full GC", value: num(func(r *scaleResult) float64 { return r.HeapPerWatch }, 0)},
 		{label: "  writes/s without / with them", text: func(r *scaleResult) string {
 			return fmt.Sprintf("%.0f / %.0f", r.WritesNoWatches, r.WritesAndWatches)
@@ -125,7 +136,7 @@ func writeScaleTable(w io.Writer, rs []scaleResult) {
 			}
 			return fmt.Sprint(r.SessionsExpired)
 		}},
-		{label: "  bytes per session, resident (all servers)", value: num(func(r *scaleResult) float64 { return r.BytesPerSession }, 0)},
+		{label: "  bytes per session, anonymous memory (all servers)", value: num(func(r *scaleResult) float64 { return r.BytesPerSession }, 0)},
 		{label: "  bytes per session, live heap after a full GC", value: num(func(r *scaleResult) float64 { return r.HeapPerSession }, 0)},
 		{label: "  the leader's CPU (cores)", value: num(func(r *scaleResult) float64 { return r.LeaderCores }, 2), prec: 2},
 		{label: fmt.Sprintf("%d sessions of coordd's Go client (shared connections): failed", first.GRPCSessions), text: func(r *scaleResult) string {
