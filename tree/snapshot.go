@@ -9,6 +9,7 @@ import (
 	"hash/crc32"
 	"io"
 	"math"
+	"runtime"
 	"slices"
 	"strings"
 	"unsafe"
@@ -53,6 +54,29 @@ const (
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// yieldEvery is how many records WriteTo and Read encode or decode between
+// two yields of the processor: a few hundred microseconds of work.
+const yieldEvery = 2048
+
+// yielder returns a function to call once per record: every yieldEvery
+// calls it lets the process's other runnable goroutines run first
+// (runtime.Gosched). Encoding or decoding ten million znodes takes seconds
+// of CPU; on a server with one processor (GOMAXPROCS=1, as three servers
+// on two cores run) the goroutines that answer Raft's heartbeats and the
+// sessions' pings would otherwise wait behind it for its time slices.
+func yielder() func() {
+	n := 0
+	return func() {
+		if n++; n == yieldEvery {
+			n = 0
+			gosched()
+		}
+	}
+}
+
+// gosched is runtime.Gosched; tests count the calls.
+var gosched = runtime.Gosched
 
 // appendRecordHead appends a snapshot record up to its data; acl is its
 // ACL reference in the snapshot's table, or -1 in version 1.
@@ -110,8 +134,10 @@ func (c *countWriter) Write(p []byte) (int, error) {
 // WriteTo writes a snapshot of t to w and returns the number of bytes
 // written. The encoding is deterministic: trees with the same contents
 // produce the same bytes. It only reads t, so it may run on a Clone while
-// the original is being written.
+// the original is being written. It yields the processor every
+// yieldEvery records (see yielder).
 func (t *Tree) WriteTo(w io.Writer) (int64, error) {
+	yield := yielder()
 	var scratch []byte
 	var body uint64
 	// The snapshot's ACL table: the tree's references renumbered in the
@@ -125,6 +151,7 @@ func (t *Tree) WriteTo(w io.Writer) (int64, error) {
 		index = make(map[uint32]int64, t.acls.byRef.Len())
 		var entries []byte
 		t.nodes.Ascend(func(r rec) bool {
+			yield()
 			if ref := r.aclRef(); ref != openRef {
 				if _, ok := index[ref]; !ok {
 					index[ref] = int64(len(index) + 1)
@@ -144,6 +171,7 @@ func (t *Tree) WriteTo(w io.Writer) (int64, error) {
 		return index[r.aclRef()] // 0 for openRef
 	}
 	t.nodes.Ascend(func(r rec) bool {
+		yield()
 		scratch = appendRecordHead(scratch[:0], r, aclIndex(r))
 		body += uint64(len(scratch)) + uint64(r.dataLen())
 		return true
@@ -166,6 +194,7 @@ func (t *Tree) WriteTo(w io.Writer) (int64, error) {
 	}
 	var err error
 	t.nodes.Ascend(func(r rec) bool {
+		yield()
 		scratch = appendRecordHead(scratch[:0], r, aclIndex(r))
 		if _, err = out.Write(scratch); err != nil {
 			return false
@@ -470,7 +499,9 @@ func readBody(d *decoder, opts Options, version byte) (*Tree, error) {
 			d.fail("node %q declares %d children, has %d", runPath, runParent.numChildren, runCount)
 		}
 	}
+	yield := yielder()
 	for d.err == nil {
+		yield()
 		if _, err := d.r.Peek(1); err != nil {
 			if errors.Is(err, io.EOF) {
 				break
