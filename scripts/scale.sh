@@ -51,6 +51,8 @@ writetime=${SCALE_WRITE_TIME:-60s}
 hold=${SCALE_HOLD:-60s}
 settle=${SCALE_SETTLE:-15s}
 out=${SCALE_OUT:-.scale}
+# coordd logs its snapshots and elections at info.
+export LOG_LEVEL=${LOG_LEVEL:-info}
 zkjar=/usr/share/java/zookeeper.jar
 zkheap=${ZK_HEAP:-$((1024 + (znodes + children) * 3 / 2000))m}
 

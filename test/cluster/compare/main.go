@@ -182,6 +182,8 @@ func main() {
 			err = scaleTableMain(os.Args[2:], os.Stdout)
 		case "scale-hold":
 			err = holdMain(os.Args[2:])
+		case "scale-stallmon":
+			err = stallMonMain()
 		default:
 			err = fmt.Errorf("unknown command %q", os.Args[1])
 		}

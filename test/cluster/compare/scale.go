@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"regexp"
@@ -13,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -133,20 +136,27 @@ type scaleResult struct {
 	WritesAndWatches float64 `json:"writes_with_watches_per_s"`
 	Notifications    int64   `json:"notifications"`
 
-	Sessions            int      `json:"sessions"`
-	SessionsOpenS       float64  `json:"sessions_open_s"`
-	BytesPerSession     float64  `json:"bytes_per_session_rss"`
-	HeapPerSession      float64  `json:"bytes_per_session_heap,omitempty"`
-	LeaderCores         float64  `json:"leader_cores"`
-	SessionsExpired     int      `json:"sessions_expired"`
-	SessionsHeldS       float64  `json:"sessions_held_s"`
-	GRPCSessions        int      `json:"grpc_sessions,omitempty"`
-	GRPCSessionsLost    int      `json:"grpc_sessions_lost,omitempty"`
-	GRPCBytesPerSession float64  `json:"grpc_bytes_per_session,omitempty"`
-	GRPCLeaderCores     float64  `json:"grpc_leader_cores,omitempty"`
-	LeaderChanges       int      `json:"leader_changes"`
-	ExpiredSessions     int64    `json:"expired_sessions"`
-	FailedOperations    []string `json:"failed,omitempty"`
+	Sessions            int     `json:"sessions"`
+	SessionsOpenS       float64 `json:"sessions_open_s"`
+	BytesPerSession     float64 `json:"bytes_per_session_rss"`
+	HeapPerSession      float64 `json:"bytes_per_session_heap,omitempty"`
+	LeaderCores         float64 `json:"leader_cores"`
+	SessionsExpired     int     `json:"sessions_expired"`
+	SessionsHeldS       float64 `json:"sessions_held_s"`
+	GRPCSessions        int     `json:"grpc_sessions,omitempty"`
+	GRPCSessionsLost    int     `json:"grpc_sessions_lost,omitempty"`
+	GRPCBytesPerSession float64 `json:"grpc_bytes_per_session,omitempty"`
+	GRPCLeaderCores     float64 `json:"grpc_leader_cores,omitempty"`
+	// MachineWorstLateMS is how late, at worst, a process that only
+	// sleeps 10 ms at a time woke up during the run, and MachineLate500
+	// how often it was more than 500 ms late: what the machine's load
+	// alone does to every process (a Raft follower hears nothing for as
+	// long).
+	MachineWorstLateMS float64  `json:"machine_worst_late_ms"`
+	MachineLate500     int      `json:"machine_late_500ms"`
+	LeaderChanges      int      `json:"leader_changes"`
+	ExpiredSessions    int64    `json:"expired_sessions"`
+	FailedOperations   []string `json:"failed,omitempty"`
 }
 
 // writeFigures is a write workload's outcome.
@@ -225,8 +235,13 @@ func scaleMain(args []string) error {
 		s.r.Load = strings.Join(strings.Fields(string(b))[:3], " ")
 	}
 	s.watchLeader()
+	stalls, err := startStallMonitor()
+	if err != nil {
+		return err
+	}
 	runErr := s.run()
 	s.stopLeaderWatch()
+	s.r.MachineWorstLateMS, s.r.MachineLate500 = stalls()
 	s.r.LeaderChanges = int(s.leaderChanges.Load())
 	s.r.ExpiredSessions = s.expired.Load()
 	b, _ := json.MarshalIndent(&s.r, "", "  ")
@@ -383,9 +398,26 @@ func (s *scaler) sessionsOn(servers []string, n int) ([]*zk.Conn, error) {
 // a JVM its live heap after a full collection (nil when not a JVM).
 type mem struct{ rss, anon, heap []float64 }
 
-// memory reads every server's memory after the settle.
+// memory reads every server's memory after the settle, and then every 5
+// s for at most a minute more until the servers' anonymous memory moves by
+// less than 1% between two readings: a server busy writing a snapshot when
+// the settle ends has not yet handed back what it used.
 func (s *scaler) memory() mem {
 	time.Sleep(s.c.settle)
+	m := s.readMemory()
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
+		time.Sleep(5 * time.Second)
+		next := s.readMemory()
+		if a, b := sumMB(m.anon), sumMB(next.anon); a > 0 && b/a > 0.99 && b/a < 1.01 {
+			return next
+		}
+		m = next
+	}
+	return m
+}
+
+// readMemory reads every server's memory now.
+func (s *scaler) readMemory() mem {
 	var m mem
 	for _, pid := range s.c.pids {
 		if h, ok := jvmLiveHeapMB(pid); ok {
@@ -433,4 +465,63 @@ func beyondData(before, after []float64, n int) float64 {
 		sum += after[i] - before[i]
 	}
 	return sum/float64(len(before))*(1<<20)/float64(n) - 100
+}
+
+// startStallMonitor starts a child process (compare scale-stallmon) that
+// sleeps 10 ms at a time on one processor and notes how late it wakes up;
+// the function it returns stops it and says how late it woke at worst
+// (ms) and how many times by more than 500 ms.
+func startStallMonitor() (func() (float64, int), error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(self, "scale-stallmon")
+	cmd.Env = append(os.Environ(), "GOMAXPROCS=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return func() (float64, int) {
+		in.Close()
+		_ = cmd.Wait()
+		var worst float64
+		var late int
+		fmt.Sscanf(out.String(), "%f %d", &worst, &late)
+		return worst, late
+	}, nil
+}
+
+// stallMonMain is compare scale-stallmon: it sleeps 10 ms at a time until
+// stdin ends, then prints how late it woke at worst (ms) and how many
+// times it was more than 500 ms late.
+func stallMonMain() error {
+	done := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		close(done)
+	}()
+	var worst time.Duration
+	late := 0
+	for {
+		select {
+		case <-done:
+			fmt.Printf("%.1f %d\n", float64(worst.Microseconds())/1000, late)
+			return nil
+		default:
+		}
+		t := time.Now()
+		time.Sleep(10 * time.Millisecond)
+		d := time.Since(t) - 10*time.Millisecond
+		worst = max(worst, d)
+		if d > 500*time.Millisecond {
+			late++
+		}
+	}
 }

@@ -28,12 +28,29 @@ func (s *scaler) loadMulti(n int, path func(int) string) error {
 		for k := b * batch; k < min(n, (b+1)*batch); k++ {
 			ops = append(ops, &zk.CreateRequest{Path: path(k), Data: value, Acl: acl})
 		}
-		_, err := conns[w].Multi(ops...)
-		if errors.Is(err, zk.ErrNodeExists) {
-			return nil // an earlier run's
+		// A leader change drops connections: go-zookeeper reconnects, and
+		// the multi is sent again (it applied whole or not at all: a
+		// NodeExists says it did, here or in an earlier run).
+		var err error
+		for attempt := 0; attempt < 20; attempt++ {
+			if _, err = conns[w].Multi(ops...); err == nil || errors.Is(err, zk.ErrNodeExists) {
+				return nil
+			}
+			if !retryable(err) {
+				return err
+			}
+			s.logf("multi failed (%v); again", err)
+			time.Sleep(500 * time.Millisecond)
 		}
 		return err
 	})
+}
+
+// retryable reports whether a request failed for want of a connection,
+// rather than for what it asked.
+func retryable(err error) bool {
+	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) ||
+		errors.Is(err, zk.ErrSessionMoved) || errors.Is(err, zk.ErrClosing)
 }
 
 func (s *scaler) load() error {

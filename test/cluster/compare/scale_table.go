@@ -147,6 +147,9 @@ func writeScaleTable(w io.Writer, rs []scaleResult) {
 		}},
 		{label: "  bytes per session, resident (all servers)", value: num(func(r *scaleResult) float64 { return r.GRPCBytesPerSession }, 0)},
 		{label: "  the leader's CPU (cores)", value: num(func(r *scaleResult) float64 { return r.GRPCLeaderCores }, 2), prec: 2},
+		{label: "this machine: a process sleeping 10 ms at a time woke late by up to (ms), and > 500 ms late (times)", text: func(r *scaleResult) string {
+			return fmt.Sprintf("%.0f, %d", r.MachineWorstLateMS, r.MachineLate500)
+		}},
 		{label: "leader changes, expired sessions (whole run)", text: func(r *scaleResult) string {
 			return fmt.Sprintf("%d, %d", r.LeaderChanges, r.ExpiredSessions)
 		}},
