@@ -10,6 +10,7 @@
 #   make deploy-check  the systemd unit and the Kubernetes manifests, checked
 #   make console-test  the web console in headless Chromium, with screenshots
 #   make crash     the Raft log store killed and torn CRASH_ROUNDS times (long)
+#   make scale     ZooKeeper 3.8 and coordd at scale, side by side (long)
 
 GO        ?= go
 BIN       ?= bin
@@ -27,7 +28,7 @@ LDFLAGS   := -X main.version=$(VERSION)
 DIST      ?= dist
 PLATFORMS ?= linux/amd64 linux/arm64 darwin/arm64
 
-.PHONY: all build test unit lint fmt vet deps docs links raftfork proto proto-check cluster certs bench restart-bench compare-zookeeper compare-etcd compat scale fuzz clean release release-check deploy-check console-test
+.PHONY: all build test unit lint fmt vet deps docs links raftfork proto proto-check cluster certs bench restart-bench compare-zookeeper compare-etcd compat scale scale-ci scale-inprocess fuzz clean release release-check deploy-check console-test
 
 all: build
 
@@ -143,12 +144,30 @@ compare-etcd:
 compat:
 	GO=$(GO) BIN=$(BIN) LDFLAGS="$(LDFLAGS)" TARGET="$(TARGET)" UPDATE="$(UPDATE)" SUITES="$(SUITES)" WATCH_FIXES="$(WATCH_FIXES)" bash scripts/compat.sh
 
-## scale: 1 000 000 znodes loaded, snapshotted and restored, and a follower
-## catching up 100 000 writes, in a 3-node cluster in one process (a few
-## minutes, ~3 GB of memory); SCALE_ZNODES and SCALE_WRITES change the sizes.
+## scale: issue 41's figures at scale, ZooKeeper 3.8 and coordd side by side,
+## each as three real processes with their data on disk, one after the other
+## (scripts/scale.sh; about an hour at the default sizes, which want ~10 GB of
+## memory; ZooKeeper needs Debian's zookeeper package): memory per znode, a
+## 1 M-child parent, writes under snapshots, restarts, a follower behind and
+## one wiped, watches and sessions held. SCALE_SYSTEMS=coordd for coordd alone;
+## SCALE_ZNODES, SCALE_CHILDREN, SCALE_CATCHUP_WRITES, SCALE_WATCHES,
+## SCALE_RECURSIVE, SCALE_SESSIONS, SCALE_GRPC_SESSIONS, SCALE_WRITE_TIME,
+## SCALE_HOLD, ZK_HEAP change it (a size of 0 skips its figure); the table goes
+## to SCALE_OUT (.scale/table.md). scale-ci is the short run CI makes (about
+## two minutes). scale-inprocess: the in-process benchmark, one process, where
+## a follower's catch-up time goes (SCALE_ZNODES, SCALE_WRITES).
 SCALE_ZNODES ?= 1000000
 SCALE_WRITES ?= 100000
 scale:
+	GO=$(GO) BIN=$(BIN) bash scripts/scale.sh
+
+scale-ci:
+	SCALE_SYSTEMS=coordd SCALE_ZNODES=20000 SCALE_CHILDREN=20000 SCALE_CATCHUP_WRITES=20000 \
+	SCALE_WATCHES=20000 SCALE_RECURSIVE=2000 SCALE_SESSIONS=2000 SCALE_GRPC_SESSIONS=2000 \
+	SCALE_WRITE_TIME=5s SCALE_HOLD=5s SCALE_SETTLE=6s SCALE_OUT=$${SCALE_OUT:-$$(mktemp -d)} \
+	GO=$(GO) BIN=$(BIN) bash scripts/scale.sh
+
+scale-inprocess:
 	$(GO) test ./test/cluster/ -run='^$$' -bench='^BenchmarkScale$$' -benchtime=1x -timeout=30m -args -scale.znodes=$(SCALE_ZNODES) -scale.writes=$(SCALE_WRITES)
 
 ## fuzz: a short run of every fuzz target.
