@@ -12,14 +12,6 @@ import (
 // set: a write becomes a cmdpb.Write, and its cmdpb.Result becomes a
 // Response, here and nowhere else.
 
-func isWrite(op Op) bool {
-	switch op {
-	case OpCreate, OpDelete, OpSetData, OpCheck, OpMulti, OpSetACL:
-		return true
-	}
-	return false
-}
-
 func createToCmd(r *Request) *cmdpb.Create {
 	return &cmdpb.Create{Path: r.Path, Data: r.Data, NullData: r.NullData, Kind: cmdpb.Kind(r.Create.Kind), Sequential: r.Create.Sequential, TtlMs: r.Create.TTL, Acl: fsm.ACLToPB(r.ACL)}
 }

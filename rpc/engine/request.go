@@ -59,6 +59,17 @@ func (o Op) String() string {
 	return "unknown"
 }
 
+// IsWrite says whether the operation changes the tree: it goes through
+// Raft as a cmdpb.Write, and is answered once per connection's xid. Both
+// front-ends and the engine ask this one method.
+func (o Op) IsWrite() bool {
+	switch o {
+	case OpCreate, OpDelete, OpSetData, OpCheck, OpMulti, OpSetACL:
+		return true
+	}
+	return false
+}
+
 // WatcherType selects watches to remove or check, with ZooKeeper's numbers
 // (Watcher.WatcherType): the watch table's.
 type WatcherType = watch.WatcherType

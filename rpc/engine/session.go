@@ -178,7 +178,7 @@ func (s *Session) Submit(req *Request) {
 		en.cmd = &cmdpb.Command{Cmd: &cmdpb.Command_CloseSession{CloseSession: &cmdpb.CloseSession{SessionId: s.id, Xid: req.Xid, Server: e.cfg.ServerID}}}
 	case req.Op == OpAddAuth:
 		en.kind, en.resp, en.cmd = s.addAuth(req)
-	case isWrite(req.Op):
+	case req.Op.IsWrite():
 		if resp := s.admit(req); resp != nil {
 			en.kind, en.resp = kindDone, resp
 			break
