@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/fsm/auth"
 	"github.com/coordd/coordd/fsm/cmdpb"
 	"github.com/coordd/coordd/tree"
 )
@@ -33,7 +34,7 @@ func opToCmd(r *Request) (*cmdpb.Op, error) {
 
 // writeToCmd converts a write request of session sess that came on a
 // connection with identities conn (which the write's ACL checks use).
-func writeToCmd(sess int64, conn fsm.Conn, r *Request) (*cmdpb.Write, error) {
+func writeToCmd(sess int64, conn auth.Conn, r *Request) (*cmdpb.Write, error) {
 	w := &cmdpb.Write{SessionId: sess, Xid: r.Xid, LowestPendingXid: r.LowestPendingXid, Conn: fsm.ConnToPB(conn)}
 	switch r.Op {
 	case OpCreate:

@@ -5,7 +5,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/asn1"
 
-	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/fsm/auth"
 	"github.com/coordd/coordd/session"
 	"github.com/coordd/coordd/tree"
 	"github.com/coordd/coordd/watch"
@@ -86,7 +86,7 @@ const (
 // Conn is what a front-end knows of a client's connection: its address
 // (ZooKeeper's ip scheme) and, when the server verified a client
 // certificate, the certificate's subject (the x509 scheme).
-type Conn = fsm.Conn
+type Conn = auth.Conn
 
 // WatchKind is a set of watch kinds, as Event.Kinds carries them: the watch
 // table's.
