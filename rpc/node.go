@@ -411,6 +411,7 @@ func NewNodeContext(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.start(n.watchQuorum)
 	n.start(n.trackReadiness)
 	n.start(n.countLeaderChanges)
+	n.start(n.countElections)
 	if n.inConfiguration() { // read from the log and snapshot by raft.NewRaft
 		close(n.member)
 	} else {

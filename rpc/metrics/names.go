@@ -42,6 +42,7 @@ const (
 	nameRaftLastContact    = "coordd_raft_last_contact_seconds"
 	nameRaftMembers        = "coordd_raft_members"
 	nameRaftLeaderChanges  = "coordd_raft_leader_changes_total"
+	nameRaftElections      = "coordd_raft_elections_total"
 	nameRaftProposals      = "coordd_raft_proposals_total"
 	nameRaftForwarded      = "coordd_raft_forwarded_commands_total"
 	nameLogAppendDuration  = "coordd_raft_log_append_duration_seconds"
@@ -68,6 +69,11 @@ var (
 	readIndexRoles = []string{"leader", "follower"}
 	// suffrages are coordd_raft_members' suffrage label.
 	suffrages = []string{"voter", "nonvoter"}
+	// electionCauses are coordd_raft_elections_total's cause label: a
+	// follower that heard nothing from its leader for the heartbeat
+	// timeout, one whose leader's connections closed and that found the
+	// leader accepts no new one, one the leader asked to take over.
+	electionCauses = []string{"heartbeat_timeout", "leader_gone", "leadership_transfer"}
 )
 
 // Buckets, in base units.
