@@ -1,10 +1,16 @@
 package rpc
 
 import (
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/hashicorp/raft"
+
+	"github.com/coordd/coordd/rpc/apipb"
 )
 
 // electionsCalled is how many elections n called for cause (the
@@ -87,5 +93,152 @@ func TestLeaderGoneElectsAtOnce(t *testing.T) {
 		if got := electionsCalled(t, n, "heartbeat_timeout") - before[n]; got != 0 {
 			t.Errorf("server %s called %v elections on a heartbeat timeout since the leader's connections closed, want 0", n.ID(), got)
 		}
+	}
+}
+
+// writer writes in a loop on one server until stopped, and counts what
+// succeeded and what failed.
+type writer struct {
+	ok, failed atomic.Int64
+	firstErr   atomic.Value
+	stop       chan struct{}
+	stopOnce   sync.Once
+	done       sync.WaitGroup
+}
+
+func newWriter() *writer { return &writer{stop: make(chan struct{})} }
+
+func (w *writer) run(write func(i int) error) {
+	w.done.Add(1)
+	go func() {
+		defer w.done.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-w.stop:
+				return
+			default:
+			}
+			if err := write(i); err != nil {
+				w.failed.Add(1)
+				w.firstErr.CompareAndSwap(nil, err)
+				continue
+			}
+			w.ok.Add(1)
+		}
+	}()
+}
+
+// waitMore waits until the writer has succeeded n more times.
+func (w *writer) waitMore(t *testing.T, n int64) {
+	t.Helper()
+	target := w.ok.Load() + n
+	waitFor(t, func() bool { return w.ok.Load() >= target })
+}
+
+// end stops the writer and waits for it (once; again does nothing).
+func (w *writer) end() {
+	w.stopOnce.Do(func() { close(w.stop) })
+	w.done.Wait()
+}
+
+// TestCloseHandsOverLeadership: a leader that stops (SIGTERM, a rolling
+// restart's step) hands leadership to a follower first, so the new leader
+// is elected by the transfer, not after the old one is found gone, and a
+// writer on each other server, one per protocol, sees no write fail and
+// no connection lost.
+func TestCloseHandsOverLeadership(t *testing.T) {
+	nodes, leader := threeNodes(t)
+	var rest []*Node
+	for _, n := range nodes {
+		if n != leader {
+			rest = append(rest, n)
+		}
+	}
+	// A ZooKeeper-protocol writer on one follower.
+	conn, events, err := zk.Connect([]string{rest[0].ClientAddr()}, 4*time.Second, zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var lost atomic.Int64
+	waitFor(t, func() bool { return conn.State() == zk.StateHasSession })
+	go func() {
+		for ev := range events {
+			if ev.State == zk.StateDisconnected || ev.State == zk.StateExpired {
+				lost.Add(1)
+			}
+		}
+	}()
+	if _, err := conn.Create("/zk", nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	zw := newWriter()
+	zw.run(func(i int) error {
+		_, err := conn.Set("/zk", []byte(fmt.Sprint(i)), -1)
+		return err
+	})
+	// A writer of coordd's protocol on the other.
+	s := newSession(t, rest[1])
+	if r := s.do(&apipb.Request{Op: &apipb.Request_Create{Create: &apipb.CreateRequest{Path: "/grpc"}}}); r.Error != apipb.ErrorCode_OK {
+		t.Fatalf("create: %v", r)
+	}
+	gw := newWriter()
+	gw.run(func(i int) error {
+		s.xid++
+		xid := s.xid
+		req := &apipb.Request{Xid: xid, Op: &apipb.Request_SetData{SetData: &apipb.SetDataRequest{Path: "/grpc", Data: []byte(fmt.Sprint(i)), Version: -1}}}
+		if err := s.stream.Send(&apipb.ClientMessage{Kind: &apipb.ClientMessage_Request{Request: req}}); err != nil {
+			return err
+		}
+		for {
+			m, err := s.stream.Recv()
+			if err != nil {
+				return err
+			}
+			if r := m.GetResponse(); r != nil {
+				if r.Xid != xid || r.Error != apipb.ErrorCode_OK {
+					return fmt.Errorf("reply %v to xid %d", r, xid)
+				}
+				return nil
+			}
+		}
+	})
+	defer gw.end()
+	defer zw.end()
+	zw.waitMore(t, 20)
+	gw.waitMore(t, 20)
+
+	before := map[*Node]float64{}
+	for _, n := range rest {
+		before[n] = electionsCalled(t, n, "leadership_transfer")
+	}
+	closed := time.Now()
+	leader.Close()
+	t.Logf("the leader closed in %v", time.Since(closed).Round(time.Millisecond))
+	var next *Node
+	waitFor(t, func() bool {
+		for _, n := range rest {
+			if n.IsLeader() {
+				next = n
+			}
+		}
+		return next != nil
+	})
+	t.Logf("server %s leads %v after the close began", next.ID(), time.Since(closed).Round(time.Millisecond))
+	zw.waitMore(t, 20)
+	gw.waitMore(t, 20)
+	t.Logf("both writers wrote 20 times more %v after the close began", time.Since(closed).Round(time.Millisecond))
+	zw.end()
+	gw.end()
+	if got := electionsCalled(t, next, "leadership_transfer") - before[next]; got != 1 {
+		t.Errorf("the new leader called %v elections on a leadership transfer, want 1", got)
+	}
+	for name, w := range map[string]*writer{"ZooKeeper's protocol": zw, "coordd's protocol": gw} {
+		if n := w.failed.Load(); n != 0 {
+			t.Errorf("the writer of %s on a follower saw %d writes fail, the first with %v", name, n, w.firstErr.Load())
+		}
+	}
+	if n := lost.Load(); n != 0 {
+		t.Errorf("the ZooKeeper client lost its connection %d times", n)
 	}
 }
