@@ -37,6 +37,25 @@ func electionsCalled(t *testing.T, n *Node, cause string) float64 {
 	return 0
 }
 
+// waitSameLog waits until every node's Raft log ends at the same index,
+// and the leader has applied its no-op: a follower with a shorter log
+// cannot win an election, which these tests do not mean to test.
+func waitSameLog(t *testing.T, leader *Node, nodes ...*Node) {
+	t.Helper()
+	waitFor(t, func() bool {
+		if !leader.LeaderReady() {
+			return false
+		}
+		last := leader.raft.LastIndex()
+		for _, n := range nodes {
+			if n.raft.LastIndex() != last {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // TestLeaderGoneElectsAtOnce: when every connection of the leader closes
 // and it accepts no new one (its process died), its followers elect a new
 // leader at once, without waiting out their heartbeat timeout
@@ -52,6 +71,7 @@ func TestLeaderGoneElectsAtOnce(t *testing.T) {
 		is.mu.Unlock()
 		c.DialPeer = is.dialer(c.ID)
 	})
+	waitSameLog(t, leader, nodes...)
 	const hb = 20 * time.Second
 	var rest []*Node
 	for _, n := range nodes {
@@ -93,6 +113,66 @@ func TestLeaderGoneElectsAtOnce(t *testing.T) {
 		if got := electionsCalled(t, n, "heartbeat_timeout") - before[n]; got != 0 {
 			t.Errorf("server %s called %v elections on a heartbeat timeout since the leader's connections closed, want 0", n.ID(), got)
 		}
+	}
+}
+
+// TestLeaderGoneAsksThePreVoteAgain: a follower that found the leader gone
+// before the other did had its pre-vote refused (the other still knew the
+// leader); it asks again soon, not after an election timeout, and wins
+// once the other finds the leader gone too (rpc/third_party/raft, patch
+// part 8). With a heartbeat timeout of 20 s, the first follower in id
+// order calls its election a second after it finds the leader gone, the
+// other six seconds after; the first asks again every 2-4 s, so it must
+// win before the other's turn. Without asking again it would wait out its
+// 20 s election timeout, and the other would lead.
+func TestLeaderGoneAsksThePreVoteAgain(t *testing.T) {
+	is := newIsolator()
+	nodes, leader := threeNodes(t, func(c *Config) {
+		is.mu.Lock()
+		is.addrs[c.PeerAddr] = c.ID
+		is.mu.Unlock()
+		c.DialPeer = is.dialer(c.ID)
+	})
+	waitSameLog(t, leader, nodes...)
+	const hb = 20 * time.Second
+	var first, second *Node
+	for _, n := range nodes { // in id order
+		if n == leader {
+			continue
+		}
+		if first == nil {
+			first = n
+		} else {
+			second = n
+		}
+		rc := n.raft.ReloadableConfig()
+		rc.HeartbeatTimeout, rc.ElectionTimeout = hb, hb
+		if err := n.raft.ReloadConfig(rc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The leader is gone for the first follower only: it calls its
+	// election, and the second, which still hears from the leader,
+	// refuses the pre-vote.
+	is.cutDials(leader.ID(), first.ID())
+	is.cutDials(first.ID(), leader.ID())
+	waitFor(t, func() bool { return first.raft.State() == raft.Candidate })
+	if got := electionsCalled(t, first, "leader_gone"); got != 1 {
+		t.Fatalf("the first follower called %v elections because the leader was gone, want 1", got)
+	}
+	// Now it is gone for both.
+	is.isolate(leader.ID())
+	var next *Node
+	waitFor(t, func() bool {
+		for _, n := range []*Node{first, second} {
+			if n.raft.State() == raft.Leader {
+				next = n
+			}
+		}
+		return next != nil
+	})
+	if next != first {
+		t.Fatalf("server %s leads, want %s, which asked for the pre-vote again after the other found the leader gone", next.ID(), first.ID())
 	}
 }
 

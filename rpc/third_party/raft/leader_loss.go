@@ -9,6 +9,7 @@ package raft
 
 import (
 	"context"
+	"math/rand"
 	"sort"
 	"sync/atomic"
 	"time"
@@ -84,6 +85,10 @@ type leaderLoss struct {
 	lastID   ServerID
 	lastAddr ServerAddress
 	contact  time.Time
+	// retryUntil: a candidate that called its election because the leader
+	// was gone asks for the pre-vote again soon after a failed one, until
+	// then.
+	retryUntil time.Time
 }
 
 // initLeaderLoss hooks the follower's watch on its leader's connections to
@@ -226,4 +231,33 @@ func (n *NetworkTransport) connClosed(connCtx context.Context, from RPCHeader) {
 	if fn != nil {
 		fn(ServerID(from.ID), n.DecodePeer(from.Addr))
 	}
+}
+
+// leaderGoneElecting notes that this server became a candidate for cause
+// (main loop): for a leader gone, a failed pre-vote is asked again soon,
+// for a heartbeat timeout.
+func (r *Raft) leaderGoneElecting(cause ElectionCause) {
+	r.leaderLoss.retryUntil = time.Time{}
+	if cause == ElectionLeaderGone {
+		r.leaderLoss.retryUntil = time.Now().Add(r.config().HeartbeatTimeout)
+	}
+}
+
+// leaderGoneRetry is when a candidate whose pre-vote failed asks for it
+// again (main loop, candidate state): nil (at the election timeout, as
+// upstream) unless the candidate called its election because the leader
+// was gone, within a heartbeat timeout of that. Then it is a tenth of a
+// heartbeat timeout later, and up to as much again at random: a follower
+// that also saw the leader's connections close but had not found it gone
+// yet refused the first pre-vote, and grants the next; one whose log is
+// longer refused it, and has called its own election meanwhile or grants
+// the next vote. A pre-vote changes no term, so asking again disturbs no
+// one; a leader that is not gone makes the candidate a follower with its
+// next heartbeat.
+func (r *Raft) leaderGoneRetry() <-chan time.Time {
+	if time.Now().After(r.leaderLoss.retryUntil) {
+		return nil
+	}
+	d := r.config().HeartbeatTimeout / 10
+	return time.After(d + time.Duration(rand.Int63n(int64(d)+1)))
 }

@@ -275,6 +275,7 @@ func (r *Raft) followerElect(cause ElectionCause, lastLeaderAddr ServerAddress, 
 				r.logger.Info("the leader is gone, starting election", "last-leader-addr", lastLeaderAddr, "last-leader-id", lastLeaderID)
 			}
 			r.setState(Candidate)
+			r.leaderGoneElecting(cause)
 			r.observe(ElectionObservation{Cause: cause, LastLeaderAddr: lastLeaderAddr, LastLeaderID: lastLeaderID})
 			return true
 		} else if !*didWarn {
@@ -339,6 +340,11 @@ func (r *Raft) runCandidate() {
 	electionTimeout := r.config().ElectionTimeout
 	electionTimer := randomTimeout(electionTimeout)
 
+	// preVoteRetry asks for the pre-vote again, sooner than the election
+	// timeout, after a failed one when the leader is gone (coordd,
+	// leader_loss.go).
+	var preVoteRetry <-chan time.Time
+
 	// Tally the votes, need a simple majority
 	preVoteGrantedVotes := 0
 	preVoteRefusedVotes := 0
@@ -382,6 +388,7 @@ func (r *Raft) runCandidate() {
 				preVoteRefusedVotes = 0
 				electionTimer = randomTimeout(electionTimeout)
 				prevoteCh = nil
+				preVoteRetry = nil
 				voteCh = r.electSelf()
 			}
 			// Check if we've lost the pre-vote and wait for the election to timeout so we can do another time of
@@ -389,6 +396,7 @@ func (r *Raft) runCandidate() {
 			if preVoteRefusedVotes >= votesNeeded {
 				r.logger.Info("pre-vote campaign failed, waiting for election timeout", "term", preVote.Term,
 					"tally", preVoteGrantedVotes, "refused", preVoteRefusedVotes, "votesNeeded", votesNeeded)
+				preVoteRetry = r.leaderGoneRetry()
 			}
 		case vote := <-voteCh:
 			r.mainThreadSaturation.working()
@@ -461,6 +469,11 @@ func (r *Raft) runCandidate() {
 			// Election failed! Restart the election. We simply return,
 			// which will kick us back into runCandidate
 			r.logger.Warn("Election timeout reached, restarting election")
+			return
+
+		case <-preVoteRetry:
+			r.mainThreadSaturation.working()
+			r.logger.Info("the leader is gone: asking for the pre-vote again")
 			return
 
 		case <-r.shutdownCh:
