@@ -1,8 +1,8 @@
 # coordd — build, test and run.
 #
 #   make test      everything CI checks: formatting, vet, dependency
-#                  direction, doc comments, the raft fork (rpc/third_party/raft), then
-#                  the whole suite with -race
+#                  direction, doc comments, the links of the Markdown files, the raft
+#                  fork (rpc/third_party/raft), then the whole suite with -race
 #   make cluster   a local 3-node cluster in the foreground (N=5 for five;
 #                  TLS=1 for TLS on both ports, certificates from make certs)
 #   make certs     a CA and server, peer and client certificates in .cluster/tls
@@ -10,6 +10,7 @@
 #   make deploy-check  the systemd unit and the Kubernetes manifests, checked
 #   make console-test  the web console in headless Chromium, with screenshots
 #   make crash     the Raft log store killed and torn CRASH_ROUNDS times (long)
+#   make scale     ZooKeeper 3.8 and coordd at scale, side by side (long)
 
 GO        ?= go
 BIN       ?= bin
@@ -27,7 +28,7 @@ LDFLAGS   := -X main.version=$(VERSION)
 DIST      ?= dist
 PLATFORMS ?= linux/amd64 linux/arm64 darwin/arm64
 
-.PHONY: all build test unit lint fmt vet deps docs raftfork proto proto-check cluster certs bench restart-bench compare-zookeeper compare-failover compare-etcd compat scale fuzz clean release release-check deploy-check console-test
+.PHONY: all build test unit lint fmt vet deps docs links raftfork proto proto-check cluster certs bench restart-bench compare-zookeeper compare-failover compare-etcd compat scale scale-ci scale-inprocess fuzz clean release release-check deploy-check console-test
 
 all: build
 
@@ -45,7 +46,7 @@ unit:
 	$(GO) test -race -count=1 -timeout 18m $(PKGS)
 	cd test/cluster/compare && $(GO) test -race -count=1 .
 
-lint: fmt vet deps docs raftfork
+lint: fmt vet deps docs links raftfork
 
 fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -67,6 +68,11 @@ raftfork:
 ## docs: every package and exported name has a doc comment.
 docs:
 	@$(GO) run ./scripts/doccheck .
+
+## links: every relative link of every Markdown file (README.md, DESIGN.md,
+## docs/...) leads to a file that exists, and its #anchor to a heading there.
+links:
+	@$(GO) run ./scripts/linkcheck .
 
 ## proto: regenerate the committed protobuf code (needs Debian's protobuf-compiler).
 proto:
@@ -134,21 +140,42 @@ compare-etcd:
 	GO=$(GO) BIN=$(BIN) bash scripts/compare.sh etcd
 
 ## compat: ZooKeeper's own clients, unchanged (zkCli.sh, the Java client,
-## Curator, kazoo) and WatchProbe's scenarios against a 3-node cluster it
+## Curator, kazoo; the C client and node-zookeeper-client through
+## reconnects) and WatchProbe's scenarios against a 3-node cluster it
 ## starts on 127.0.200.11-13 (scripts/compat.sh; installs Debian's packages
-## when root; about 5 minutes; not part of make test). TARGET=zookeeper runs
-## the same suites against ZooKeeper 3.8; UPDATE=1 rewrites coordd's
-## WatchProbe goldens; SUITES="zkcli java curator kazoo sasl probe" picks some;
+## when root; about 6 minutes; not part of make test). TARGET=zookeeper runs
+## the same suites against ZooKeeper 3.8 (but kazoo-lockdelay and
+## curator-lockdelay, coordd's only: lock-delay); UPDATE=1 rewrites coordd's
+## WatchProbe goldens; SUITES="zkcli java curator kazoo sasl fourletter probe
+## reconnect kazoo-lockdelay" picks some (reconnect: the five *-reconnect suites);
 ## WATCH_FIXES=ZOOKEEPER_CLONE probes with ZooKeeper 3.9's watch fixes.
 compat:
 	GO=$(GO) BIN=$(BIN) LDFLAGS="$(LDFLAGS)" TARGET="$(TARGET)" UPDATE="$(UPDATE)" SUITES="$(SUITES)" WATCH_FIXES="$(WATCH_FIXES)" bash scripts/compat.sh
 
-## scale: 1 000 000 znodes loaded, snapshotted and restored, and a follower
-## catching up 100 000 writes, in a 3-node cluster in one process (a few
-## minutes, ~3 GB of memory); SCALE_ZNODES and SCALE_WRITES change the sizes.
+## scale: issue 41's figures at scale, ZooKeeper 3.8 and coordd side by side,
+## each as three real processes with their data on disk, one after the other
+## (scripts/scale.sh; about an hour at the default sizes, which want ~10 GB of
+## memory; ZooKeeper needs Debian's zookeeper package): memory per znode, a
+## 1 M-child parent, writes under snapshots, restarts, a follower behind and
+## one wiped, watches and sessions held. SCALE_SYSTEMS=coordd for coordd alone;
+## SCALE_ZNODES, SCALE_CHILDREN, SCALE_CATCHUP_WRITES, SCALE_WATCHES,
+## SCALE_RECURSIVE, SCALE_SESSIONS, SCALE_GRPC_SESSIONS, SCALE_WRITE_TIME,
+## SCALE_HOLD, ZK_HEAP change it (a size of 0 skips its figure); the table goes
+## to SCALE_OUT (.scale/table.md). scale-ci is the short run CI makes (about
+## two minutes). scale-inprocess: the in-process benchmark, one process, where
+## a follower's catch-up time goes (SCALE_ZNODES, SCALE_WRITES).
 SCALE_ZNODES ?= 1000000
 SCALE_WRITES ?= 100000
 scale:
+	GO=$(GO) BIN=$(BIN) bash scripts/scale.sh
+
+scale-ci:
+	SCALE_SYSTEMS=coordd SCALE_ZNODES=20000 SCALE_CHILDREN=20000 SCALE_CATCHUP_WRITES=20000 \
+	SCALE_WATCHES=20000 SCALE_RECURSIVE=2000 SCALE_SESSIONS=2000 SCALE_GRPC_SESSIONS=2000 \
+	SCALE_WRITE_TIME=5s SCALE_HOLD=5s SCALE_SETTLE=6s SCALE_OUT=$${SCALE_OUT:-$$(mktemp -d)} \
+	GO=$(GO) BIN=$(BIN) bash scripts/scale.sh
+
+scale-inprocess:
 	$(GO) test ./test/cluster/ -run='^$$' -bench='^BenchmarkScale$$' -benchtime=1x -timeout=30m -args -scale.znodes=$(SCALE_ZNODES) -scale.writes=$(SCALE_WRITES)
 
 ## fuzz: a short run of every fuzz target.
@@ -205,12 +232,15 @@ clean:
 ## TLS=1 runs the servers with TLS on both ports (and client certificates);
 ## ACL=1 protects every workload node with an ACL (authenticated clients, a
 ## super user for the checkers, an unauthenticated observer); SECURE=1 is both.
+## LOCKDELAY=10s runs the servers with --lock-delay /lock=10s (the lock
+## workload's go-zookeeper holders must then overlap never, when it is longer
+## than the schedule's longest fault).
 SEED     ?= 0
 DURATION ?= 5m
 NODES    ?= 3
 .PHONY: chaos chaos-ci chaos-ci-secure
 chaos:
-	$(GO) test ./test/cluster/chaos -run '^TestChaos$$' -timeout 3h -count=1 -v -args -chaos.seed=$(SEED) -chaos.duration=$(DURATION) -chaos.nodes=$(NODES) $(if $(filter 1,$(TLS) $(SECURE)),-chaos.tls) $(if $(filter 1,$(ACL) $(SECURE)),-chaos.acl)
+	$(GO) test ./test/cluster/chaos -run '^TestChaos$$' -timeout 3h -count=1 -v -args -chaos.seed=$(SEED) -chaos.duration=$(DURATION) -chaos.nodes=$(NODES) $(if $(filter 1,$(TLS) $(SECURE)),-chaos.tls) $(if $(filter 1,$(ACL) $(SECURE)),-chaos.acl) $(if $(LOCKDELAY),-chaos.lockdelay=$(LOCKDELAY))
 
 ## crash: the Raft log store's crash test at length (rpc's TestWALCrash; make
 ## test runs 12 rounds): a child appending and truncating is SIGKILLed at random

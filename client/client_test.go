@@ -1088,6 +1088,18 @@ func TestStatJSON(t *testing.T) {
 	if err := json.Unmarshal(b, &back); err != nil || back != st {
 		t.Fatalf("round trip %+v %v", back, err)
 	}
+	// A node kept for a lock-delay says until when.
+	st.Kind, st.TTL, st.LockDelayUntil = Ephemeral, 0, 1700000000123
+	b, _ = json.Marshal(st)
+	if !strings.HasSuffix(string(b), `"kind":"ephemeral","lockDelayUntil":1700000000123}`) {
+		t.Fatalf("got %s", b)
+	}
+	if err := json.Unmarshal(b, &back); err != nil || back != st {
+		t.Fatalf("round trip %+v %v", back, err)
+	}
+	if got := statFromPB(&apipb.Stat{EphemeralOwner: 9, LockDelayUntilMs: 77}); got.LockDelayUntil != 77 || got.EphemeralOwner != 9 {
+		t.Fatalf("decoded %+v", got)
+	}
 }
 
 func TestNames(t *testing.T) {

@@ -142,6 +142,11 @@ type Stat struct {
 	NumChildren    int32         `json:"numChildren"`     // number of children
 	Kind           NodeKind      `json:"kind,omitempty"`  // lifetime class
 	TTL            time.Duration `json:"ttlMs,omitempty"` // time to live of a TTL node
+	// LockDelayUntil is set in Get's and Exists' answers for an ephemeral
+	// whose session expired (EphemeralOwner) and that the servers keep for
+	// a lock-delay (coordd's --lock-delay): it is deleted at this time, ms
+	// since the epoch by the leader's clock. 0 otherwise. (Not ZooKeeper's.)
+	LockDelayUntil int64 `json:"lockDelayUntil,omitempty"`
 }
 
 // statJSON is Stat's JSON form (TTL in milliseconds).
@@ -159,16 +164,18 @@ type statJSON struct {
 	NumChildren    int32    `json:"numChildren"`
 	Kind           NodeKind `json:"kind,omitempty"`
 	TTLMs          int64    `json:"ttlMs,omitempty"`
+	LockDelayUntil int64    `json:"lockDelayUntil,omitempty"`
 }
 
 // MarshalJSON encodes the stat with ZooKeeper's field names, the kind by name
-// and the TTL in milliseconds (both omitted when zero).
+// and the TTL in milliseconds (both omitted when zero), and lockDelayUntil
+// when set.
 func (s Stat) MarshalJSON() ([]byte, error) {
 	return json.Marshal(statJSON{
 		Czxid: s.Czxid, Mzxid: s.Mzxid, Pzxid: s.Pzxid, Ctime: s.Ctime, Mtime: s.Mtime,
 		Version: s.Version, Cversion: s.Cversion, Aversion: s.Aversion,
 		EphemeralOwner: s.EphemeralOwner, DataLength: s.DataLength, NumChildren: s.NumChildren,
-		Kind: s.Kind, TTLMs: s.TTL.Milliseconds(),
+		Kind: s.Kind, TTLMs: s.TTL.Milliseconds(), LockDelayUntil: s.LockDelayUntil,
 	})
 }
 
@@ -182,7 +189,7 @@ func (s *Stat) UnmarshalJSON(b []byte) error {
 		Czxid: j.Czxid, Mzxid: j.Mzxid, Pzxid: j.Pzxid, Ctime: j.Ctime, Mtime: j.Mtime,
 		Version: j.Version, Cversion: j.Cversion, Aversion: j.Aversion,
 		EphemeralOwner: j.EphemeralOwner, DataLength: j.DataLength, NumChildren: j.NumChildren,
-		Kind: j.Kind, TTL: time.Duration(j.TTLMs) * time.Millisecond,
+		Kind: j.Kind, TTL: time.Duration(j.TTLMs) * time.Millisecond, LockDelayUntil: j.LockDelayUntil,
 	}
 	return nil
 }
@@ -195,7 +202,7 @@ func statFromPB(p *apipb.Stat) Stat {
 		Czxid: p.Czxid, Mzxid: p.Mzxid, Pzxid: p.Pzxid, Ctime: p.Ctime, Mtime: p.Mtime,
 		Version: p.Version, Cversion: p.Cversion, Aversion: p.Aversion,
 		EphemeralOwner: p.EphemeralOwner, DataLength: p.DataLength, NumChildren: p.NumChildren,
-		Kind: NodeKind(p.Kind), TTL: time.Duration(p.TtlMs) * time.Millisecond,
+		Kind: NodeKind(p.Kind), TTL: time.Duration(p.TtlMs) * time.Millisecond, LockDelayUntil: p.LockDelayUntilMs,
 	}
 }
 

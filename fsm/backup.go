@@ -75,6 +75,12 @@ func Reseed(r io.Reader, conf raft.Configuration) (*Seed, error) {
 			seed.Ephemerals++
 		}
 	}
+	// So are the nodes of expired sessions kept for a lock-delay.
+	released, err := releaseAllLockDelays(t, reg, tx)
+	if err != nil {
+		return nil, fmt.Errorf("fsm: deleting the nodes kept for a lock-delay: %w", err)
+	}
+	seed.Ephemerals += released
 	resetConfig(t, conf, tx)
 	seed.Znodes = t.Len()
 	// The new cluster keeps the command level: its servers restored it, so

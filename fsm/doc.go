@@ -5,7 +5,9 @@
 // deterministically (invariant 1 of DESIGN.md: no clock, randomness, map
 // order or disk; the time of a change is the leader-stamped time in the
 // command and the zxid is the entry's log index), exactly-once replies for
-// retried writes, snapshots and restores.
+// retried writes, lock-delays (the ephemerals of an expired session kept
+// for a while under the leader's rules, then released by a later entry:
+// lockdelay.go), snapshots and restores.
 //
 // It tells its Observer (the server's session engine) what each entry did,
 // the tree events included, while it still holds the write lock, so that the

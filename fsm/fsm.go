@@ -59,6 +59,13 @@ type Applied struct {
 	Resumed *Resumed
 	// Closed lists the sessions this entry closed.
 	Closed []int64
+	// LockDelayed lists the ephemerals of an expired session that this
+	// entry kept for a lock-delay instead of deleting them (lockdelay.go);
+	// LockDelaysReleased counts the kept nodes it released once their
+	// delay had passed, LockDelaysDeleted those it deleted otherwise
+	// before (which ends their delay).
+	LockDelayed                           []string
+	LockDelaysReleased, LockDelaysDeleted int
 	// ClosedIdentities are the identities (addAuth) the sessions in Closed
 	// held until this entry, which the registry has forgotten: the events
 	// a closing session's own watches match (its ephemerals' deletion) are
@@ -385,7 +392,7 @@ func (f *FSM) applyCommand(index int64, term uint64, data []byte) *cmdpb.Result 
 			f.log.Warn("ignoring an expiry from another term", "session", c.CloseSession.SessionId, "decided", c.CloseSession.Term, "logged", term)
 			break
 		}
-		a.Result = f.closeSession(a, tx, c.CloseSession.SessionId)
+		a.Result = f.closeSession(a, tx, c.CloseSession.SessionId, f.lockDelayRules(c.CloseSession))
 	case *cmdpb.Command_Reap:
 		for _, p := range c.Reap.Paths {
 			f.reap(p, tx)
@@ -404,8 +411,11 @@ func (f *FSM) applyCommand(index int64, term uint64, data []byte) *cmdpb.Result 
 			f.log.Info("cluster raised to a new command level", "level", c.SetLevel.Level, "index", index)
 			f.level = c.SetLevel.Level
 		}
+	case *cmdpb.Command_ReleaseLockDelays:
+		f.releaseLockDelays(a, tx, c.ReleaseLockDelays)
 	case *cmdpb.Command_Noop:
 	}
+	f.endDeletedLockDelays(a, tx)
 	a.Tree, a.Sessions = f.tree, f.sessions
 	a.Events = tx.Events
 	if f.observer != nil {
@@ -427,11 +437,16 @@ func (f *FSM) reap(p string, tx *tree.Tx) {
 	}
 }
 
-func (f *FSM) closeSession(a *Applied, tx *tree.Tx, id int64) *cmdpb.Result {
+// closeSession closes session id and deletes its ephemerals, but those
+// that lockDelays keep for a lock-delay (an expiry's).
+func (f *FSM) closeSession(a *Applied, tx *tree.Tx, id int64, lockDelays []*cmdpb.LockDelay) *cmdpb.Result {
 	if _, ok := f.sessions.Owner(id); !ok {
 		return &cmdpb.Result{Zxid: tx.Zxid, Code: cmdpb.Code_SESSION_EXPIRED, Message: "session expired or unknown"}
 	}
 	for _, p := range f.tree.EphemeralsOf(id) {
+		if f.keepForLockDelay(a, tx, id, p, lockDelays) {
+			continue
+		}
 		if err := f.tree.Delete(p, -1, tx); err != nil {
 			f.log.Error("deleting ephemeral of closed session", "session", id, "path", p, "err", err)
 		}

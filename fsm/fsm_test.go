@@ -285,16 +285,25 @@ func TestHaltsOnGarbage(t *testing.T) {
 // FuzzApply: no log entry, however malformed, panics the FSM or makes two
 // FSMs diverge.
 func FuzzApply(f *testing.F) {
-	for _, c := range randomLog(3, 20) {
+	for _, c := range append(randomLog(3, 20),
+		&cmdpb.Command{TimeMs: 5, Cmd: &cmdpb.Command_CloseSession{CloseSession: &cmdpb.CloseSession{SessionId: 2, Expired: true,
+			LockDelays: []*cmdpb.LockDelay{{Prefix: "/", DelayMs: 10}}}}},
+		&cmdpb.Command{TimeMs: 5, Cmd: &cmdpb.Command_ReleaseLockDelays{ReleaseLockDelays: &cmdpb.ReleaseLockDelays{Paths: []string{"/e"}}}}) {
 		b, _ := proto.Marshal(c)
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		a, b := New(Options{}), New(Options{})
-		prefix := logOf(t, open(1, "x"), open(2, "y"))
+		// At level 2, with an ephemeral of an expired session kept for a
+		// lock-delay and one of a live session.
+		prefix := logOf(t, setLevel(2), open(1, "x"), open(2, "y"),
+			write(3, 2, 1, create("/e", "", cmdpb.Kind_EPHEMERAL, false)),
+			write(3, 3, 1, create("/f", "", cmdpb.Kind_EPHEMERAL, false)),
+			&cmdpb.Command{TimeMs: 4, Cmd: &cmdpb.Command_CloseSession{CloseSession: &cmdpb.CloseSession{SessionId: 2, Expired: true, Term: 1,
+				LockDelays: []*cmdpb.LockDelay{{Prefix: "/e", DelayMs: 1}}}}})
 		for _, fs := range []*FSM{a, b} {
 			fs.ApplyBatch(prefix)
-			fs.Apply(&raft.Log{Index: 3, Type: raft.LogCommand, Data: data})
+			fs.Apply(&raft.Log{Index: uint64(len(prefix) + 1), Term: 1, Type: raft.LogCommand, Data: data})
 		}
 		if !bytes.Equal(snapshotBytes(t, a), snapshotBytes(t, b)) {
 			t.Fatal("diverged")

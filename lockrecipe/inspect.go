@@ -30,6 +30,10 @@ type Contender struct {
 	Created time.Time
 	// Data is the node's data: an Election candidate's value.
 	Data []byte
+	// LockDelayUntil is set when Session expired and the servers keep the
+	// node for a lock-delay (coordd's --lock-delay): a holder that is gone
+	// still holds until then, when its node is deleted. Zero otherwise.
+	LockDelayUntil time.Time
 }
 
 // Contenders are the holders and waiters of a recipe's path, each in queue
@@ -55,11 +59,19 @@ func Inspect(ctx context.Context, c *client.Client, path string) (Contenders, er
 	return out, err
 }
 
+// contendersRefresh is how often WatchContenders reads a non-empty queue
+// again without a watch firing: a holder's session may expire while a
+// lock-delay keeps its node, which changes no node (see
+// Contender.LockDelayUntil).
+const contendersRefresh = 2 * time.Second
+
 // WatchContenders calls f with path's contenders (as Inspect reads them)
 // now and again after each change, until ctx ends or c's session does, and
 // returns why it stopped. It waits on watches: a child watch on each node
 // whose children are the queue, and a data watch on each holder (an
-// Election's leader may Proclaim a new value). A read that fails for a
+// Election's leader may Proclaim a new value); while there are contenders it
+// also reads them again every 2 seconds, since a holder whose session
+// expired under a lock-delay changes no node. A read that fails for a
 // passing reason (a lost connection) is retried after a pause; f sees only
 // complete readings, and never the same one twice in a row.
 func WatchContenders(ctx context.Context, c *client.Client, path string, f func(Contenders)) error {
@@ -90,7 +102,7 @@ func WatchContenders(ctx context.Context, c *client.Client, path string, f func(
 			f(out)
 			last = &out
 		}
-		fired, err := waitAny(ctx, chans)
+		fired, err := waitContenders(ctx, c, path, chans, &last, f)
 		stopWatches(c, without(chans, fired))
 		if err != nil {
 			return err
@@ -98,24 +110,55 @@ func WatchContenders(ctx context.Context, c *client.Client, path string, f func(
 	}
 }
 
+// waitContenders waits for one of chans to fire (and returns its index, as
+// waitAny does); meanwhile, while *last holds contenders, it reads them
+// again every contendersRefresh and passes a changed reading to f.
+func waitContenders(ctx context.Context, c *client.Client, path string, chans []<-chan client.Event, last **Contenders, f func(Contenders)) (int, error) {
+	t := time.NewTicker(contendersRefresh)
+	defer t.Stop()
+	for {
+		var tick <-chan time.Time
+		if l := *last; len(l.Holders) > 0 || len(l.Waiting) > 0 {
+			tick = t.C
+		}
+		fired, err := waitAny(ctx, chans, tick)
+		if fired != tickFired {
+			return fired, err
+		}
+		out, _, err := inspect(ctx, c, path, false)
+		if err == nil && !reflect.DeepEqual(**last, out) {
+			f(out)
+			*last = &out
+		}
+	}
+}
+
+// tickFired is waitAny's answer when tick fired before any watch.
+const tickFired = -2
+
 // waitAny waits for the first event on any of chans and returns its index;
-// it fails when ctx ends or the event says the session has.
-func waitAny(ctx context.Context, chans []<-chan client.Event) (int, error) {
-	cases := make([]reflect.SelectCase, 0, len(chans)+1)
-	cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())})
+// it fails when ctx ends or the event says the session has. It returns
+// tickFired if tick (nil: never) fires first.
+func waitAny(ctx context.Context, chans []<-chan client.Event, tick <-chan time.Time) (int, error) {
+	cases := make([]reflect.SelectCase, 0, len(chans)+2)
+	cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(tick)})
 	for _, ch := range chans {
 		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)})
 	}
 	i, v, ok := reflect.Select(cases)
-	if i == 0 {
+	switch i {
+	case 0:
 		return -1, ctx.Err()
+	case 1:
+		return tickFired, nil
 	}
 	if ok {
 		if ev := v.Interface().(client.Event); ev.Type == client.EventNotWatching && ev.Err != nil {
-			return i - 1, ev.Err
+			return i - 2, ev.Err
 		}
 	}
-	return i - 1, nil
+	return i - 2, nil
 }
 
 func without(chans []<-chan client.Event, i int) []<-chan client.Event {
@@ -268,10 +311,14 @@ func (r *reader) get(ctx context.Context, dir, prefix string, names []string) ([
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, Contender{
+		c := Contender{
 			Node: prefix + k.name, Kind: contenderKind(k.name), Session: st.EphemeralOwner,
 			Token: Token(st.Czxid), Created: time.UnixMilli(st.Ctime), Data: data,
-		})
+		}
+		if st.LockDelayUntil > 0 {
+			c.LockDelayUntil = time.UnixMilli(st.LockDelayUntil)
+		}
+		out = append(out, c)
 	}
 	return out, nil
 }

@@ -52,6 +52,9 @@ func (o observer) Applied(a *fsm.Applied) {
 	if cs := a.Cmd.GetCloseSession(); cs != nil && cs.Expired && len(a.Closed) > 0 {
 		o.n.metrics.SessionExpired()
 	}
+	if len(a.LockDelayed) > 0 || a.LockDelaysReleased > 0 || a.LockDelaysDeleted > 0 {
+		o.n.metrics.LockDelays(len(a.LockDelayed), a.LockDelaysReleased, a.LockDelaysDeleted)
+	}
 }
 
 // Restored implements fsm.Observer.

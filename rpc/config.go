@@ -96,6 +96,12 @@ type Config struct {
 	// expired TTL nodes (default 1s); each pass examines a bounded number.
 	ReapInterval time.Duration
 
+	// LockDelays are the lock-delay rules (lockdelay.go): the ephemerals
+	// of a session that expires stay for a rule's delay when a rule's
+	// prefix covers them. The leader's rules apply (it stamps them into
+	// each expiry), so give every server the same. None by default.
+	LockDelays []LockDelay
+
 	// SnapshotThreshold is how many log entries since the last snapshot
 	// trigger a new one (default 8192); TrailingLogs how many entries are
 	// kept after a snapshot (default 10240).
@@ -204,6 +210,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.ReapInterval <= 0 {
 		c.ReapInterval = time.Second
+	}
+	if err := checkLockDelays(c.LockDelays); err != nil {
+		return err
 	}
 	if c.SnapshotThreshold == 0 {
 		c.SnapshotThreshold = 8192

@@ -4,7 +4,8 @@
 // the client port with the session engine (rpc/engine) behind its
 // front-ends (rpc/grpcapi for the public gRPC API), serves the internal peer
 // service (write forwarding, read index, session touches, member info), and
-// runs the leader's duties (term no-op, session expiry, reaping).
+// runs the leader's duties (term no-op, session expiry, reaping, lock-delay
+// releases).
 //
 // It owns what is per-server and not replicated and concerns the cluster:
 // the forwarding stream to the leader (proposer.go), read-index rounds

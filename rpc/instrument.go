@@ -217,6 +217,7 @@ func (n *Node) state() metrics.State {
 		st.EphemeralZnodes = int64(v.Tree.Ephemerals())
 		st.ApproximateDataSize = v.Tree.ApproximateDataSize()
 		st.Sessions = int64(v.Sessions.Len())
+		st.LockDelayed = int64(v.Sessions.LockDelays())
 	})
 	ws := n.engine.Watches().Stats()
 	st.Watches = metrics.WatchCounts{Data: int64(ws.Data), Child: int64(ws.Child), Persistent: int64(ws.Persistent), PersistentRecursive: int64(ws.PersistentRecursive)}

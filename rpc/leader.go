@@ -18,8 +18,9 @@ import (
 
 // leaderDuties is what only the leader does: a no-op at the start of its
 // term, then session deadlines (soft state: a new leader gives every session
-// a fresh full timeout once its no-op applied; a demoted one forgets them)
-// and proposing CloseSession for sessions whose deadline passed.
+// a fresh full timeout once its no-op applied; a demoted one forgets them),
+// proposing CloseSession for sessions whose deadline passed, reaping, and
+// releasing the nodes kept for a lock-delay (lockdelay.go).
 type leaderDuties struct {
 	n *Node
 
@@ -30,6 +31,9 @@ type leaderDuties struct {
 
 	reapCursor string    // where the next reaper pass starts
 	lastReap   time.Time // when the last pass ran
+	// releasing is set while a release of lock-delays is in flight
+	// (releasePass).
+	releasing atomic.Bool
 
 	// upkeep is set while configUpkeep runs; addrsAsked is when it last
 	// asked the members for their client addresses (its goroutine only).
@@ -118,17 +122,24 @@ func (l *leaderDuties) run() {
 		if reap {
 			l.reapPass()
 		}
+		if active {
+			l.releasePass()
+		}
 		if active && l.upkeep.CompareAndSwap(false, true) {
 			go func() {
 				defer l.upkeep.Store(false)
 				l.configUpkeep()
 			}()
 		}
+		var lockDelays []*cmdpb.LockDelay
+		if len(expired) > 0 {
+			lockDelays = l.n.lockDelayRules()
+		}
 		for _, id := range expired {
 			l.n.log.Info("session expired", "session", id)
 			// If this fails (leadership lost), the next leader decides
 			// afresh; the tracker re-offers the id if this leader goes on.
-			l.proposeOwn(&cmdpb.Command{Cmd: &cmdpb.Command_CloseSession{CloseSession: &cmdpb.CloseSession{SessionId: id, Expired: true, Term: term}}})
+			l.proposeOwn(&cmdpb.Command{Cmd: &cmdpb.Command_CloseSession{CloseSession: &cmdpb.CloseSession{SessionId: id, Expired: true, Term: term, LockDelays: lockDelays}}})
 		}
 	}
 }
@@ -192,11 +203,12 @@ func (l *leaderDuties) reapPass() {
 	l.proposeOwn(&cmdpb.Command{Cmd: &cmdpb.Command_Reap{Reap: &cmdpb.Reap{Paths: paths}}})
 }
 
-// proposeOwn appends a leader-duty command (term no-op, expiry, reaping)
-// straight to this server's Raft log. It is never forwarded and never
-// retried by the proposer: a decision made by a leader that has lost its
-// term must die with that term. (A leader waking from a pause with stale
-// deadlines would otherwise have its successor commit its expiries.)
+// proposeOwn appends a leader-duty command (term no-op, expiry, reaping,
+// lock-delay release) straight to this server's Raft log. It is never
+// forwarded and never retried by the proposer: a decision made by a leader
+// that has lost its term must die with that term. (A leader waking from a
+// pause with stale deadlines would otherwise have its successor commit its
+// expiries.)
 func (l *leaderDuties) proposeOwn(cmd *cmdpb.Command) raft.ApplyFuture {
 	cmd.TimeMs = time.Now().UnixMilli()
 	data, err := proto.Marshal(cmd)

@@ -171,8 +171,6 @@ func crashEntry(index, term uint64) *raft.Log {
 	return &raft.Log{Index: index, Term: term, Type: raft.LogCommand, Data: data, AppendedAt: time.Unix(1700000000, 0)}
 }
 
-var keyCurrentTerm = []byte("CurrentTerm")
-
 // crashStart is what a crash child starts from.
 type crashStart struct {
 	Dir    string

@@ -134,6 +134,9 @@ func storeFile(kind string) string {
 
 // openRaftStore opens the data dir's Raft log and stable store, of the kind
 // chooseRaftLog decided.
+//
+// What it reads back is checked first (datadir.go): damage is
+// ErrDataDirDamaged, naming the file.
 func openRaftStore(dir, kind string, logger hclog.Logger) (raftStore, error) {
 	switch kind {
 	case RaftLogBolt:
@@ -144,13 +147,23 @@ func openRaftStore(dir, kind string, logger hclog.Logger) (raftStore, error) {
 	return nil, fmt.Errorf("rpc: unknown raft log store %q", kind)
 }
 
-// openBoltStore opens raft.db in dir. Without the freelist on disk a commit
-// writes one page fewer; bbolt rebuilds the freelist when it opens the file.
+// openBoltStore opens raft.db in dir, its pages checked first
+// (checkBoltFile) and its values by the store (the fork's checksums).
+// Without the freelist on disk a commit writes one page fewer; bbolt
+// rebuilds the freelist when it opens the file.
 func openBoltStore(dir string) (*raftboltdb.BoltStore, error) {
-	return raftboltdb.New(raftboltdb.Options{
-		Path:        filepath.Join(dir, boltFile),
+	path := filepath.Join(dir, boltFile)
+	if err := checkBoltFile(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	s, err := raftboltdb.New(raftboltdb.Options{
+		Path:        path,
 		BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true},
 	})
+	if err != nil {
+		return nil, damaged(err)
+	}
+	return s, nil
 }
 
 // walOptions are what tests change in how the WAL is opened; the zero
@@ -237,6 +250,9 @@ func openWALStore(dir string, logger hclog.Logger, o walOptions) (*walStore, err
 	if err := syncDir(dir); err != nil {
 		return nil, fmt.Errorf("rpc: raft log: %w", err)
 	}
+	if err := checkWALMeta(d); err != nil {
+		return nil, err
+	}
 	size := walSegmentSize
 	if o.segmentSize > 0 {
 		size = o.segmentSize
@@ -249,13 +265,39 @@ func openWALStore(dir string, logger hclog.Logger, o walOptions) (*walStore, err
 	var vfs types.VFS = clock
 	w, err := wal.Open(d, wal.WithLogger(logger), wal.WithSegmentSize(size), wal.WithSegmentFiler(segment.NewFiler(d, vfs)))
 	if err != nil {
-		return nil, err
+		return nil, damaged(err)
 	}
 	if err := syncRecovered(d, vfs); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("rpc: raft log: making the recovered log durable: %w", err)
 	}
+	// What it recovered is durable: a later open must recover as much.
+	if err := w.RecordTail(); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("rpc: raft log: %w", err)
+	}
 	return &walStore{WAL: w, clock: clock}, nil
+}
+
+// checkWALMeta checks wal-meta.db before raft-wal opens it: its pages
+// (checkBoltFile), and that it is there at all when segments are: raft-wal
+// would make a new, empty one, take the log for empty and delete every
+// segment, and the server would forget its term and its vote.
+func checkWALMeta(dir string) error {
+	path := filepath.Join(dir, metadb.FileName)
+	err := checkBoltFile(path)
+	if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	segs, lerr := filepath.Glob(filepath.Join(dir, "*.wal"))
+	if lerr != nil {
+		return fmt.Errorf("rpc: raft log: %w", lerr)
+	}
+	if len(segs) > 0 {
+		return fmt.Errorf("%w: %s is missing, and %d segment files are there (%s...): the log's shape, its term and its vote went with it",
+			ErrDataDirDamaged, path, len(segs), filepath.Base(segs[0]))
+	}
+	return nil
 }
 
 // syncRecovered fsyncs every file of the WAL in dir. A process killed

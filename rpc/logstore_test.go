@@ -57,42 +57,47 @@ func openLogStore(t *testing.T, path string) *raftboltdb.BoltStore {
 	return s
 }
 
-// TestLogStoreWritesUpstreamsFormat: coordd's raft-boltdb
-// (rpc/third_party/raft-boltdb) writes the bytes upstream writes, and reads
-// entries upstream wrote, so data dirs move freely between the two.
-func TestLogStoreWritesUpstreamsFormat(t *testing.T) {
+// TestLogStoreKeepsUpstreamsFormat: coordd's raft-boltdb
+// (rpc/third_party/raft-boltdb) stores each value as upstream encodes it,
+// followed by a checksum trailer that upstream's decoder reads past; a
+// store upstream wrote is upgraded when coordd first opens it (every value
+// gets its trailer, and reads back as before); and after that, a value
+// without its trailer is damage.
+func TestLogStoreKeepsUpstreamsFormat(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "raft.db")
-	s := openLogStore(t, path)
 	logs := testLogs(1, 20)
-	if err := s.StoreLogs(logs); err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
 
-	// Compare the stored bytes, and add an entry as upstream would write it.
+	// A store as upstream writes it: its buckets, raw values.
 	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	extra := testLogs(21, 1)[0]
 	err = db.Update(func(tx *bbolt.Tx) error {
-		b := tx.Bucket([]byte("logs"))
+		b, err := tx.CreateBucket([]byte("logs"))
+		if err != nil {
+			return err
+		}
 		for _, l := range logs {
-			key := binary.BigEndian.AppendUint64(nil, l.Index)
-			if got, want := b.Get(key), upstreamEncode(t, l); !bytes.Equal(got, want) {
-				return fmt.Errorf("entry %d: stored %x, upstream writes %x", l.Index, got, want)
+			if err := b.Put(binary.BigEndian.AppendUint64(nil, l.Index), upstreamEncode(t, l)); err != nil {
+				return err
 			}
 		}
-		return b.Put(binary.BigEndian.AppendUint64(nil, extra.Index), upstreamEncode(t, extra))
+		c, err := tx.CreateBucket([]byte("conf"))
+		if err != nil {
+			return err
+		}
+		return c.Put([]byte("CurrentTerm"), binary.BigEndian.AppendUint64(nil, 3))
 	})
 	db.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	s = openLogStore(t, path)
-	defer s.Close()
-	for _, want := range append(logs, extra) {
+	s := openLogStore(t, path)
+	if err := s.StoreLogs(testLogs(21, 1)); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range append(logs, testLogs(21, 1)...) {
 		var got raft.Log
 		if err := s.GetLog(want.Index, &got); err != nil {
 			t.Fatal(err)
@@ -100,6 +105,38 @@ func TestLogStoreWritesUpstreamsFormat(t *testing.T) {
 		if got.Index != want.Index || got.Term != want.Term || !bytes.Equal(got.Data, want.Data) || !got.AppendedAt.Equal(want.AppendedAt) {
 			t.Fatalf("entry %d read back as %+v, want %+v", want.Index, got, want)
 		}
+	}
+	if term, err := s.GetUint64([]byte("CurrentTerm")); err != nil || term != 3 {
+		t.Fatalf("CurrentTerm after the upgrade: %d, %v", term, err)
+	}
+	s.Close()
+
+	// Every value is upstream's bytes and a trailer, which upstream's
+	// decoder reads past; an entry put there without one is refused.
+	db, err = bbolt.Open(path, 0o600, &bbolt.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bbolt.Tx) error {
+		b := tx.Bucket([]byte("logs"))
+		for _, l := range append(logs, testLogs(21, 1)...) {
+			got, want := b.Get(binary.BigEndian.AppendUint64(nil, l.Index)), upstreamEncode(t, l)
+			if !bytes.HasPrefix(got, want) || len(got) != len(want)+8 {
+				return fmt.Errorf("entry %d: stored %x, want upstream's %x and a trailer", l.Index, got, want)
+			}
+			var back raft.Log
+			if err := codec.NewDecoderBytes(got, &codec.MsgpackHandle{}).Decode(&back); err != nil || back.Index != l.Index {
+				return fmt.Errorf("upstream's decoder reads entry %d as %+v: %v", l.Index, back, err)
+			}
+		}
+		return b.Put(binary.BigEndian.AppendUint64(nil, 22), upstreamEncode(t, testLogs(22, 1)[0]))
+	})
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raftboltdb.New(raftboltdb.Options{Path: path}); !errors.Is(err, raftboltdb.ErrCorrupt) {
+		t.Fatalf("opening a store with an entry without its trailer: %v, want ErrCorrupt", err)
 	}
 }
 
@@ -314,6 +351,45 @@ func TestWALFinishesRotationOnOpen(t *testing.T) {
 		if err := s.GetLog(i, &l); err != nil || !bytes.Equal(l.Data, entry(i).Data) {
 			t.Fatalf("entry %d: %v", i, err)
 		}
+	}
+}
+
+// TestWALOrphanOfTheFirstSegment: a segment's file is created before the
+// metadata records it (rpc/third_party/raft-wal/FORK.md, part 6), so a
+// process that stops in between leaves a file the metadata does not know.
+// The next open, creating the log's first segment under the same id, must
+// keep its new file: deleting it with the orphans lost every entry
+// appended to it.
+func TestWALOrphanOfTheFirstSegment(t *testing.T) {
+	dir := t.TempDir()
+	d := filepath.Join(dir, walDir)
+	if err := os.Mkdir(d, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	meta := &failingMeta{MetaStore: &metadb.BoltMetaDB{}}
+	meta.failing.Store(true)
+	if _, err := wal.Open(d, wal.WithMetaStore(meta), wal.WithLogger(hclog.NewNullLogger())); err == nil {
+		t.Fatal("opened with a failing metadata commit")
+	}
+	meta.Close()
+	if segs, _ := filepath.Glob(filepath.Join(d, "*.wal")); len(segs) != 1 {
+		t.Fatalf("the failed open left %v", segs)
+	}
+	s, err := openWALStore(dir, hclog.NewNullLogger(), walOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.StoreLogs(testLogs(1, 10)); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s, err = openWALStore(dir, hclog.NewNullLogger(), walOptions{})
+	if err != nil {
+		t.Fatalf("reopening: %v", err)
+	}
+	defer s.Close()
+	if last, err := s.LastIndex(); err != nil || last != 10 {
+		t.Fatalf("the log ends at %d (%v), want 10", last, err)
 	}
 }
 

@@ -116,6 +116,7 @@ func memberOf(sv raft.Server, in *peerpb.InfoResponse) *apipb.Member {
 	m := &apipb.Member{Id: string(sv.ID), PeerAddress: string(sv.Address), Role: "unreachable", Voter: sv.Suffrage == raft.Voter}
 	if in != nil {
 		m.Role, m.ClientAddress, m.Applied, m.RssBytes, m.CpuSeconds, m.Version = in.Role, in.ClientAddress, in.Applied, in.RssBytes, in.CpuSeconds, in.Version
+		m.Level = max(in.Level, 1)
 		m.Term, m.Commit, m.LastContactMs = in.Term, in.Commit, in.LastContactMs
 		m.Reads, m.Writes, m.WriteSeconds = in.Reads, in.Writes, in.WriteSeconds
 	}

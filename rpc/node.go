@@ -239,7 +239,7 @@ func NewNodeContext(ctx context.Context, cfg Config) (_ *Node, err error) {
 		cleanup = append(cleanup, n.dirLock.release)
 	}
 
-	kind, err := chooseRaftLog(cfg.DataDir, cfg.RaftLog)
+	kind, rec, err := prepareDataDir(cfg.DataDir, cfg.RaftLog)
 	if err != nil {
 		return nil, err
 	}
@@ -280,9 +280,10 @@ func NewNodeContext(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.fsm.SetObserver(observer{n})
 
 	hl := newHCLogger(n.log, n.peerLogs)
-	n.store, err = openRaftStore(cfg.DataDir, kind, hl.Named("wal"))
+	var checked *checkedSnapshots
+	n.store, checked, err = openStorage(cfg.DataDir, kind, rec, hl, n.log, walOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("rpc: opening raft store (%s) in %s: %w", kind, cfg.DataDir, err)
+		return nil, err
 	}
 	cleanup = append(cleanup, func() { n.store.Close() })
 	if err := aborted(); err != nil {
@@ -301,11 +302,7 @@ func NewNodeContext(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	logs.SetMaxBytes(logCacheBytes)
-	fileSnaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, hl.Named("snapshot"))
-	if err != nil {
-		return nil, fmt.Errorf("rpc: snapshot store: %w", err)
-	}
-	snaps := timedSnapshotStore{SnapshotStore: fileSnaps, m: n.metrics}
+	snaps := timedSnapshotStore{SnapshotStore: checked, m: n.metrics}
 	advertise, err := net.ResolveTCPAddr("tcp", cfg.PeerAddr)
 	if err != nil {
 		return nil, err

@@ -232,5 +232,9 @@ func RestoreBackup(path string, cfg RestoreConfig) (*Restored, error) {
 	if err := sink.Close(); err != nil {
 		return nil, fmt.Errorf("rpc: writing the snapshot: %w", err)
 	}
+	// The data dir must hold that snapshot from now on (datadir.go).
+	if err := writeDataRecord(cfg.DataDir, dataRecord{Snapshot: sink.ID()}); err != nil {
+		return nil, err
+	}
 	return &Restored{Backup: info, Index: seed.Index, Znodes: seed.Znodes, Sessions: seed.Sessions, Ephemerals: seed.Ephemerals}, nil
 }

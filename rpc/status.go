@@ -132,6 +132,7 @@ func (n *Node) status(ctx context.Context) (*apipb.StatusResponse, error) {
 	n.fsm.Read(func(v fsm.View) {
 		resp.Sessions = int64(v.Sessions.Len())
 		resp.Znodes = int64(v.Tree.Len())
+		resp.CommandLevel = v.Level
 	})
 	servers, infos := n.memberInfos(ctx, &peerpb.InfoRequest{})
 	for _, sv := range servers {

@@ -10,9 +10,9 @@ import (
 	"github.com/coordd/coordd/rpc/zk/jute"
 )
 
-// TestZKDeliberateDifferences pins two answers that the README lists among
-// the deliberate differences from ZooKeeper 3.8 ("Using ZooKeeper's
-// clients"), so that changing either is a decision, made with the README.
+// TestZKDeliberateDifferences pins two answers that docs/zookeeper-clients.md
+// lists among the deliberate differences from ZooKeeper 3.8, so that
+// changing either is a decision, made with that page.
 //
 // An invalid path is BadArguments for every op, alone or in a multi, where
 // ZooKeeper answers NoNode or BadArguments by the order of its checks (a

@@ -43,7 +43,10 @@ allowed cmd/coordd "rpc cmd/coordd/console"
 # The web console reads through the public API, as a client does.
 allowed cmd/coordd/console "client lockrecipe rpc/apipb"
 # The backup file's format is read and written by coordctl too.
-allowed cmd/coordctl "client lockrecipe rpc/apipb rpc/backup rpc/tlsutil"
+allowed cmd/coordctl "client lockrecipe rpc/apipb rpc/backup rpc/tlsutil cmd/coordctl/internal/bench"
+# coordctl bench's engine drives the cluster as a client does (and through
+# go-zookeeper, ZooKeeper's protocol).
+allowed cmd/coordctl/internal/bench "client lockrecipe rpc/apipb"
 
 # The engine and the front-ends count through engine.Meter: no exporter
 # library below package rpc.
@@ -55,7 +58,7 @@ done
 
 # The client, and the console that uses it, must not reach the server even
 # transitively.
-for pkg in ./client/... ./cmd/coordd/console; do
+for pkg in ./client/... ./cmd/coordd/console ./cmd/coordctl/internal/bench; do
   if go list -deps $pkg | grep -E "^$mod/(fsm|tree|session|watch|rpc)(/|$)" | grep -vE 'pb$'; then
     echo "deps: $pkg reaches server packages"; fail=1
   fi

@@ -119,7 +119,7 @@ echo "coordd: $n servers running (GOMAXPROCS=$procs each; pids ${pids[*]}). Use:
 echo "  export COORD_SERVERS=$servers"
 if [ -n "${TLS_DIR:-}" ]; then
   echo "  export COORD_CACERT=$TLS_DIR/ca.crt COORD_CERT=$TLS_DIR/client.crt COORD_KEY=$TLS_DIR/client.key"
-  echo "  (TLS on both ports, client certificates required; the README shows zkCli.sh and kazoo)"
+  echo "  (TLS on both ports, client certificates required; docs/security.md shows zkCli.sh and kazoo)"
 fi
 echo "  $bin/coordctl status"
 if [ -n "$metrics_port" ]; then

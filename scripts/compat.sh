@@ -24,13 +24,27 @@
 #   sasl     the Java client with SASL DIGEST-MD5  test/compat/javaclient/SaslSuite.java
 #   probe    WatchProbe's scenarios, compared with golden answers
 #                                                  test/compat/java/compare.sh
+#   kazoo-reconnect, java-reconnect, curator-reconnect, c-reconnect,
+#   node-reconnect: each client through reconnects of its session (a dropped
+#            socket, 20 in a row, its server killed, a resumed session;
+#            issue 35)                             test/compat/README.md
+#   reconnect  all five of them
+#   kazoo-lockdelay, curator-lockdelay (coordd only: ZooKeeper has no
+#            lock-delay) kazoo's Lock and Curator's InterProcessMutex with a
+#            holder process stopped (SIGSTOP) past its session timeout
+#                                                  test/compat/lockdelay/
 #
 # It installs what it needs from Debian's packages (zookeeper,
 # libzookeeper-java, the three libcurator-*-java, python3-kazoo,
-# python3-pure-sasl, a JDK; zktop and netcat-openbsd for the fourletter suite) with
-# apt-get when run as root, and otherwise says what to install.
+# python3-pure-sasl, a JDK; zktop and netcat-openbsd for the fourletter suite;
+# gcc and libzookeeper-mt-dev for c-reconnect, nodejs and npm for
+# node-reconnect) with apt-get when run as root, and otherwise says what to
+# install. node-reconnect installs node-zookeeper-client with npm, into the
+# run's directory.
 #
-# The cluster: coordd on 127.0.200.11-13 (TARGET=zookeeper: 127.0.201.11-13;
+# The cluster: coordd on 127.0.200.11-13, with --lock-delay $COMPAT_LOCK_DELAY
+# (default /lockdelay=4s: only the lockdelay suites create nodes there)
+# (TARGET=zookeeper: 127.0.201.11-13;
 # COMPAT_NET changes the first three bytes), clients on port 2181 of each,
 # peers on 2888 (ZooKeeper: 2888 and 3888), data and logs in a temporary
 # directory; SASL DIGEST-MD5 served to the users super (adminsecret, the SASL
@@ -48,14 +62,28 @@
 # servers, with TARGET=zookeeper, run with them too): the semantics coordd
 # follows, with both sides' client the same.
 #
-# Environment: TARGET, SUITES, UPDATE, WATCH_FIXES, COMPAT_NET, COMPAT_SUITE_TIMEOUT, BIN
+# Environment: TARGET, SUITES, UPDATE, WATCH_FIXES, COMPAT_NET, COMPAT_SUITE_TIMEOUT, COMPAT_LOCK_DELAY, BIN
 # (default bin), GO (default go), LDFLAGS (of the build), PYTHON (default /usr/bin/python3, the one
 # python3-kazoo installs for).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 target=${TARGET:-coordd}
-suites=${SUITES:-zkcli java curator kazoo sasl fourletter probe}
+# The suites of both targets, and those of coordd only (ZooKeeper has no
+# lock-delay). reconnect names the five *-reconnect suites.
+reconnect="kazoo-reconnect java-reconnect curator-reconnect c-reconnect node-reconnect"
+common_suites="zkcli java curator kazoo sasl fourletter probe reconnect"
+coordd_suites="kazoo-lockdelay curator-lockdelay"
+if [ "$target" = coordd ]; then
+	default_suites="$common_suites $coordd_suites"
+else
+	default_suites="$common_suites"
+fi
+suites=
+for s in ${SUITES:-$default_suites}; do
+	[ "$s" = reconnect ] && suites+=" $reconnect" || suites+=" $s"
+done
+lock_delay=${COMPAT_LOCK_DELAY:-/lockdelay=4s}
 update=${UPDATE:-0}
 [ "$update" != 0 ] || update=
 bin=${BIN:-bin}
@@ -68,7 +96,7 @@ curator=/usr/share/java/curator-framework.jar:/usr/share/java/curator-recipes.ja
 
 usage() {
 	echo "compat: $1" >&2
-	echo "usage: make compat [TARGET=coordd|zookeeper] [SUITES=\"zkcli java curator kazoo sasl fourletter probe\"] [UPDATE=1]" >&2
+	echo "usage: make compat [TARGET=coordd|zookeeper] [SUITES=\"$common_suites $coordd_suites\"] [UPDATE=1]" >&2
 	exit 2
 }
 case $target in
@@ -77,7 +105,13 @@ zookeeper) net=${COMPAT_NET:-127.0.201} ;;
 *) usage "TARGET is coordd or zookeeper, not $target" ;;
 esac
 for s in $suites; do
-	case $s in zkcli | java | curator | kazoo | sasl | fourletter | probe) ;; *) usage "no suite $s" ;; esac
+	case " zkcli java curator kazoo sasl fourletter probe $reconnect $coordd_suites " in
+	*" $s "*) ;;
+	*) usage "no suite $s" ;;
+	esac
+	case " $coordd_suites " in
+	*" $s "*) [ "$target" = coordd ] || usage "$s is coordd's only: ZooKeeper has no lock-delay" ;;
+	esac
 done
 if [ -n "$update" ] && [ "$target" != coordd ]; then
 	usage "UPDATE=1 rewrites coordd's goldens: not with TARGET=$target"
@@ -86,6 +120,18 @@ watch_fixes=${WATCH_FIXES:-}
 if [ -n "$update" ] && [ -n "$watch_fixes" ]; then
 	usage "UPDATE=1 rewrites coordd's goldens of Debian's client: not with WATCH_FIXES"
 fi
+
+# Nothing may listen on the cluster's addresses yet: the readiness check
+# would take another cluster there (another run's, on the same COMPAT_NET)
+# for this one, whose servers cannot bind.
+for i in 1 2 3; do
+	for port in 2181 2888; do
+		if timeout 2 bash -c "exec 3<>/dev/tcp/$net.$((10 + i))/$port" 2>/dev/null; then
+			echo "compat: $net.$((10 + i)):$port is in use (another run on these addresses?); set COMPAT_NET to other ones" >&2
+			exit 2
+		fi
+	done
+done
 
 # --- what the suites need, from Debian's packages.
 need=()
@@ -97,6 +143,14 @@ want /usr/share/java/curator-recipes.jar libcurator-recipes-java
 want /usr/share/java/curator-client.jar libcurator-client-java
 want /usr/share/java/slf4j-simple.jar libslf4j-java
 command -v javac >/dev/null || need+=(default-jdk-headless)
+case " $suites " in *" c-reconnect "*)
+	want /usr/include/zookeeper/zookeeper.h libzookeeper-mt-dev
+	command -v gcc >/dev/null || need+=(gcc) ;;
+esac
+case " $suites " in *" node-reconnect "*) # it installs node-zookeeper-client with npm itself
+	command -v node >/dev/null || need+=(nodejs)
+	command -v npm >/dev/null || need+=(npm) ;;
+esac
 { [ -x "$python" ] && "$python" -c 'import kazoo' 2>/dev/null; } || need+=(python3-kazoo)
 { [ -x "$python" ] && "$python" -c 'import puresasl' 2>/dev/null; } || need+=(python3-pure-sasl)
 if [[ " $suites " == *" fourletter "* ]]; then
@@ -231,7 +285,7 @@ start_node() {
 		GOMAXPROCS=$procs "$bin/coordd" --id "$i" --data-dir "$dir/node$i" \
 			--client-addr "$(addr "$i")" --peer-addr "$(host "$i"):2888" --peers "$peers" \
 			--4lw-commands '*' --sasl-users "$dir/server-jaas.conf" --sasl-super-user super \
-			--superdigest "$superdigest" --log-level warn >>"$dir/node$i.log" 2>&1 &
+			--superdigest "$superdigest" --lock-delay "$lock_delay" --log-level warn >>"$dir/node$i.log" 2>&1 &
 	else
 		java -Xmx256m -Dzookeeper.extendedTypesEnabled=true -Dznode.container.checkIntervalMs=1000 \
 			-Djava.security.auth.login.config="$dir/server-jaas.conf" -Dzookeeper.superUser=super \
@@ -313,11 +367,11 @@ version=$(timeout 3 bash -c "exec 3<>/dev/tcp/$(host 1)/2181 && printf srvr >&3 
 echo "compat: $target ($version), 3 servers on $servers"
 
 classes=$dir/classes
-javac -nowarn -cp "$zkjar:$curator" -d "$classes" test/compat/javaclient/*.java
+javac -nowarn -cp "$zkjar:$curator" -d "$classes" test/compat/javaclient/*.java test/compat/lockdelay/*.java
 javac -nowarn -cp "$zkjar" -d "$dir/probe" test/compat/java/WatchProbe.java
 java_cmd=(java -Dorg.slf4j.simpleLogger.defaultLogLevel=warn -cp "$zkjar:$curator:/usr/share/java/slf4j-simple.jar:$classes")
 
-export COMPAT_SERVERS=$servers COMPAT_CTL=$dir/ctl COMPAT_TARGET=$target COMPAT_TMP=$dir/tmp PYTHON=$python
+export COMPAT_SERVERS=$servers COMPAT_CTL=$dir/ctl COMPAT_TARGET=$target COMPAT_TMP=$dir/tmp PYTHON=$python COMPAT_LOCK_DELAY=$lock_delay
 summary=()
 run_suite() {
 	local name=$1 t0=$SECONDS rc=0 verdict
@@ -332,6 +386,13 @@ run_suite() {
 	kazoo) set -- "$python" test/compat/kazoo/kazoo_suite.py ;;
 	fourletter) set -- "$python" test/compat/fourletter/fourletter_suite.py ;;
 	sasl) set -- "${java_cmd[0]}" -Djava.security.auth.login.config="$dir/client-jaas.conf" "${java_cmd[@]:1}" SaslSuite ;;
+	kazoo-reconnect) set -- "$python" test/compat/kazoo/kazoo_reconnect.py ;;
+	java-reconnect) set -- "${java_cmd[@]}" ReconnectSuite ;;
+	curator-reconnect) set -- "${java_cmd[@]}" CuratorReconnect ;;
+	c-reconnect) set -- bash test/compat/c/c_reconnect.sh ;;
+	node-reconnect) set -- bash test/compat/node/node_reconnect.sh ;;
+	kazoo-lockdelay) set -- "$python" test/compat/lockdelay/kazoo_lockdelay.py ;;
+	curator-lockdelay) set -- "${java_cmd[@]}" CuratorLockDelay ;;
 	probe) set -- bash test/compat/java/compare.sh -s "$(addr 1)" -t "$target" -k "$dir/probe" ${update:+-u} ${fixes:+-c "$fixes"} ;;
 	esac
 	# In the background, so that a signal to this script runs its cleanup
@@ -357,7 +418,7 @@ run_suite() {
 			{ grep -v '^\s*at \|INFO' "$dir/$name.log" || true; } | tail -n 15 | sed 's/^/    /'
 		fi
 	fi
-	summary+=("$(printf '%-10s %s  %-22s %4ds' "$name" "$verdict" "($checks)" $((SECONDS - t0)))")
+	summary+=("$(printf '%-17s %s  %-22s %4ds' "$name" "$verdict" "($checks)" $((SECONDS - t0)))")
 }
 
 for s in $suites; do run_suite "$s"; done

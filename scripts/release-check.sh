@@ -2,8 +2,8 @@
 # Checks what make release built (make release-check), for the OS/ARCH
 # arguments it was given:
 #  - $DIST/SHA256SUMS lists exactly the expected archives and verifies;
-#  - each archive holds coordd, coordctl and README.md (and, for Linux, the
-#    systemd files) under coordd-$VERSION-$OS-$ARCH/;
+#  - each archive holds coordd, coordctl, README.md and docs/ (and, for
+#    Linux, the systemd files) under coordd-$VERSION-$OS-$ARCH/;
 #  - every binary was built for its OS/ARCH with CGO_ENABLED=0 and -trimpath
 #    (go version -m), holds $VERSION in main.version (scripts/binversion:
 #    with -trimpath, go version -m does not show -ldflags), and `file` sees
@@ -38,6 +38,7 @@ for p in "$@"; do
   os=${p%%/*} arch=${p#*/}
   name=coordd-$VERSION-$os-$arch
   files="$name/README.md"$'\n'"$name/coordctl"$'\n'"$name/coordd"
+  while IFS= read -r f; do files+=$'\n'"$name/$f"; done < <(find docs -type f)
   if [ "$os" = linux ]; then
     for f in deploy/systemd/*; do files+=$'\n'"$name/systemd/${f##*/}"; done
   fi

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds the release (make release): for each OS/ARCH argument, coordd and
 # coordctl built static (CGO_ENABLED=0) with -trimpath and the version
-# stamped ($LDFLAGS, -X main.version=$VERSION), packed with README.md (and,
-# for Linux, deploy/systemd) as $DIST/coordd-$VERSION-$OS-$ARCH.tar.gz; then
-# $DIST/SHA256SUMS over the archives. $DIST is emptied first.
+# stamped ($LDFLAGS, -X main.version=$VERSION), packed with README.md and
+# the docs/ pages it links to (and, for Linux, deploy/systemd) as
+# $DIST/coordd-$VERSION-$OS-$ARCH.tar.gz; then $DIST/SHA256SUMS over the
+# archives. $DIST is emptied first.
 #
 # The archives are byte-for-byte reproducible from the same commit and Go
 # version: sorted entries, owner 0, and every mtime set to
@@ -41,6 +42,7 @@ for p in "$@"; do
     CGO_ENABLED=0 GOOS=$os GOARCH=$arch "$GO" build -trimpath -ldflags "$LDFLAGS" -o "$dir/$cmd" "./cmd/$cmd"
   done
   cp README.md "$dir/"
+  cp -R docs "$dir/docs"
   if [ "$os" = linux ]; then
     mkdir -p "$dir/systemd"
     cp deploy/systemd/* "$dir/systemd/"

@@ -17,8 +17,8 @@ var ErrCorrupt = errors.New("session: corrupt registry encoding")
 // The encoding, written by WriteTo and read by ReadRegistry:
 //
 //	magic    "CDSR" then the format version: 0x04 when a session has a connection
-//	         epoch or a cached reply a digest, else 0x03, or 0x02 when no session
-//	         holds an identity either
+//	         epoch or a cached reply a digest, or a node is kept for a lock-delay,
+//	         else 0x03, or 0x02 when no session holds an identity either
 //	count    uvarint, number of sessions
 //	count times, in strictly increasing ID order:
 //	  id        varint
@@ -39,6 +39,12 @@ var ErrCorrupt = errors.New("session: corrupt registry encoding")
 //	  version 4 only:
 //	  epoch     varint (>= 0)
 //	  seq       varint (>= 0; 0 when epoch is 0)
+//	version 4 only, the nodes kept for a lock-delay:
+//	nDelays  uvarint
+//	nDelays times, in strictly increasing path order:
+//	  path      uvarint len (1 to MaxLockDelayPathLen), then len bytes
+//	  session   varint
+//	  until     varint
 //	crc      4 bytes big-endian CRC-32C of everything before it
 //
 // Varints are encoding/binary's, and must be minimal (canonical), so that a registry
@@ -48,10 +54,10 @@ var ErrCorrupt = errors.New("session: corrupt registry encoding")
 // bytes; ReadRegistry still reads it (every owner is then ""). Version 2, written
 // before sessions had identities, is version 3 without them; a registry in which no
 // session holds an identity is still written in version 2, byte for byte as servers
-// from before identities write and read it. Version 4 adds the connection epochs and
-// the replies' digests, which only a cluster at command level 2 records (the FSM's
-// SetLevel): until then the registry is written as before, so that a server of an
-// older version can read a snapshot of a newer one during a rolling upgrade.
+// from before identities write and read it. Version 4 adds the connection epochs, the
+// replies' digests and the lock-delays, which only a cluster at command level 2 records
+// (the FSM's SetLevel): until then the registry is written as before, so that a server
+// of an older version can read a snapshot of a newer one during a rolling upgrade.
 var magic = [5]byte{'C', 'D', 'S', 'R', 4}
 
 // magicV3 starts the encoding of format version 3.
@@ -128,6 +134,7 @@ func (r *Registry) writeTo(w io.Writer, owners bool) (int64, error) {
 			v4 = v4 || it.e.level2()
 			return !v4
 		})
+		v4 = v4 || r.LockDelays() > 0
 		ids = ids || v4
 	}
 	switch {
@@ -172,6 +179,16 @@ func (r *Registry) writeTo(w io.Writer, owners bool) (int64, error) {
 		e.maybeFlush()
 		return e.err == nil
 	})
+	if v4 {
+		e.buf = binary.AppendUvarint(e.buf, uint64(r.LockDelays()))
+		r.delays.byPath.Ascend(func(d LockDelay) bool {
+			e.bytes([]byte(d.Path))
+			e.buf = binary.AppendVarint(e.buf, d.Session)
+			e.buf = binary.AppendVarint(e.buf, d.Until)
+			e.maybeFlush()
+			return e.err == nil
+		})
+	}
 	e.flush()
 	if e.err != nil {
 		return e.n, fmt.Errorf("session: writing registry: %w", e.err)
@@ -349,9 +366,14 @@ func readRegistry(rd io.Reader, verify bool) (*Registry, error) {
 		s.owner = r.tok
 		r.put(s)
 	}
+	if d.v4 {
+		if err := d.lockDelays(r); err != nil {
+			return nil, err
+		}
+	}
 	switch {
-	case d.v4 && !anyV4:
-		return nil, corrupt("version 4 with no epoch or digest (an older version is written then)")
+	case d.v4 && !anyV4 && r.LockDelays() == 0:
+		return nil, corrupt("version 4 with no epoch, digest or lock-delay (an older version is written then)")
 	case d.ids && !d.v4 && !anyIDs:
 		return nil, corrupt("version 3 with no identities (version 2 is written then)")
 	}
@@ -473,4 +495,37 @@ func (d *decoder) identities(sid int64) ([]Identity, error) {
 		ids = append(ids, x)
 	}
 	return ids, nil
+}
+
+// lockDelays reads the nodes kept for a lock-delay (version 4) into r.
+func (d *decoder) lockDelays(r *Registry) error {
+	n, err := d.uvarint()
+	if err != nil {
+		return err
+	}
+	prev := ""
+	for i := uint64(0); i < n; i++ {
+		p, err := d.bytes("lock-delay path length", MaxLockDelayPathLen)
+		if err != nil {
+			return err
+		}
+		ld := LockDelay{Path: string(p)}
+		if ld.Path == "" {
+			return corrupt("lock-delay %d: empty path", i)
+		}
+		if i > 0 && ld.Path <= prev {
+			return corrupt("lock-delay path %q after %q: not in increasing order", ld.Path, prev)
+		}
+		prev = ld.Path
+		if ld.Session, err = d.varint(); err != nil {
+			return err
+		}
+		if ld.Until, err = d.varint(); err != nil {
+			return err
+		}
+		if err := r.AddLockDelay(ld); err != nil {
+			return corrupt("%v", err)
+		}
+	}
+	return nil
 }

@@ -4,7 +4,9 @@
 // open sessions (id, negotiated timeout, password) and, per session, the exactly-once
 // reply cache of the Raft dissertation's client sessions (§6.3; DESIGN.md invariants 7
 // and 8) and the identities the session authenticated as (ZooKeeper's addAuth), which
-// the FSM's ACL checks use. It is mutated only from Raft apply, so it is deterministic: it never reads a
+// the FSM's ACL checks use. It also keeps the nodes of expired sessions held for a
+// lock-delay ([LockDelay]: a path, the session, a time), which the FSM decides and
+// releases. It is mutated only from Raft apply, so it is deterministic: it never reads a
 // clock or a random source, never lets map iteration order reach its output, starts no
 // goroutines and takes no locks (the FSM serialises access). [Registry.Clone] is a
 // copy-on-write O(1) capture, so a snapshot can be encoded in another goroutine while

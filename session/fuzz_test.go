@@ -35,6 +35,9 @@ func FuzzReadRegistry(f *testing.F) {
 	r.Advance(-1, 2)
 	r.Record(-1, 10, 77, []byte("d"))
 	f.Add(encode(f, r))
+	_ = r.AddLockDelay(LockDelay{Path: "/locks/a", Session: 5, Until: 1000})
+	_ = r.AddLockDelay(LockDelay{Path: "/locks/b", Session: -1, Until: 0})
+	f.Add(encode(f, r))
 	var v1 bytes.Buffer
 	if _, err := r.writeTo(&v1, false); err != nil {
 		f.Fatal(err)
@@ -120,13 +123,15 @@ func TestEncodingGolden(t *testing.T) {
 	}
 
 	// With a connection epoch, version 4: each reply has its digest, each
-	// session ends with its epoch and request number.
+	// session ends with its epoch and request number, and the sessions are
+	// followed by the nodes kept for a lock-delay (none here;
+	// TestLockDelayEncoding pins them).
 	if err := r.SetEpoch(1, 9); err != nil {
 		t.Fatal(err)
 	}
 	r.Advance(1, 2)
 	got = encode(t, r)
-	want = withCRC([]byte{'C', 'D', 'S', 'R', 4, 1, 2, 4, 1, 0xab, 1, 's', 6, 1, 6, 0, 0, 0, 0, 0, 0, 0, 0, 1, 'x', 1, 1, 'd', 1, 'u', 18, 4})
+	want = withCRC([]byte{'C', 'D', 'S', 'R', 4, 1, 2, 4, 1, 0xab, 1, 's', 6, 1, 6, 0, 0, 0, 0, 0, 0, 0, 0, 1, 'x', 1, 1, 'd', 1, 'u', 18, 4, 0})
 	if !bytes.Equal(got, want) {
 		t.Fatalf("encoding = %x, want %x", got, want)
 	}
@@ -140,9 +145,9 @@ func TestEncodingGolden(t *testing.T) {
 	// Version 4 with neither an epoch nor a digest is not canonical; nor is a
 	// request number without an epoch.
 	for name, b := range map[string][]byte{
-		"no epoch":            {'C', 'D', 'S', 'R', 4, 1, 2, 4, 1, 0xab, 1, 's', 6, 1, 6, 0, 0, 0, 0, 0, 0, 0, 0, 1, 'x', 0, 0, 0},
-		"number, no epoch":    {'C', 'D', 'S', 'R', 4, 1, 2, 4, 1, 0xab, 1, 's', 6, 1, 6, 0, 0, 0, 0, 0, 0, 0, 0, 1, 'x', 0, 0, 4},
-		"negative request no": {'C', 'D', 'S', 'R', 4, 1, 2, 4, 1, 0xab, 1, 's', 6, 1, 6, 0, 0, 0, 0, 0, 0, 0, 0, 1, 'x', 0, 18, 3},
+		"no epoch":            {'C', 'D', 'S', 'R', 4, 1, 2, 4, 1, 0xab, 1, 's', 6, 1, 6, 0, 0, 0, 0, 0, 0, 0, 0, 1, 'x', 0, 0, 0, 0},
+		"number, no epoch":    {'C', 'D', 'S', 'R', 4, 1, 2, 4, 1, 0xab, 1, 's', 6, 1, 6, 0, 0, 0, 0, 0, 0, 0, 0, 1, 'x', 0, 0, 4, 0},
+		"negative request no": {'C', 'D', 'S', 'R', 4, 1, 2, 4, 1, 0xab, 1, 's', 6, 1, 6, 0, 0, 0, 0, 0, 0, 0, 0, 1, 'x', 0, 18, 3, 0},
 	} {
 		if _, err := ReadRegistry(bytes.NewReader(withCRC(b))); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("%s: %v", name, err)
@@ -153,7 +158,7 @@ func TestEncodingGolden(t *testing.T) {
 	_ = d.Open(Info{ID: 1, TimeoutMs: 2, Password: []byte{0xab}})
 	d.Record(1, 3, 0x0102030405060708, []byte("x"))
 	got = encode(t, d)
-	want = withCRC([]byte{'C', 'D', 'S', 'R', 4, 1, 2, 4, 1, 0xab, 0, 0, 1, 6, 1, 2, 3, 4, 5, 6, 7, 8, 1, 'x', 0, 0, 0})
+	want = withCRC([]byte{'C', 'D', 'S', 'R', 4, 1, 2, 4, 1, 0xab, 0, 0, 1, 6, 1, 2, 3, 4, 5, 6, 7, 8, 1, 'x', 0, 0, 0, 0})
 	if !bytes.Equal(got, want) {
 		t.Fatalf("encoding = %x, want %x", got, want)
 	}

@@ -106,20 +106,26 @@ func itemLess(a, b item) bool { return a.id < b.id }
 // replies of the writes the client has not yet acknowledged and the identities it
 // authenticated as.
 //
+// It also keeps the nodes of expired sessions held for a lock-delay ([LockDelay]).
+//
 // A Registry is not safe for concurrent use with its mutating methods (Open, Close,
-// Record, Ack, AddIdentities, Clone); the FSM serialises access. The read-only methods
-// (Get, List, Len, CheckPassword, Reply, Acked, Identities, WriteTo) may run
+// Record, Ack, AddIdentities, AddLockDelay, RemoveLockDelay, Clone); the FSM serialises
+// access. The read-only methods (Get, List, Len, CheckPassword, Reply, Acked,
+// Identities, LockDelayOf, LockDelays, LockDelaysDue, ListLockDelays, WriteTo) may run
 // concurrently with one another. A clone
 // returned by [Registry.Clone] is independent and may be used (typically encoded) in
 // another goroutine while the original keeps changing. Every method is deterministic.
 type Registry struct {
 	tree *btree.BTreeG[item]
 	tok  *owner
+	// delays are the nodes of expired sessions kept for a lock-delay
+	// (lockdelay.go).
+	delays lockDelays
 }
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry {
-	return &Registry{tree: btree.NewG(32, itemLess), tok: new(owner)}
+	return &Registry{tree: btree.NewG(32, itemLess), tok: new(owner), delays: newLockDelays()}
 }
 
 func (r *Registry) get(id int64) (*entry, bool) {
@@ -430,7 +436,7 @@ func (r *Registry) Acked(id int64) int64 {
 // may be read (for instance encoded with [Registry.WriteTo]) in another goroutine while
 // r keeps being mutated. Clone itself must not run concurrently with other use of r.
 func (r *Registry) Clone() *Registry {
-	c := &Registry{tree: r.tree.Clone(), tok: new(owner)}
+	c := &Registry{tree: r.tree.Clone(), tok: new(owner), delays: r.delays.clone()}
 	r.tok = new(owner) // entries created so far are now shared: neither side owns them
 	return c
 }

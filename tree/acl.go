@@ -258,29 +258,29 @@ func (t *Tree) ReadRestricted() bool { return t.acls.unreadable > 0 }
 // counts the ACL's changes), or ErrNoNode. The slice is shared with the
 // tree and must not be modified; it stays valid after later writes.
 func (t *Tree) GetACL(path string) ([]ACL, Stat, error) {
-	_, n := t.lookup(path)
-	if n == nil {
+	r := t.lookup(path)
+	if !r.ok() {
 		return nil, Stat{}, ErrNoNode
 	}
-	acl, _ := t.acls.get(n.aclRef())
-	return acl, t.stat(n), nil
+	acl, _ := t.acls.get(r.aclRef())
+	return acl, t.stat(r), nil
 }
 
 // ACL returns the ACL of the node at path, shared as GetACL's, and whether
 // the node exists. It is the cheap lookup a permission check needs.
 func (t *Tree) ACL(path string) ([]ACL, bool) {
-	_, n := t.lookup(path)
-	if n == nil {
+	r := t.lookup(path)
+	if !r.ok() {
 		return nil, false
 	}
-	acl, _ := t.acls.get(n.aclRef())
+	acl, _ := t.acls.get(r.aclRef())
 	return acl, true
 }
 
-// aclPtr returns a pointer to the ACL of n, which is immutable and stays
-// valid after n's entry leaves the table.
-func (t *Tree) aclPtr(n *node) *[]ACL {
-	ref := n.aclRef()
+// aclPtr returns a pointer to the ACL of r, which is immutable and stays
+// valid after r's entry leaves the table.
+func (t *Tree) aclPtr(r rec) *[]ACL {
+	ref := r.aclRef()
 	if ref == openRef {
 		return &openACL
 	}
@@ -291,15 +291,15 @@ func (t *Tree) aclPtr(n *node) *[]ACL {
 	return &it.e.acl
 }
 
-// aclOf returns the ACL of n (shared).
-func (t *Tree) aclOf(n *node) []ACL {
-	acl, _ := t.acls.get(n.aclRef())
+// aclOf returns the ACL of r (shared).
+func (t *Tree) aclOf(r rec) []ACL {
+	acl, _ := t.acls.get(r.aclRef())
 	return acl
 }
 
-// allowed asks tx's Authorizer, if any, whether the writer holds perm on n.
-func (t *Tree) allowed(tx *Tx, n *node, perm Perms, path string) error {
-	if tx.Auth == nil || tx.Auth.Allowed(t.aclOf(n), perm) {
+// allowed asks tx's Authorizer, if any, whether the writer holds perm on r.
+func (t *Tree) allowed(tx *Tx, r rec, perm Perms, path string) error {
+	if tx.Auth == nil || tx.Auth.Allowed(t.aclOf(r), perm) {
 		return nil
 	}
 	return fmt.Errorf("%w: %s needs %s", ErrNoAuth, path, permName(perm))
@@ -348,14 +348,14 @@ func (t *Tree) SetACL(path string, acl []ACL, version int32, tx *Tx) (Stat, erro
 	if err != nil {
 		return Stat{}, err
 	}
-	key, n := t.lookup(path)
-	if n == nil {
+	r := t.lookup(path)
+	if !r.ok() {
 		return Stat{}, fmt.Errorf("%w: %s", ErrNoNode, path)
 	}
-	if err := t.allowed(tx, n, PermAdmin, path); err != nil {
+	if err := t.allowed(tx, r, PermAdmin, path); err != nil {
 		return Stat{}, err
 	}
-	_, aversion := t.acls.get(n.aclRef())
+	_, aversion := t.acls.get(r.aclRef())
 	if version != -1 && version != aversion {
 		return Stat{}, fmt.Errorf("%w: %s has ACL version %d, not %d", ErrBadVersion, path, aversion, version)
 	}
@@ -363,9 +363,10 @@ func (t *Tree) SetACL(path string, acl []ACL, version int32, tx *Tx) (Stat, erro
 	if err != nil {
 		return Stat{}, err
 	}
-	t.acls.release(n.aclRef())
-	m := *n
-	m.setACLRef(ref)
-	t.nodes.ReplaceOrInsert(item{key: key, n: &m})
-	return t.stat(&m), nil
+	t.acls.release(r.aclRef())
+	m := r.node()
+	m.acl = ref
+	r = r.with(&m)
+	t.nodes.ReplaceOrInsert(r)
+	return t.stat(r), nil
 }

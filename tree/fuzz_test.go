@@ -138,11 +138,11 @@ func FuzzRead(f *testing.F) {
 			t.Fatal("re-read differs")
 		}
 		// The indexes agree with the nodes.
-		tr.nodes.Ascend(func(it item) bool {
-			p := pathOf(it.key)
-			switch it.n.kind {
+		tr.nodes.Ascend(func(r rec) bool {
+			p := pathOf(r.key())
+			switch r.kind() {
 			case Ephemeral:
-				if !tr.eph.Has(ephItem{owner: it.n.aux, path: p}) {
+				if !tr.eph.Has(ephItem{owner: r.node().aux, path: p}) {
 					t.Fatalf("%q missing from the ephemeral index", p)
 				}
 			case Container, TTL:

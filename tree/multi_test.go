@@ -1,9 +1,12 @@
 package tree
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -279,4 +282,73 @@ type bytesBuffer struct{ b []byte }
 func (w *bytesBuffer) Write(p []byte) (int, error) {
 	w.b = append(w.b, p...)
 	return len(p), nil
+}
+
+// TestMultiRollbackRandom: a multi that fails at any op leaves the tree
+// byte for byte as it was (its nodes, indexes, ACL table, quotas and
+// snapshot), whatever the earlier ops changed, and one that succeeds leaves
+// it as the same ops applied one by one would.
+func TestMultiRollbackRandom(t *testing.T) {
+	rng := rand.New(rand.NewPCG(41, 1))
+	tr := New(Options{})
+	tr.AddSystemNodes()
+	tx := &Tx{Zxid: 1, Now: 1}
+	quota := QuotaRoot + "/q/" + QuotaLimitsNode
+	for _, c := range []Create{{Path: "/q"}, {Path: QuotaRoot + "/q"}, {Path: quota}, {Path: QuotaRoot + "/q/" + QuotaStatsNode, Data: []byte("count=0,bytes=0")}} {
+		mustCreate(t, tr, c, tx)
+	}
+	private := []ACL{{Perms: PermAll, Scheme: "digest", ID: "u:x"}}
+	paths := []string{"/q/a", "/q/b", "/q/a/c", "/r", "/r/s", "/t"}
+	randomOp := func() Op {
+		p := paths[rng.IntN(len(paths))]
+		switch rng.IntN(5) {
+		case 0:
+			op := Op{Type: OpCreate, Path: p, Data: []byte("d")}
+			switch rng.IntN(4) {
+			case 0:
+				op.ACL = private
+			case 1:
+				op.Kind, op.Owner = Ephemeral, int64(1+rng.IntN(3))
+			case 2:
+				op.Kind = Container
+			}
+			return op
+		case 1:
+			return Op{Type: OpDelete, Path: p, Version: -1}
+		case 2:
+			return Op{Type: OpSetData, Path: p, Data: []byte(strings.Repeat("x", rng.IntN(3))), Version: -1}
+		case 3:
+			return Op{Type: OpCreate, Path: p + "/", Sequential: true}
+		}
+		return Op{Type: OpCheck, Path: p, Version: -1}
+	}
+	for i := range 500 {
+		ops := make([]Op, 1+rng.IntN(6))
+		for k := range ops {
+			ops[k] = randomOp()
+		}
+		before, beforeSnap := dump(tr), snapshotBytes(t, tr)
+		// The same ops one by one, on a copy: the expected outcome.
+		alone := tr.Clone()
+		var aloneErr error
+		for _, op := range ops {
+			if _, aloneErr = alone.apply(op, &Tx{Zxid: int64(i + 2), Now: int64(i + 2)}); aloneErr != nil {
+				break
+			}
+		}
+		tx := &Tx{Zxid: int64(i + 2), Now: int64(i + 2)}
+		_, err := tr.Multi(ops, tx)
+		if (err == nil) != (aloneErr == nil) {
+			t.Fatalf("multi %d %+v: %v, one by one: %v", i, ops, err, aloneErr)
+		}
+		if err != nil {
+			if got := dump(tr); got != before || !bytes.Equal(snapshotBytes(t, tr), beforeSnap) {
+				t.Fatalf("multi %d %+v failed with %v but changed the tree:\n%s\nwant\n%s", i, ops, err, got, before)
+			}
+			continue
+		}
+		if got, want := dump(tr), dump(alone); got != want {
+			t.Fatalf("multi %d %+v:\n%s\none by one:\n%s", i, ops, got, want)
+		}
+	}
 }

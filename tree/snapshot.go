@@ -9,6 +9,10 @@ import (
 	"hash/crc32"
 	"io"
 	"math"
+	"runtime"
+	"slices"
+	"strings"
+	"unsafe"
 )
 
 // Snapshot format, versions 1 and 2. All integers are little-endian or
@@ -51,14 +55,38 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// appendRecordHead appends a record up to its data; acl is its ACL
-// reference in the snapshot's table, or -1 in version 1.
-func appendRecordHead(b []byte, it item, acl int64) []byte {
-	n := it.n
-	b = binary.AppendUvarint(b, uint64(len(it.key)))
-	b = appendPath(b, it.key)
+// yieldEvery is how many records WriteTo and Read encode or decode between
+// two yields of the processor: a few hundred microseconds of work.
+const yieldEvery = 2048
+
+// yielder returns a function to call once per record: every yieldEvery
+// calls it lets the process's other runnable goroutines run first
+// (runtime.Gosched). Encoding or decoding ten million znodes takes seconds
+// of CPU; on a server with one processor (GOMAXPROCS=1, as three servers
+// on two cores run) the goroutines that answer Raft's heartbeats and the
+// sessions' pings would otherwise wait behind it for its time slices.
+func yielder() func() {
+	n := 0
+	return func() {
+		if n++; n == yieldEvery {
+			n = 0
+			gosched()
+		}
+	}
+}
+
+// gosched is runtime.Gosched; tests count the calls.
+var gosched = runtime.Gosched
+
+// appendRecordHead appends a snapshot record up to its data; acl is its
+// ACL reference in the snapshot's table, or -1 in version 1.
+func appendRecordHead(b []byte, r rec, acl int64) []byte {
+	n := r.node()
+	key := r.key()
+	b = binary.AppendUvarint(b, uint64(len(key)))
+	b = appendPath(b, key)
 	kind := byte(n.kind)
-	if n.isNull() {
+	if r.isNull() {
 		kind |= nullFlag
 	}
 	b = append(b, kind)
@@ -75,7 +103,7 @@ func appendRecordHead(b []byte, it item, acl int64) []byte {
 	if acl >= 0 {
 		b = binary.AppendUvarint(b, uint64(acl))
 	}
-	b = binary.AppendUvarint(b, uint64(n.dataLength()))
+	b = binary.AppendUvarint(b, uint64(r.dataLen()))
 	return b
 }
 
@@ -106,8 +134,10 @@ func (c *countWriter) Write(p []byte) (int, error) {
 // WriteTo writes a snapshot of t to w and returns the number of bytes
 // written. The encoding is deterministic: trees with the same contents
 // produce the same bytes. It only reads t, so it may run on a Clone while
-// the original is being written.
+// the original is being written. It yields the processor every
+// yieldEvery records (see yielder).
 func (t *Tree) WriteTo(w io.Writer) (int64, error) {
+	yield := yielder()
 	var scratch []byte
 	var body uint64
 	// The snapshot's ACL table: the tree's references renumbered in the
@@ -120,8 +150,9 @@ func (t *Tree) WriteTo(w io.Writer) (int64, error) {
 		version = snapVersion
 		index = make(map[uint32]int64, t.acls.byRef.Len())
 		var entries []byte
-		t.nodes.Ascend(func(it item) bool {
-			if ref := it.n.aclRef(); ref != openRef {
+		t.nodes.Ascend(func(r rec) bool {
+			yield()
+			if ref := r.aclRef(); ref != openRef {
 				if _, ok := index[ref]; !ok {
 					index[ref] = int64(len(index) + 1)
 					e, _ := t.acls.byRef.Get(aclItem{ref: ref})
@@ -133,15 +164,16 @@ func (t *Tree) WriteTo(w io.Writer) (int64, error) {
 		table = append(binary.AppendUvarint(nil, uint64(len(index))), entries...)
 		body = uint64(len(table))
 	}
-	aclIndex := func(n *node) int64 {
+	aclIndex := func(r rec) int64 {
 		if index == nil {
 			return -1
 		}
-		return index[n.aclRef()] // 0 for openRef
+		return index[r.aclRef()] // 0 for openRef
 	}
-	t.nodes.Ascend(func(it item) bool {
-		scratch = appendRecordHead(scratch[:0], it, aclIndex(it.n))
-		body += uint64(len(scratch)) + uint64(it.n.dataLength())
+	t.nodes.Ascend(func(r rec) bool {
+		yield()
+		scratch = appendRecordHead(scratch[:0], r, aclIndex(r))
+		body += uint64(len(scratch)) + uint64(r.dataLen())
 		return true
 	})
 
@@ -161,13 +193,14 @@ func (t *Tree) WriteTo(w io.Writer) (int64, error) {
 		return cw.n, err
 	}
 	var err error
-	t.nodes.Ascend(func(it item) bool {
-		scratch = appendRecordHead(scratch[:0], it, aclIndex(it.n))
+	t.nodes.Ascend(func(r rec) bool {
+		yield()
+		scratch = appendRecordHead(scratch[:0], r, aclIndex(r))
 		if _, err = out.Write(scratch); err != nil {
 			return false
 		}
-		if it.n.dataLen > 0 {
-			_, err = out.Write(it.n.data())
+		if r.dataLen() > 0 {
+			_, err = out.Write(r.data())
 		}
 		return err == nil
 	})
@@ -262,33 +295,55 @@ func (d *decoder) int32(what string) int32 {
 	return int32(x)
 }
 
-func (d *decoder) bytes(what string, max int) []byte {
-	return d.bytesWithRoom(what, max, 0)
-}
-
-// bytesWithRoom reads a length-prefixed byte string of at most max bytes
-// into a new slice with room for extra more bytes (nil when both are 0).
-func (d *decoder) bytesWithRoom(what string, max, extra int) []byte {
+// length reads the length of a byte string of at most max bytes that the
+// body still holds.
+func (d *decoder) length(what string, max int) int {
 	n := d.uvarint()
 	if d.err != nil {
-		return nil
+		return 0
 	}
 	if n > uint64(max) {
 		d.fail("%s length %d exceeds limit %d", what, n, max)
-		return nil
+		return 0
 	}
 	if int64(n) > d.remaining() {
 		d.ioFail(io.ErrUnexpectedEOF)
-		return nil
+		return 0
 	}
-	if n == 0 && extra == 0 {
-		return nil
+	return int(n)
+}
+
+// readFull fills b from the body.
+func (d *decoder) readFull(b []byte) {
+	if d.err != nil || len(b) == 0 {
+		return
 	}
-	b := make([]byte, n, int(n)+extra)
 	if _, err := io.ReadFull(d.r, b); err != nil {
 		d.ioFail(err)
+	}
+}
+
+// bytes reads a length-prefixed byte string of at most max bytes into a
+// new slice (nil when empty).
+func (d *decoder) bytes(what string, max int) []byte {
+	n := d.length(what, max)
+	if d.err != nil || n == 0 {
 		return nil
 	}
+	b := make([]byte, n)
+	d.readFull(b)
+	return b
+}
+
+// bytesInto reads a length-prefixed byte string of at most max bytes,
+// appended to b (which it may reallocate).
+func (d *decoder) bytesInto(b []byte, what string, max int) []byte {
+	n := d.length(what, max)
+	if d.err != nil {
+		return b
+	}
+	b = slices.Grow(b, n)[:len(b)+n]
+	d.readFull(b[len(b)-n:])
 	return b
 }
 
@@ -416,16 +471,7 @@ func useACL(d *decoder, t *Tree, refs []uint32, n *node, k uint64, firstUnused *
 	it, _ := t.acls.byRef.Get(aclItem{ref: refs[k-1]})
 	it.refs++
 	t.acls.byRef.ReplaceOrInsert(it)
-	n.setACLRef(refs[k-1])
-}
-
-// packRecord is packItem for a record read, whose data may be null.
-func packRecord(b []byte, dataLen int, h node, null bool) item {
-	it := packItem(b, dataLen, h)
-	if null {
-		it.n.dataLen = -1
-	}
-	return it
+	n.acl = refs[k-1]
 }
 
 func readBody(d *decoder, opts Options, version byte) (*Tree, error) {
@@ -440,17 +486,22 @@ func readBody(d *decoder, opts Options, version byte) (*Tree, error) {
 	}
 	var (
 		prevKey     string
-		runKey      string // key of the parent whose children are being read
-		runParent   *node
+		runDir      string // the part before NUL of the keys of the run's children
+		runParent   node   // the parent whose children are being read
+		runPath     string // and its path
+		inRun       bool
 		runCount    int64
 		declaredSum int64 // sum of NumChildren over all nodes
+		scratch     []byte
 	)
 	endRun := func() {
-		if runParent != nil && int64(runParent.numChildren) != runCount {
-			d.fail("node %q declares %d children, has %d", pathOf(runKey), runParent.numChildren, runCount)
+		if inRun && int64(runParent.numChildren) != runCount {
+			d.fail("node %q declares %d children, has %d", runPath, runParent.numChildren, runCount)
 		}
 	}
+	yield := yielder()
 	for d.err == nil {
+		yield()
 		if _, err := d.r.Peek(1); err != nil {
 			if errors.Is(err, io.EOF) {
 				break
@@ -458,7 +509,7 @@ func readBody(d *decoder, opts Options, version byte) (*Tree, error) {
 			d.ioFail(err)
 			break
 		}
-		pathBytes := d.bytes("path", MaxPathLength)
+		scratch = d.bytesInto(scratch[:0], "path", MaxPathLength)
 		kindByte := d.byte()
 		null := kindByte&nullFlag != 0
 		kind := Kind(kindByte &^ nullFlag)
@@ -476,14 +527,16 @@ func readBody(d *decoder, opts Options, version byte) (*Tree, error) {
 		if version == snapVersion {
 			useACL(d, t, refs, &n, d.uvarint(), &firstUnused)
 		}
-		// The data, with room for the key after it (a key is as long as
-		// its path): the node's buffer (see newItem).
-		buf := d.bytesWithRoom("data", t.maxData, len(pathBytes))
+		dataLen := d.length("data", t.maxData)
 		if d.err != nil {
 			break
 		}
-		if null && len(buf) != 0 {
-			d.fail("null data of %d bytes", len(buf))
+		if null && dataLen != 0 {
+			d.fail("null data of %d bytes", dataLen)
+			break
+		}
+		if kind > TTL {
+			d.fail("unknown node kind %d", kind)
 			break
 		}
 		if nc > math.MaxInt32 {
@@ -491,7 +544,18 @@ func readBody(d *decoder, opts Options, version byte) (*Tree, error) {
 			break
 		}
 		n.numChildren = int32(nc)
-		path := string(pathBytes)
+		// The path is scratch's until it is kept (an ephemeral's or a
+		// reapable node's, in their indexes).
+		path := unsafe.String(unsafe.SliceData(scratch), len(scratch))
+		// The record, its key built in place and its data read into it.
+		r, k, data := newRec(&n, len(path), dataLen, null)
+		if path != "" && path[0] == '/' {
+			appendKey(k[:0], path)
+		}
+		d.readFull(data)
+		if d.err != nil {
+			break
+		}
 
 		if t.nodes.Len() == 0 {
 			if path != "/" {
@@ -502,8 +566,8 @@ func readBody(d *decoder, opts Options, version byte) (*Tree, error) {
 				d.fail("root must be persistent")
 				break
 			}
-			t.nodes.ReplaceOrInsert(packRecord(append(buf, rootKey...), len(buf), n, null))
-			t.size += int64(len(buf) + 1)
+			t.nodes.ReplaceOrInsert(r)
+			t.size += int64(dataLen + 1)
 			prevKey = rootKey
 			declaredSum += int64(n.numChildren)
 			continue
@@ -528,35 +592,35 @@ func readBody(d *decoder, opts Options, version byte) (*Tree, error) {
 			d.fail("node %q: %w", path, err)
 			break
 		}
-		key := keyOf(path)
+		key := r.key()
 		if key <= prevKey {
 			d.fail("node %q out of order", path)
 			break
 		}
 		prevKey = key
-		parentKey := keyOf(parentOf(path))
-		if parentKey != runKey {
+		if dir := key[:strings.IndexByte(key, 0)]; !inRun || dir != runDir {
 			endRun()
-			it, ok := t.nodes.Get(item{key: parentKey})
-			if !ok {
+			parentPath := parentOf(path)
+			parent := t.lookup(parentPath)
+			if !parent.ok() {
 				d.fail("parent of %q missing", path)
 				break
 			}
-			runKey, runParent, runCount = parentKey, it.n, 0
+			runDir, runParent, runPath, inRun, runCount = dir, parent.node(), strings.Clone(parentPath), true, 0
 			if runParent.kind == Ephemeral {
 				d.fail("ephemeral parent of %q", path)
 				break
 			}
 		}
 		runCount++
-		t.nodes.ReplaceOrInsert(packRecord(append(buf, key...), len(buf), n, null))
-		t.size += int64(len(buf) + len(key))
+		t.nodes.ReplaceOrInsert(r)
+		t.size += int64(dataLen + len(key))
 		declaredSum += int64(n.numChildren)
 		switch kind {
 		case Ephemeral:
-			t.eph.ReplaceOrInsert(ephItem{owner: owner, path: path})
+			t.eph.ReplaceOrInsert(ephItem{owner: owner, path: strings.Clone(path)})
 		case Container, TTL:
-			t.reap.ReplaceOrInsert(path)
+			t.reap.ReplaceOrInsert(strings.Clone(path))
 		}
 	}
 	if d.err == nil {

@@ -321,3 +321,38 @@ func (o oneByteReader) Read(p []byte) (int, error) {
 	}
 	return o.r.Read(p[:1])
 }
+
+// TestSnapshotYields: encoding and decoding a snapshot yield the processor
+// every yieldEvery records, in each of WriteTo's passes over the tree and
+// in Read, so that a server with one processor goes on answering
+// heartbeats and pings while it writes or installs a large snapshot.
+func TestSnapshotYields(t *testing.T) {
+	tr := New(Options{})
+	tx := &Tx{}
+	const n = 4 * yieldEvery
+	for i := range n {
+		tx.Zxid, tx.Events = int64(i+1), tx.Events[:0]
+		if _, _, err := tr.Create(Create{Path: fmt.Sprintf("/n%06d", i), Data: []byte("x")}, tx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	yields := 0
+	saved := gosched
+	gosched = func() { yields++ }
+	defer func() { gosched = saved }()
+	var buf bytes.Buffer
+	if _, err := tr.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	// Two passes over n+1 records.
+	if want := 2 * (n + 1) / yieldEvery; yields < want {
+		t.Errorf("WriteTo yielded %d times, want at least %d", yields, want)
+	}
+	yields = 0
+	if _, err := Read(&buf, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if want := (n + 1) / yieldEvery; yields < want {
+		t.Errorf("Read yielded %d times, want at least %d", yields, want)
+	}
+}

@@ -47,11 +47,11 @@ func isSystemNode(path string) bool {
 // different times are the same. It is a write.
 func (t *Tree) AddSystemNodes() {
 	for _, p := range []string{SystemRoot, QuotaRoot, ConfigPath} {
-		if _, n := t.lookup(p); n != nil {
+		if t.lookup(p).ok() {
 			continue
 		}
-		parentKey, parent := t.lookup(parentOf(p))
-		if parent == nil || parent.kind == Ephemeral {
+		parent := t.lookup(parentOf(p))
+		if !parent.ok() || parent.kind() == Ephemeral {
 			continue // only in a tree that was never a server's
 		}
 		h := node{}
@@ -60,12 +60,12 @@ func (t *Tree) AddSystemNodes() {
 			if err != nil {
 				continue // a tree full of distinct ACLs
 			}
-			h.setACLRef(ref)
+			h.acl = ref
 		}
-		t.nodes.ReplaceOrInsert(newItem(keyOf(p), []byte{}, h))
-		q := *parent
+		t.nodes.ReplaceOrInsert(makeRec(&h, keyOf(p), []byte{}))
+		q := parent.node()
 		q.numChildren++
-		t.nodes.ReplaceOrInsert(item{key: parentKey, n: &q})
+		t.nodes.ReplaceOrInsert(parent.with(&q))
 		t.size += int64(len(p))
 	}
 }
@@ -171,15 +171,15 @@ func (t *Tree) quotaDataSet(path string, old, data []byte) {
 func (t *Tree) recountQuota(path string) {
 	var count, bytes int64
 	if path != "/" {
-		if _, n := t.lookup(path); n != nil {
-			count, bytes = 1, int64(n.dataLength())
+		if r := t.lookup(path); r.ok() {
+			count, bytes = 1, int64(r.dataLen())
 			for _, prefix := range []string{path + "\x00", path + "/"} {
-				t.nodes.AscendGreaterOrEqual(item{key: prefix}, func(it item) bool {
-					if !strings.HasPrefix(it.key, prefix) {
+				t.nodes.AscendGreaterOrEqual(probe(prefix), func(r rec) bool {
+					if !strings.HasPrefix(r.key(), prefix) {
 						return false
 					}
 					count++
-					bytes += int64(it.n.dataLength())
+					bytes += int64(r.dataLen())
 					return true
 				})
 			}
@@ -193,11 +193,11 @@ func (t *Tree) recountQuota(path string) {
 // its data is not a stats line.
 func (t *Tree) updateQuotaStats(path string, bytesDiff, countDiff int64) {
 	p := quotaStatsPath(path)
-	_, n := t.lookup(p)
-	if n == nil {
+	r := t.lookup(p)
+	if !r.ok() {
 		return
 	}
-	st, ok := parseQuotaStats(string(n.data()))
+	st, ok := parseQuotaStats(string(r.data()))
 	if !ok {
 		return
 	}
@@ -216,12 +216,13 @@ func quotaStatsPath(path string) string {
 // setStatsData replaces the data of the node at p, which exists, keeping
 // the rest of it.
 func (t *Tree) setStatsData(p, data string) {
-	key, n := t.lookup(p)
-	if n == nil {
+	r := t.lookup(p)
+	if !r.ok() {
 		return
 	}
-	t.size += int64(len(data) - len(n.data()))
-	t.nodes.ReplaceOrInsert(newItem(key, []byte(data), *n))
+	t.size += int64(len(data)) - int64(r.dataLen())
+	n := r.node()
+	t.putRec(makeRec(&n, r.key(), []byte(data)))
 }
 
 // rebuildQuotas finds the quotas of a tree read from a snapshot: every
@@ -229,11 +230,12 @@ func (t *Tree) setStatsData(p, data string) {
 func (t *Tree) rebuildQuotas() {
 	t.quotas = nil
 	for _, prefix := range []string{QuotaRoot + "\x00", QuotaRoot + "/"} {
-		t.nodes.AscendGreaterOrEqual(item{key: prefix}, func(it item) bool {
-			if !strings.HasPrefix(it.key, prefix) {
+		t.nodes.AscendGreaterOrEqual(probe(prefix), func(r rec) bool {
+			key := r.key()
+			if !strings.HasPrefix(key, prefix) {
 				return false
 			}
-			if p := pathOf(it.key); strings.HasSuffix(p, "/"+QuotaLimitsNode) {
+			if p := pathOf(key); strings.HasSuffix(p, "/"+QuotaLimitsNode) {
 				if quota, _, ok := quotaOf(p); ok {
 					t.setQuota(quota, true)
 				}
@@ -301,17 +303,17 @@ func (s *quotaStats) String() string {
 // It does nothing when the node is missing or already holds exactly data,
 // and reports whether it changed the node.
 func (t *Tree) SetConfig(data []byte, tx *Tx) bool {
-	key, n := t.lookup(ConfigPath)
-	if n == nil || (string(n.data()) == string(data) && !n.isNull()) {
+	old := t.lookup(ConfigPath)
+	if !old.ok() || (string(old.data()) == string(data) && !old.isNull()) {
 		return false
 	}
-	m := *n
+	m := old.node()
 	m.version = -1
 	m.mzxid = tx.Zxid
 	m.mtime = tx.Now
-	it := newItem(key, data, m)
-	t.nodes.ReplaceOrInsert(it)
-	t.size += int64(len(data) - len(n.data()))
-	tx.Events = append(tx.Events, Event{Type: EventNodeDataChanged, Path: ConfigPath, Zxid: tx.Zxid, ACL: t.aclPtr(it.n)})
+	r := makeRec(&m, old.key(), data)
+	t.nodes.ReplaceOrInsert(r)
+	t.size += int64(len(data)) - int64(old.dataLen())
+	tx.Events = append(tx.Events, Event{Type: EventNodeDataChanged, Path: ConfigPath, Zxid: tx.Zxid, ACL: t.aclPtr(r)})
 	return true
 }

@@ -2,7 +2,6 @@ package tree
 
 import (
 	"strings"
-	"unsafe"
 
 	"github.com/google/btree"
 )
@@ -34,87 +33,9 @@ func (o Options) maxDataSize() int {
 	return o.MaxDataSize
 }
 
-// node is one znode. Nodes are immutable once they are in the btree (clones
-// share them): a change replaces the node with a modified copy.
-//
-// The node's data and its btree key share one allocation, the data first
-// and the key right after it (see newItem): the node points at its start
-// and the item's key string into it. That saves an allocation, and the
-// size-class rounding of one, per znode, and keeps the header at 80 bytes
-// (a []byte would make it 96). A copy of the header (a parent's new child
-// count, say) shares the buffer, so it never copies the data.
-//
-// The node's ACL and aversion are interned in the tree's ACL table (see
-// aclTable); the node holds a 24-bit reference to them in the three bytes
-// after kind that would otherwise be padding.
-//
-// ZooKeeper tells null data (what a client that sends none stores) from
-// empty data, and reads each back as it was written: dataLen is -1 for null
-// data (jute's encoding of null), so the distinction costs no space.
-type node struct {
-	buf         *byte // data then key; nil only in a node not yet in a tree
-	czxid       int64
-	mzxid       int64
-	pzxid       int64
-	ctime       int64
-	mtime       int64
-	aux         int64 // ephemeral owner for Ephemeral, TTL for TTL, else 0
-	version     int32
-	cversion    int32
-	numChildren int32
-	seq         int32 // children ever created: the next sequential suffix
-	dataLen     int32 // -1: null data
-	kind        Kind
-	aclHi       uint8  // the ACL reference's high 8 bits
-	aclLo       uint16 // and its low 16 bits
-}
-
-// aclRef returns the node's reference into its tree's ACL table.
-func (n *node) aclRef() uint32 { return uint32(n.aclHi)<<16 | uint32(n.aclLo) }
-
-// setACLRef sets the node's ACL reference (< 1<<24).
-func (n *node) setACLRef(ref uint32) { n.aclHi, n.aclLo = uint8(ref>>16), uint16(ref) }
-
-// data returns the node's data: nil when it is null, a non-nil slice
-// (empty or not) otherwise. The slice is shared: it must not be modified.
-func (n *node) data() []byte {
-	if n.dataLen < 0 {
-		return nil
-	}
-	// Never nil: the key follows the data in the buffer.
-	return unsafe.Slice(n.buf, n.dataLen)
-}
-
-// isNull reports whether the node's data is null.
-func (n *node) isNull() bool { return n.dataLen < 0 }
-
-// dataLength is the node's Stat.DataLength: 0 for null data, as in
-// ZooKeeper.
-func (n *node) dataLength() int32 { return max(n.dataLen, 0) }
-
-// newItem returns the btree item of a node with the header fields of h
-// (but for buf and dataLen), the given data (copied; nil is null data) and
-// key.
-func newItem(key string, data []byte, h node) item {
-	it := packItem(append(append(make([]byte, 0, len(data)+len(key)), data...), key...), len(data), h)
-	if data == nil {
-		it.n.dataLen = -1
-	}
-	return it
-}
-
-// packItem returns the btree item of a node with the header fields of h
-// (but for buf and dataLen) whose buffer b holds dataLen bytes of data then
-// the key (at least one byte). b becomes the node's and must not be
-// modified afterwards.
-func packItem(b []byte, dataLen int, h node) item {
-	h.buf = unsafe.SliceData(b)
-	h.dataLen = int32(dataLen)
-	return item{key: unsafe.String(&b[dataLen], len(b)-dataLen), n: &h}
-}
-
-// stat returns n's Stat, its aversion read from t's ACL table.
-func (t *Tree) stat(n *node) Stat {
+// stat returns the Stat of record r, its aversion read from t's ACL table.
+func (t *Tree) stat(r rec) Stat {
+	n := r.node()
 	s := Stat{
 		Czxid:       n.czxid,
 		Mzxid:       n.mzxid,
@@ -123,12 +44,12 @@ func (t *Tree) stat(n *node) Stat {
 		Mtime:       n.mtime,
 		Version:     n.version,
 		Cversion:    n.cversion,
-		DataLength:  n.dataLength(),
+		DataLength:  r.dataLen(),
 		NumChildren: n.numChildren,
 		Kind:        n.kind,
 	}
-	if ref := n.aclRef(); ref != openRef {
-		_, s.Aversion = t.acls.get(ref)
+	if n.acl != openRef {
+		_, s.Aversion = t.acls.get(n.acl)
 	}
 	switch n.kind {
 	case Ephemeral:
@@ -140,7 +61,8 @@ func (t *Tree) stat(n *node) Stat {
 }
 
 // reapable reports whether the node may be reaped at time now.
-func (n *node) reapable(now int64) bool {
+func (r rec) reapable(now int64) bool {
+	n := r.node()
 	if n.numChildren != 0 {
 		return false
 	}
@@ -153,16 +75,6 @@ func (n *node) reapable(now int64) bool {
 	}
 	return false
 }
-
-// item is a btree entry: a node under its key (see keyOf). In the btree the
-// key points into the node's buffer (see newItem); a key used only to
-// search may be any string.
-type item struct {
-	key string
-	n   *node
-}
-
-func itemLess(a, b item) bool { return a.key < b.key }
 
 // ephItem is an entry of the ephemeral index.
 type ephItem struct {
@@ -186,7 +98,7 @@ func ephLess(a, b ephItem) bool {
 // each other. A Clone is independent of its original and may be used on
 // another goroutine.
 type Tree struct {
-	nodes   *btree.BTreeG[item]    // every znode, by key
+	nodes   *btree.BTreeG[rec]     // every znode, by key
 	eph     *btree.BTreeG[ephItem] // ephemerals by (owner, path)
 	reap    *btree.BTreeG[string]  // paths of container and TTL nodes
 	acls    aclTable               // the nodes' ACLs and aversions, interned
@@ -197,11 +109,13 @@ type Tree struct {
 	// quotas holds the paths with a quota (see system.go). Shared with
 	// clones: replaced on change, never modified.
 	quotas map[string]struct{}
+	// undo logs the changes of a running Multi (undo.go); nil otherwise.
+	undo *undoLog
 }
 
 func newEmpty(opts Options) *Tree {
 	return &Tree{
-		nodes:   btree.NewG(btreeDegree, itemLess),
+		nodes:   btree.NewG(btreeDegree, recLess),
 		eph:     btree.NewG(btreeDegree, ephLess),
 		reap:    btree.NewOrderedG[string](btreeDegree),
 		acls:    newACLTable(),
@@ -213,7 +127,7 @@ func newEmpty(opts Options) *Tree {
 // zero.
 func New(opts Options) *Tree {
 	t := newEmpty(opts)
-	t.nodes.ReplaceOrInsert(newItem(rootKey, []byte{}, node{})) // empty data, as ZooKeeper's root
+	t.nodes.ReplaceOrInsert(makeRec(&node{}, rootKey, []byte{})) // empty data, as ZooKeeper's root
 	t.size = 1
 	return t
 }
@@ -248,18 +162,14 @@ func (t *Tree) Clone() *Tree {
 	}
 }
 
-// lookup returns the node at path and its key (the one in the btree, which
-// shares the node's buffer), or nil. Paths that are not valid are simply not
-// found.
-func (t *Tree) lookup(path string) (string, *node) {
+// lookup returns the record of the node at path, or the zero rec (!ok()).
+// Paths that are not valid are simply not found.
+func (t *Tree) lookup(path string) rec {
 	if path == "" || path[0] != '/' {
-		return "", nil
+		return rec{}
 	}
-	it, ok := t.nodes.Get(item{key: keyOf(path)})
-	if !ok {
-		return "", nil
-	}
-	return it.key, it.n
+	r, _ := t.nodes.Get(probePath(path))
+	return r
 }
 
 // Get returns the data and Stat of the node at path, or ErrNoNode. The
@@ -268,51 +178,52 @@ func (t *Tree) lookup(path string) (string, *node) {
 // it stays valid after the call. Null data is returned as nil, empty data
 // as a non-nil empty slice.
 func (t *Tree) Get(path string) ([]byte, Stat, error) {
-	_, n := t.lookup(path)
-	if n == nil {
+	r := t.lookup(path)
+	if !r.ok() {
 		return nil, Stat{}, ErrNoNode
 	}
-	return n.data(), t.stat(n), nil
+	return r.data(), t.stat(r), nil
 }
 
 // Exists returns the Stat of the node at path, or ErrNoNode.
 func (t *Tree) Exists(path string) (Stat, error) {
-	_, n := t.lookup(path)
-	if n == nil {
+	r := t.lookup(path)
+	if !r.ok() {
 		return Stat{}, ErrNoNode
 	}
-	return t.stat(n), nil
+	return t.stat(r), nil
 }
 
 // Children returns the names (not full paths) of the direct children of the
 // node at path, sorted bytewise, and the node's Stat; or ErrNoNode.
 func (t *Tree) Children(path string) ([]string, Stat, error) {
-	_, n := t.lookup(path)
-	if n == nil {
+	r := t.lookup(path)
+	if !r.ok() {
 		return nil, Stat{}, ErrNoNode
 	}
-	names := make([]string, 0, n.numChildren)
-	if n.numChildren > 0 {
+	st := t.stat(r)
+	names := make([]string, 0, st.NumChildren)
+	if st.NumChildren > 0 {
 		prefix := childPrefix(path)
-		t.nodes.AscendGreaterOrEqual(item{key: prefix}, func(it item) bool {
-			if !strings.HasPrefix(it.key, prefix) {
+		t.nodes.AscendGreaterOrEqual(probe(prefix), func(c rec) bool {
+			key := c.key()
+			if !strings.HasPrefix(key, prefix) {
 				return false
 			}
-			if it.key != rootKey {
-				names = append(names, it.key[len(prefix):])
+			if key != rootKey {
+				names = append(names, key[len(prefix):])
 			}
 			return true
 		})
 	}
-	return names, t.stat(n), nil
+	return names, st, nil
 }
 
 // Descendants returns how many nodes lie below the node at path (children,
 // their children and so on; ZooKeeper's getAllChildrenNumber), or ErrNoNode.
 // It costs O(log n + k) for k descendants.
 func (t *Tree) Descendants(path string) (int, error) {
-	_, n := t.lookup(path)
-	if n == nil {
+	if !t.lookup(path).ok() {
 		return 0, ErrNoNode
 	}
 	if path == "/" {
@@ -322,8 +233,8 @@ func (t *Tree) Descendants(path string) (int, error) {
 	// A descendant's key starts with path+"\x00" (a child) or path+"/" (a
 	// deeper node, whose parent's path starts so).
 	for _, prefix := range []string{path + "\x00", path + "/"} {
-		t.nodes.AscendGreaterOrEqual(item{key: prefix}, func(it item) bool {
-			if !strings.HasPrefix(it.key, prefix) {
+		t.nodes.AscendGreaterOrEqual(probe(prefix), func(r rec) bool {
+			if !strings.HasPrefix(r.key(), prefix) {
 				return false
 			}
 			count++
@@ -376,7 +287,7 @@ func (t *Tree) ReapCandidates(now int64, after string, limit int) (paths []strin
 		}
 		examined++
 		last = p
-		if _, n := t.lookup(p); n != nil && n.reapable(now) {
+		if r := t.lookup(p); r.ok() && r.reapable(now) {
 			paths = append(paths, p)
 		}
 		return true

@@ -32,8 +32,8 @@ func mustStat(t testing.TB, tr *Tree, path string) Stat {
 // dump renders the whole state, indexes included, for comparisons.
 func dump(tr *Tree) string {
 	var b strings.Builder
-	tr.nodes.Ascend(func(it item) bool {
-		fmt.Fprintf(&b, "%q %+v seq=%d data=%q acl=%v\n", pathOf(it.key), tr.stat(it.n), it.n.seq, it.n.data(), tr.aclOf(it.n))
+	tr.nodes.Ascend(func(r rec) bool {
+		fmt.Fprintf(&b, "%q %+v seq=%d data=%q acl=%v\n", pathOf(r.key()), tr.stat(r), r.node().seq, r.data(), tr.aclOf(r))
 		return true
 	})
 	tr.eph.Ascend(func(e ephItem) bool {
@@ -326,10 +326,10 @@ func TestSetData(t *testing.T) {
 func TestVersionWraps(t *testing.T) {
 	tr := New(Options{})
 	mustCreate(t, tr, Create{Path: "/a"}, txAt(1))
-	key, n := tr.lookup("/a")
-	m := *n
+	r := tr.lookup("/a")
+	m := r.node()
 	m.version = 1<<31 - 1
-	tr.nodes.ReplaceOrInsert(item{key: key, n: &m})
+	tr.nodes.ReplaceOrInsert(r.with(&m))
 	st, err := tr.SetData("/a", nil, 1<<31-1, txAt(2))
 	if err != nil || st.Version != -1<<31 {
 		t.Fatalf("%+v %v", st, err)
@@ -750,8 +750,8 @@ func TestApproximateDataSize(t *testing.T) {
 	tr := New(Options{})
 	count := func() int64 {
 		var n int64
-		tr.nodes.Ascend(func(it item) bool {
-			n += int64(len(pathOf(it.key)) + len(it.n.data()))
+		tr.nodes.Ascend(func(r rec) bool {
+			n += int64(len(pathOf(r.key())) + len(r.data()))
 			return true
 		})
 		return n

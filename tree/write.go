@@ -2,7 +2,6 @@ package tree
 
 import (
 	"fmt"
-	"unsafe"
 )
 
 // Create describes a node to create.
@@ -38,11 +37,11 @@ type Create struct {
 // parent), ErrNoAuth (no CREATE on the parent), ErrNodeExists (including
 // for "/"), ErrNoChildrenForEphemerals (ephemeral parent).
 func (t *Tree) Create(c Create, tx *Tx) (string, Stat, error) {
-	path, n, err := t.create(c.Path, c.Data, c.Kind, c.Sequential, c.Owner, c.TTL, c.ACL, tx)
+	path, r, err := t.create(c.Path, c.Data, c.Kind, c.Sequential, c.Owner, c.TTL, c.ACL, tx)
 	if err != nil {
 		return "", Stat{}, err
 	}
-	return path, t.stat(n), nil
+	return path, t.stat(r), nil
 }
 
 func (t *Tree) checkData(data []byte) error {
@@ -81,57 +80,42 @@ func checkKind(kind Kind, owner, ttl int64) error {
 	return nil
 }
 
-func (t *Tree) create(path string, data []byte, kind Kind, seq bool, owner, ttl int64, acl []ACL, tx *Tx) (string, *node, error) {
+func (t *Tree) create(path string, data []byte, kind Kind, seq bool, owner, ttl int64, acl []ACL, tx *Tx) (string, rec, error) {
 	if seq {
 		if err := ValidatePath(path + "1"); err != nil {
-			return "", nil, err
+			return "", rec{}, err
 		}
 	} else if err := ValidatePath(path); err != nil {
-		return "", nil, err
+		return "", rec{}, err
 	}
 	if err := checkKind(kind, owner, ttl); err != nil {
-		return "", nil, err
+		return "", rec{}, err
 	}
 	if err := t.checkData(data); err != nil {
-		return "", nil, err
+		return "", rec{}, err
 	}
 	acl, err := fixup(tx, acl)
 	if err != nil {
-		return "", nil, err
+		return "", rec{}, err
 	}
 	if !seq && path == "/" {
-		return "", nil, fmt.Errorf("%w: %s", ErrNodeExists, path)
+		return "", rec{}, fmt.Errorf("%w: %s", ErrNodeExists, path)
 	}
 	parentPath := parentOf(path)
-	parentKey, parent := t.lookup(parentPath)
-	if parent == nil {
-		return "", nil, fmt.Errorf("%w: parent of %s", ErrNoNode, path)
+	parent := t.lookup(parentPath)
+	if !parent.ok() {
+		return "", rec{}, fmt.Errorf("%w: parent of %s", ErrNoNode, path)
 	}
 	if err := t.allowed(tx, parent, PermCreate, parentPath); err != nil {
-		return "", nil, err
+		return "", rec{}, err
 	}
+	p := parent.node()
 	if seq {
-		path = fmt.Sprintf("%s%010d", path, parent.seq)
+		path = fmt.Sprintf("%s%010d", path, p.seq)
 		if len(path) > MaxPathLength {
-			return "", nil, fmt.Errorf("%w: path length %d exceeds limit %d", ErrBadArguments, len(path), MaxPathLength)
+			return "", rec{}, fmt.Errorf("%w: path length %d exceeds limit %d", ErrBadArguments, len(path), MaxPathLength)
 		}
 	}
-	// The new node's buffer holds its data then its key (see newItem):
-	// build the key in place rather than in a string of its own, and copy
-	// the data in once the node is known to be new.
-	buf := appendKey(make([]byte, len(data), len(data)+len(path)), path)
-	if t.nodes.Has(item{key: unsafe.String(&buf[len(data)], len(buf)-len(data))}) {
-		return "", nil, fmt.Errorf("%w: %s", ErrNodeExists, path)
-	}
-	if parent.kind == Ephemeral {
-		return "", nil, fmt.Errorf("%w: %s", ErrNoChildrenForEphemerals, path)
-	}
-	ref, err := t.acls.intern(acl, 0)
-	if err != nil {
-		return "", nil, err
-	}
-	copy(buf, data)
-
 	var aux int64
 	switch kind {
 	case Ephemeral:
@@ -139,35 +123,47 @@ func (t *Tree) create(path string, data []byte, kind Kind, seq bool, owner, ttl 
 	case TTL:
 		aux = ttl
 	}
-	it := packItem(buf, len(data), node{
+	h := node{
 		czxid: tx.Zxid, mzxid: tx.Zxid, pzxid: tx.Zxid,
 		ctime: tx.Now, mtime: tx.Now,
 		aux:  aux,
 		kind: kind,
-	})
-	it.n.setACLRef(ref)
-	if data == nil {
-		it.n.dataLen = -1
 	}
-	p := *parent
+	// The new node's record holds its key: build the key in place, and
+	// fill in the data once the node is known to be new.
+	r, key, dst := newRec(&h, len(path), len(data), data == nil)
+	appendKey(key[:0], path)
+	if t.nodes.Has(r) {
+		return "", rec{}, fmt.Errorf("%w: %s", ErrNodeExists, path)
+	}
+	if p.kind == Ephemeral {
+		return "", rec{}, fmt.Errorf("%w: %s", ErrNoChildrenForEphemerals, path)
+	}
+	ref, err := t.internACL(acl, 0)
+	if err != nil {
+		return "", rec{}, err
+	}
+	r.setACL(ref)
+	copy(dst, data)
 	p.cversion++
 	p.pzxid = tx.Zxid
 	p.numChildren++
 	p.seq++
-	t.nodes.ReplaceOrInsert(item{key: parentKey, n: &p})
-	t.nodes.ReplaceOrInsert(it)
+	newParent := parent.with(&p)
+	t.putRec(newParent)
+	t.putRec(r)
 	t.size += int64(len(path) + len(data))
 	switch kind {
 	case Ephemeral:
-		t.eph.ReplaceOrInsert(ephItem{owner: owner, path: path})
+		t.putEph(ephItem{owner: owner, path: path})
 	case Container, TTL:
-		t.reap.ReplaceOrInsert(path)
+		t.putReap(path)
 	}
 	t.quotaCreated(path, data)
 	tx.Events = append(tx.Events,
-		Event{Type: EventNodeCreated, Path: path, Zxid: tx.Zxid, ACL: t.aclPtr(it.n)},
-		Event{Type: EventNodeChildrenChanged, Path: parentPath, Zxid: tx.Zxid, ACL: t.aclPtr(&p)})
-	return path, it.n, nil
+		Event{Type: EventNodeCreated, Path: path, Zxid: tx.Zxid, ACL: t.aclPtr(r)},
+		Event{Type: EventNodeChildrenChanged, Path: parentPath, Zxid: tx.Zxid, ACL: t.aclPtr(newParent)})
+	return path, r, nil
 }
 
 // Delete deletes the node at path if its version is version (-1: any). On
@@ -188,51 +184,54 @@ func (t *Tree) Delete(path string, version int32, tx *Tx) error {
 	}
 	if tx.Auth != nil {
 		parentPath := parentOf(path)
-		_, parent := t.lookup(parentPath)
-		if parent == nil {
+		parent := t.lookup(parentPath)
+		if !parent.ok() {
 			return fmt.Errorf("%w: parent of %s", ErrNoNode, path)
 		}
 		if err := t.allowed(tx, parent, PermDelete, parentPath); err != nil {
 			return err
 		}
 	}
-	key, n := t.lookup(path)
-	if n == nil {
+	r := t.lookup(path)
+	if !r.ok() {
 		return fmt.Errorf("%w: %s", ErrNoNode, path)
 	}
+	n := r.node()
 	if version != -1 && version != n.version {
 		return fmt.Errorf("%w: %s has version %d, not %d", ErrBadVersion, path, n.version, version)
 	}
 	if n.numChildren != 0 {
 		return fmt.Errorf("%w: %s", ErrNotEmpty, path)
 	}
-	t.remove(path, key, n, tx)
+	t.remove(path, r, &n, tx)
 	return nil
 }
 
-// remove deletes a childless, non-root node known to exist.
-func (t *Tree) remove(path, key string, n *node, tx *Tx) {
+// remove deletes a childless, non-root node known to exist: record r,
+// whose header is n.
+func (t *Tree) remove(path string, r rec, n *node, tx *Tx) {
 	parentPath := parentOf(path)
-	parentKey, parent := t.lookup(parentPath)
-	p := *parent
+	parent := t.lookup(parentPath)
+	p := parent.node()
 	p.cversion++
 	p.pzxid = tx.Zxid
 	p.numChildren--
-	t.nodes.Delete(item{key: key})
-	t.nodes.ReplaceOrInsert(item{key: parentKey, n: &p})
-	t.size -= int64(len(path) + len(n.data()))
-	acl := t.aclPtr(n) // stays valid: entries are immutable
-	t.acls.release(n.aclRef())
+	newParent := parent.with(&p)
+	t.delRec(r)
+	t.putRec(newParent)
+	t.size -= int64(len(path)) + int64(r.dataLen())
+	acl := t.aclPtr(r) // stays valid: entries are immutable
+	t.releaseACL(n.acl)
 	switch n.kind {
 	case Ephemeral:
-		t.eph.Delete(ephItem{owner: n.aux, path: path})
+		t.delEph(ephItem{owner: n.aux, path: path})
 	case Container, TTL:
-		t.reap.Delete(path)
+		t.delReap(path)
 	}
-	t.quotaRemoved(path, n.data())
+	t.quotaRemoved(path, r.data())
 	tx.Events = append(tx.Events,
 		Event{Type: EventNodeDeleted, Path: path, Zxid: tx.Zxid, ACL: acl},
-		Event{Type: EventNodeChildrenChanged, Path: parentPath, Zxid: tx.Zxid, ACL: t.aclPtr(&p)})
+		Event{Type: EventNodeChildrenChanged, Path: parentPath, Zxid: tx.Zxid, ACL: t.aclPtr(newParent)})
 }
 
 // SetData replaces the data of the node at path if its version is version
@@ -244,40 +243,40 @@ func (t *Tree) remove(path, key string, n *node, tx *Tx) {
 // Errors, in this order: ErrBadArguments (invalid path, data too large),
 // ErrNoNode, ErrNoAuth, ErrBadVersion.
 func (t *Tree) SetData(path string, data []byte, version int32, tx *Tx) (Stat, error) {
-	n, err := t.setData(path, data, version, tx)
+	r, err := t.setData(path, data, version, tx)
 	if err != nil {
 		return Stat{}, err
 	}
-	return t.stat(n), nil
+	return t.stat(r), nil
 }
 
-func (t *Tree) setData(path string, data []byte, version int32, tx *Tx) (*node, error) {
+func (t *Tree) setData(path string, data []byte, version int32, tx *Tx) (rec, error) {
 	if err := ValidatePath(path); err != nil {
-		return nil, err
+		return rec{}, err
 	}
 	if err := t.checkData(data); err != nil {
-		return nil, err
+		return rec{}, err
 	}
-	key, n := t.lookup(path)
-	if n == nil {
-		return nil, fmt.Errorf("%w: %s", ErrNoNode, path)
+	old := t.lookup(path)
+	if !old.ok() {
+		return rec{}, fmt.Errorf("%w: %s", ErrNoNode, path)
 	}
-	if err := t.allowed(tx, n, PermWrite, path); err != nil {
-		return nil, err
+	if err := t.allowed(tx, old, PermWrite, path); err != nil {
+		return rec{}, err
 	}
-	if version != -1 && version != n.version {
-		return nil, fmt.Errorf("%w: %s has version %d, not %d", ErrBadVersion, path, n.version, version)
+	m := old.node()
+	if version != -1 && version != m.version {
+		return rec{}, fmt.Errorf("%w: %s has version %d, not %d", ErrBadVersion, path, m.version, version)
 	}
-	m := *n
 	m.version++
 	m.mzxid = tx.Zxid
 	m.mtime = tx.Now
-	it := newItem(key, data, m)
-	t.nodes.ReplaceOrInsert(it)
-	t.size += int64(len(data) - len(n.data()))
-	t.quotaDataSet(path, n.data(), data)
-	tx.Events = append(tx.Events, Event{Type: EventNodeDataChanged, Path: path, Zxid: tx.Zxid, ACL: t.aclPtr(it.n)})
-	return it.n, nil
+	r := makeRec(&m, old.key(), data)
+	t.putRec(r)
+	t.size += int64(len(data)) - int64(old.dataLen())
+	t.quotaDataSet(path, old.data(), data)
+	tx.Events = append(tx.Events, Event{Type: EventNodeDataChanged, Path: path, Zxid: tx.Zxid, ACL: t.aclPtr(r)})
+	return r, nil
 }
 
 // ReapContainer deletes the node at path iff it is a container that has had
@@ -299,17 +298,18 @@ func (t *Tree) ReapTTL(path string, tx *Tx) error {
 
 // reapNode is the server's own delete: no ACL applies.
 func (t *Tree) reapNode(path string, kind Kind, tx *Tx) error {
-	key, n := t.lookup(path)
-	if n == nil {
+	r := t.lookup(path)
+	if !r.ok() {
 		return fmt.Errorf("%w: %w: %s", ErrNotReapable, ErrNoNode, path)
 	}
+	n := r.node()
 	if n.kind != kind {
 		return fmt.Errorf("%w: %s is a %s node, not %s", ErrNotReapable, path, n.kind, kind)
 	}
-	if !n.reapable(tx.Now) {
+	if !r.reapable(tx.Now) {
 		return fmt.Errorf("%w: %s", ErrNotReapable, path)
 	}
-	t.remove(path, key, n, tx)
+	t.remove(path, r, &n, tx)
 	return nil
 }
 
@@ -382,9 +382,10 @@ func (t *Tree) Multi(ops []Op, tx *Tx) ([]OpResult, error) {
 	if len(ops) == 0 {
 		return results, nil
 	}
-	var backup *Tree
+	// One op undoes its own partial changes (apply changes nothing when
+	// it fails); more are logged, to be undone on failure (undo.go).
 	if len(ops) > 1 {
-		backup = t.Clone()
+		t.beginUndo()
 	}
 	sub := Tx{Zxid: tx.Zxid, Now: tx.Now, Auth: tx.Auth}
 	for i, op := range ops {
@@ -393,8 +394,8 @@ func (t *Tree) Multi(ops []Op, tx *Tx) ([]OpResult, error) {
 			results[i] = r
 			continue
 		}
-		if backup != nil {
-			t.nodes, t.eph, t.reap, t.acls, t.size, t.quotas = backup.nodes, backup.eph, backup.reap, backup.acls, backup.size, backup.quotas
+		if len(ops) > 1 {
+			t.endUndo(true)
 		}
 		for j := range ops {
 			results[j] = OpResult{Type: ops[j].Type}
@@ -409,6 +410,9 @@ func (t *Tree) Multi(ops []Op, tx *Tx) ([]OpResult, error) {
 		}
 		return results, err
 	}
+	if len(ops) > 1 {
+		t.endUndo(false)
+	}
 	tx.Events = append(tx.Events, sub.Events...)
 	return results, nil
 }
@@ -421,15 +425,15 @@ func (t *Tree) apply(op Op, tx *Tx) (OpResult, error) {
 		if err := ValidatePath(op.Path); err != nil {
 			return r, err
 		}
-		_, n := t.lookup(op.Path)
-		if n == nil {
+		n := t.lookup(op.Path)
+		if !n.ok() {
 			return r, fmt.Errorf("%w: %s", ErrNoNode, op.Path)
 		}
 		if err := t.allowed(tx, n, PermRead, op.Path); err != nil {
 			return r, err
 		}
-		if op.Version != -1 && op.Version != n.version {
-			return r, fmt.Errorf("%w: %s has version %d, not %d", ErrBadVersion, op.Path, n.version, op.Version)
+		if v := n.node().version; op.Version != -1 && op.Version != v {
+			return r, fmt.Errorf("%w: %s has version %d, not %d", ErrBadVersion, op.Path, v, op.Version)
 		}
 	case OpCreate:
 		path, n, err := t.create(op.Path, op.Data, op.Kind, op.Sequential, op.Owner, op.TTL, op.ACL, tx)

@@ -1,18 +1,11 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"math"
-	"math/rand/v2"
 	"reflect"
-	"sort"
 	"strings"
 	"testing"
-	"time"
 )
 
 // benchJSON runs coordctl bench with -o json and decodes its results, one
@@ -190,6 +183,7 @@ func TestBenchUsageAndSetupErrors(t *testing.T) {
 		{"bench", "write", "-o", "yaml"},
 		{"bench", "write", "--protocol", "http"},
 		{"bench", "write", "--protocol", "zk", "--share-conns"},
+		{"bench", "write,watch-recursive", "--protocol", "zk"},
 	} {
 		if r := ctl(t, args...); r.code != 2 {
 			t.Errorf("%q: exit %d, want 2 (stderr %q)", args, r.code, r.stderr)
@@ -199,104 +193,6 @@ func TestBenchUsageAndSetupErrors(t *testing.T) {
 	r := ctl(t, "bench", "write", "--duration", "100ms", "--path", "/bench-no-parent/x")
 	if r.code != 1 || !strings.Contains(r.stderr, "does not exist") {
 		t.Errorf("exit %d, stderr %q; want 1 and a missing node", r.code, r.stderr)
-	}
-}
-
-func TestBenchPlan(t *testing.T) {
-	o := &benchOptions{watchers: 7}
-	specs, err := o.plan([]string{"write,lock", "read:3,4", "watch", "watch:5", "watch-recursive", "watch-recursive:9", "idle"}, []int{1, 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []benchSpec{{"write", 1}, {"write", 2}, {"lock", 1}, {"lock", 2}, {"read", 3}, {"read", 4}, {"watch", 7}, {"watch", 5},
-		{"watch-recursive", 7}, {"watch-recursive", 9}, {"idle", 0}}
-	if !reflect.DeepEqual(specs, want) {
-		t.Errorf("plan %v, want %v", specs, want)
-	}
-	if got := rotate([]string{"a", "b", "c"}, 4); !reflect.DeepEqual(got, []string{"b", "c", "a"}) {
-		t.Errorf("rotate: %v", got)
-	}
-	o = &benchOptions{duration: 5 * time.Second, keys: 1, watchers: 1, treeNodes: 1, recursiveWatches: 1, writers: 1, root: "/b", autoWarmup: true}
-	if err := o.check(); err != nil || o.warmup != 500*time.Millisecond {
-		t.Errorf("warmup %v (%v), want 500ms", o.warmup, err)
-	}
-}
-
-func TestHistogramBuckets(t *testing.T) {
-	// Every value falls in a bucket whose bounds hold it, and buckets are
-	// contiguous and at most 1/128 of their values wide.
-	prevEnd := int64(0)
-	for i := 0; i < 40*128; i++ {
-		low, width := histBucket(i)
-		if low != prevEnd {
-			t.Fatalf("bucket %d starts at %d, previous ended at %d", i, low, prevEnd)
-		}
-		if low >= 256 && float64(width)/float64(low) > 1.0/128 {
-			t.Fatalf("bucket %d [%d, +%d) too wide", i, low, width)
-		}
-		for _, v := range []int64{low, low + width - 1} {
-			if histIndex(v) != i {
-				t.Fatalf("value %d: index %d, want %d", v, histIndex(v), i)
-			}
-		}
-		prevEnd = low + width
-	}
-}
-
-func TestHistogramQuantiles(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	var a, b histogram
-	var exact []int64
-	for i := 0; i < 100000; i++ {
-		// log-normal-ish latencies from ~50µs to ~1s
-		v := int64(math.Exp(10.8 + 1.5*rng.NormFloat64()))
-		exact = append(exact, v)
-		if i%2 == 0 {
-			a.record(time.Duration(v))
-		} else {
-			b.record(time.Duration(v))
-		}
-	}
-	a.merge(&b)
-	sort.Slice(exact, func(i, j int) bool { return exact[i] < exact[j] })
-	if a.n != uint64(len(exact)) || a.max != exact[len(exact)-1] || a.min != exact[0] {
-		t.Fatalf("n %d min %d max %d; want %d %d %d", a.n, a.min, a.max, len(exact), exact[0], exact[len(exact)-1])
-	}
-	for _, q := range []float64{0.01, 0.5, 0.9, 0.95, 0.99, 0.999, 1} {
-		want := exact[int(math.Ceil(q*float64(len(exact))))-1]
-		got := a.quantile(q)
-		if rel := math.Abs(float64(got-want)) / float64(want); rel > 1.0/128 {
-			t.Errorf("q%v: %d, exact %d (%.2f%% off)", q, got, want, 100*rel)
-		}
-	}
-	var empty histogram
-	if empty.quantile(0.5) != 0 || empty.mean() != 0 {
-		t.Error("empty histogram")
-	}
-}
-
-// TestWatchdogEndsStuckOp: an op running longer than the timeout is ended
-// with errOpTimeout as the cause; an idle worker is left alone.
-func TestWatchdogEndsStuckOp(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	stuck, idle := &benchWorker{}, &benchWorker{}
-	sctx, scancel := context.WithCancelCause(ctx)
-	stuck.setStuck(scancel)
-	ictx, icancel := context.WithCancelCause(ctx)
-	idle.setStuck(icancel)
-	stuck.opStart.Store(time.Now().Add(-time.Minute).UnixNano())
-	go watchdog(ctx, []*benchWorker{stuck, idle}, 40*time.Millisecond)
-	select {
-	case <-sctx.Done():
-	case <-time.After(10 * time.Second):
-		t.Fatal("the stuck op was not ended")
-	}
-	if !errors.Is(context.Cause(sctx), errOpTimeout) {
-		t.Fatalf("cause %v, want errOpTimeout", context.Cause(sctx))
-	}
-	if ictx.Err() != nil {
-		t.Fatal("the idle worker's op context was ended")
 	}
 }
 
@@ -335,37 +231,5 @@ func TestBenchWatchRecursive(t *testing.T) {
 
 	if r := ctl(t, "stat", path); r.code == 0 {
 		t.Errorf("%s left behind", path)
-	}
-}
-
-func TestTreePaths(t *testing.T) {
-	got := treePaths("/t", 13, 3)
-	want := []string{"/t/n0", "/t/n1", "/t/n2", "/t/n0/n0", "/t/n0/n1", "/t/n0/n2", "/t/n1/n0", "/t/n1/n1", "/t/n1/n2",
-		"/t/n2/n0", "/t/n2/n1", "/t/n2/n2", "/t/n0/n0/n0"}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("treePaths = %v", got)
-	}
-	if n := len(treePaths("/t", 100000, 10)); n != 100000 {
-		t.Errorf("%d nodes", n)
-	}
-}
-
-// TestRunWorkersTwice: workers that serve two runs report each run's
-// latencies alone.
-func TestRunWorkersTwice(t *testing.T) {
-	c := newCLI(strings.NewReader(""), io.Discard, io.Discard, nil)
-	c.servers, c.timeout = []string{server(t)}, 5*time.Second
-	x := &cmd{cli: c, ctx: context.Background(), out: &printer{w: io.Discard}}
-	b := &bench{x: x, o: &benchOptions{duration: 50 * time.Millisecond}}
-	workers := []*benchWorker{{id: 0}, {id: 1}}
-	for _, lat := range []time.Duration{time.Millisecond, time.Second} {
-		var r benchResult
-		op := func(context.Context, *benchWorker) (time.Duration, error) { return lat, nil }
-		if _, _, err := b.runWorkers(benchSpec{"test", 2}, &r, workers, op); err != nil {
-			t.Fatal(err)
-		}
-		if want := float64(lat.Milliseconds()); r.P50Ms != want || r.MaxMs != want {
-			t.Errorf("run of %v ops: p50 %v ms, max %v ms, want %v", lat, r.P50Ms, r.MaxMs, want)
-		}
 	}
 }

@@ -19,12 +19,14 @@ import (
 var statusVerb = &verb{
 	name:     "status",
 	synopsis: "status",
-	summary:  "show every member of the cluster: id, client address, voter or not, role, applied zxid, version; and the leader",
+	summary:  "show every member of the cluster: id, client address, voter or not, role, applied zxid, version; the leader and the command level",
 	detail: `
 Asks the first server that answers (the shell's own server first) for its
 view of the cluster. A member that server cannot reach shows as unreachable,
 with the client address it had when it was last up and "-" for what only
-it could tell (its applied zxid and version).
+it could tell (its applied zxid and version). The command level is what the
+servers may propose; during a rolling upgrade it rises once every member
+runs the new version.
 
 As a health check: the exit status is 0 when every member is reachable and
 there is a leader, 3 when a member is unreachable or there is no leader (the
@@ -43,9 +45,9 @@ server answered.`,
 			if err != nil {
 				return fmt.Errorf("status: %w", err)
 			}
-			out := statusJSON{Leader: resp.GetLeader(), Members: []memberJSON{}}
+			out := statusJSON{Leader: resp.GetLeader(), Level: resp.GetCommandLevel(), Members: []memberJSON{}}
 			for _, m := range resp.GetMembers() {
-				out.Members = append(out.Members, memberJSON{ID: m.GetId(), Address: m.GetClientAddress(), Voter: m.GetVoter(), Role: m.GetRole(), Applied: m.GetApplied(), Version: m.GetVersion()})
+				out.Members = append(out.Members, memberJSON{ID: m.GetId(), Address: m.GetClientAddress(), Voter: m.GetVoter(), Role: m.GetRole(), Applied: m.GetApplied(), Version: m.GetVersion(), Level: m.GetLevel()})
 			}
 			if err := x.out.emit(out, func(w io.Writer) { writeStatus(w, out) }); err != nil {
 				return err

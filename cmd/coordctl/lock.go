@@ -617,11 +617,13 @@ COORD_LOCK_TOKEN gives it) and its value (an election candidate's --value,
 the data of the node; "-" when it has none or it is not text). A path with
 a "leases" child is a semaphore: every lease holds a permit, except the
 lease of the contender at the head of its internal queue ("lock"), which
-waits for one, followed by the rest of that queue. -o json prints
-{"path":...,"holders":[...],"waiting":[...]}, each item
+waits for one, followed by the rest of that queue. A contender whose
+session expired but whose node the servers keep for a lock-delay (coordd
+--lock-delay) still holds: a line after the table says until when. -o json
+prints {"path":...,"holders":[...],"waiting":[...]}, each item
 {"node":...,"session":...,"server":...,"since":...,"token":...} with
-"value" when the node holds text. A path that does not exist has no
-contenders.`,
+"value" when the node holds text and "lockDelayUntil" (RFC 3339) when it is
+kept for a lock-delay. A path that does not exist has no contenders.`,
 	define: func(fs *flag.FlagSet) func(x *cmd, args []string) error {
 		return func(x *cmd, args []string) error {
 			if err := x.nargs(args, 1, 1); err != nil {
@@ -687,7 +689,13 @@ type contenderJSON struct {
 	// Value is the node's data when it is text (an election candidate's
 	// value); absent when empty or not UTF-8.
 	Value string `json:"value,omitempty"`
+	// LockDelayUntil is set when the contender's session expired and its
+	// node is kept for a lock-delay until then (RFC 3339, UTC, ms).
+	LockDelayUntil string `json:"lockDelayUntil,omitempty"`
 }
+
+// untilLayout is how locks prints the end of a lock-delay.
+const untilLayout = "2006-01-02T15:04:05.000Z07:00"
 
 // contenderJSONOf is one contender as locks prints it.
 func contenderJSONOf(k lockrecipe.Contender) contenderJSON {
@@ -699,6 +707,9 @@ func contenderJSONOf(k lockrecipe.Contender) contenderJSON {
 	}
 	if utf8.Valid(k.Data) {
 		c.Value = string(k.Data)
+	}
+	if !k.LockDelayUntil.IsZero() {
+		c.LockDelayUntil = k.LockDelayUntil.UTC().Format(untilLayout)
 	}
 	return c
 }
@@ -761,4 +772,11 @@ func writeLocks(w io.Writer, out locksJSON) {
 		row("waiting", c)
 	}
 	tw.Flush()
+	for _, l := range [][]contenderJSON{out.Holders, out.Waiting} {
+		for _, c := range l {
+			if c.LockDelayUntil != "" {
+				fmt.Fprintf(w, "%s: session %s expired; the lock-delay keeps its node until %s\n", c.Node, c.Session, c.LockDelayUntil)
+			}
+		}
+	}
 }

@@ -4,12 +4,16 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/coordd/coordd/client"
+	"github.com/coordd/coordd/lockrecipe"
 )
 
 // The tests of lock, elect and locks. CMD is always a small sh script; its
@@ -464,5 +468,41 @@ func TestValueText(t *testing.T) {
 		if got := valueText(tc.in); got != tc.want {
 			t.Errorf("valueText(%q) = %q, want %q", tc.in, got, tc.want)
 		}
+	}
+}
+
+// TestLockDelayOutput: a contender kept for a lock-delay keeps its row, and
+// a line after the table says until when; -o json has lockDelayUntil; stat
+// prints it after ZooKeeper's fields.
+func TestLockDelayOutput(t *testing.T) {
+	until := time.Date(2026, 3, 4, 5, 6, 7, 890e6, time.UTC)
+	k := contenderJSONOf(lockrecipe.Contender{Node: "_c_x-lock-0000000001", Session: 0x1f, Token: 42, Created: until.Add(-time.Minute), LockDelayUntil: until})
+	if k.LockDelayUntil != "2026-03-04T05:06:07.890Z" {
+		t.Fatalf("lockDelayUntil %q", k.LockDelayUntil)
+	}
+	b, err := json.Marshal(k)
+	if err != nil || !strings.Contains(string(b), `"lockDelayUntil":"2026-03-04T05:06:07.890Z"`) {
+		t.Fatalf("json %s %v", b, err)
+	}
+	w := contenderJSONOf(lockrecipe.Contender{Node: "_c_y-lock-0000000002", Session: 0x20, Token: 43, Created: until})
+	if b, _ := json.Marshal(w); strings.Contains(string(b), "lockDelayUntil") {
+		t.Fatalf("a contender without a lock-delay: %s", b)
+	}
+	var out strings.Builder
+	writeLocks(&out, locksJSON{Path: "/locks/m", Holders: []contenderJSON{k}, Waiting: []contenderJSON{w}})
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 4 || !strings.HasPrefix(lines[1], "holder ") || !strings.HasPrefix(lines[2], "waiting ") ||
+		lines[3] != "_c_x-lock-0000000001: session 0x1f expired; the lock-delay keeps its node until 2026-03-04T05:06:07.890Z" {
+		t.Fatalf("locks:\n%s", out.String())
+	}
+	out.Reset()
+	writeStat(&out, client.Stat{EphemeralOwner: 0x1f, LockDelayUntil: time.Now().Add(3 * time.Second).UnixMilli()})
+	if !regexp.MustCompile(`\nlockDelayUntil = .* \(the owner's session expired; the node is kept for a lock-delay until then, [23](\.\d)?s from now\)\n$`).MatchString(out.String()) {
+		t.Fatalf("stat:\n%s", out.String())
+	}
+	out.Reset()
+	writeStat(&out, client.Stat{EphemeralOwner: 0x1f})
+	if strings.Contains(out.String(), "lockDelay") {
+		t.Fatalf("stat of a live ephemeral:\n%s", out.String())
 	}
 }

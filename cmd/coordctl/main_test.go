@@ -383,7 +383,7 @@ func TestJSONOutput(t *testing.T) {
 	decode(t, ok(t, "-o", "json", "sync", "/json"), "path")
 	decode(t, ok(t, "-o", "json", "delete", "/json/empty"), "path")
 
-	m = decode(t, ok(t, "-o", "json", "status"), "leader", "members")
+	m = decode(t, ok(t, "-o", "json", "status"), "leader", "level", "members")
 	if l := unmarshal[string](t, m["leader"]); l != "1" {
 		t.Errorf("leader %q", l)
 	}
@@ -391,10 +391,10 @@ func TestJSONOutput(t *testing.T) {
 	if err := json.Unmarshal(m["members"], &members); err != nil || len(members) != 1 {
 		t.Fatalf("members %s (%v)", m["members"], err)
 	}
-	mem := decode(t, mustMarshal(t, members[0]), "id", "address", "voter", "role", "applied", "version")
+	mem := decode(t, mustMarshal(t, members[0]), "id", "address", "voter", "role", "applied", "version", "level")
 	if unmarshal[string](t, mem["id"]) != "1" || unmarshal[string](t, mem["address"]) != srvNode.ClientAddr() ||
 		unmarshal[string](t, mem["role"]) != "leader" || !unmarshal[bool](t, mem["voter"]) || unmarshal[int64](t, mem["applied"]) <= 0 ||
-		unmarshal[string](t, mem["version"]) != testServerVersion {
+		unmarshal[string](t, mem["version"]) != testServerVersion || unmarshal[int64](t, mem["level"]) < 2 {
 		t.Errorf("member %v", members[0])
 	}
 
@@ -645,7 +645,7 @@ func TestStatusHealthCheck(t *testing.T) {
 	if r.code != 3 {
 		t.Errorf("JSON: exit %d", r.code)
 	}
-	decode(t, strings.TrimSpace(r.stdout), "leader", "members")
+	decode(t, strings.TrimSpace(r.stdout), "leader", "level", "members")
 	e := decode(t, string(decode(t, strings.TrimSpace(r.stderr), "error")["error"]), "code", "message")
 	if unmarshal[string](t, e["code"]) != "Unhealthy" {
 		t.Errorf("JSON error %s", r.stderr)

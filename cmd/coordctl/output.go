@@ -82,6 +82,7 @@ type eventJSON struct {
 
 type statusJSON struct {
 	Leader  string       `json:"leader"`
+	Level   int64        `json:"level"` // the cluster's command level
 	Members []memberJSON `json:"members"`
 }
 
@@ -92,6 +93,7 @@ type memberJSON struct {
 	Role    string `json:"role"`
 	Applied int64  `json:"applied"` // 0 when unreachable
 	Version string `json:"version"` // "" when unreachable
+	Level   int64  `json:"level"`   // the command level its coordd applies; 0 when unreachable
 }
 
 type sessionsJSON struct {
@@ -110,7 +112,7 @@ func hexID(v int64) string { return fmt.Sprintf("0x%x", v) }
 
 // writeStat prints a stat as zkCli's stat does: one "field = value" line
 // each, zxids and the owner in hex, times as dates; the kind and TTL of
-// container and TTL nodes follow.
+// container and TTL nodes follow, and the end of a lock-delay.
 func writeStat(w io.Writer, s client.Stat) {
 	fmt.Fprintf(w, "cZxid = %s\n", hexID(s.Czxid))
 	fmt.Fprintf(w, "ctime = %s\n", formatMillis(s.Ctime))
@@ -129,6 +131,19 @@ func writeStat(w io.Writer, s client.Stat) {
 	if s.TTL > 0 {
 		fmt.Fprintf(w, "ttl = %d ms\n", s.TTL.Milliseconds())
 	}
+	if s.LockDelayUntil > 0 {
+		fmt.Fprintf(w, "lockDelayUntil = %s (the owner's session expired; the node is kept for a lock-delay until then%s)\n",
+			formatMillis(s.LockDelayUntil), untilNote(s.LockDelayUntil))
+	}
+}
+
+// untilNote says how far ahead a time (ms since the epoch) is: ", 8.2s from
+// now", or "" once it has passed.
+func untilNote(ms int64) string {
+	if d := time.Until(time.UnixMilli(ms)); d > 0 {
+		return ", " + d.Round(100*time.Millisecond).String() + " from now"
+	}
+	return ""
 }
 
 func formatMillis(ms int64) string {
@@ -160,6 +175,23 @@ func writeStatus(w io.Writer, st statusJSON) {
 		leader = "none"
 	}
 	fmt.Fprintf(w, "leader: %s\n", leader)
+	if lv := lowestLevel(st); lv > st.Level {
+		fmt.Fprintf(w, "command level: %d (every member applies %d: the leader raises it soon)\n", st.Level, lv)
+	} else if st.Level > 0 {
+		fmt.Fprintf(w, "command level: %d\n", st.Level)
+	}
+}
+
+// lowestLevel is the lowest command level a reachable member applies (0:
+// none reachable).
+func lowestLevel(st statusJSON) int64 {
+	var lv int64
+	for _, m := range st.Members {
+		if m.Level > 0 && (lv == 0 || m.Level < lv) {
+			lv = m.Level
+		}
+	}
+	return lv
 }
 
 // appliedText is a member's applied zxid as status and member list print

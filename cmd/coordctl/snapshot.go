@@ -39,7 +39,7 @@ znode count, size and checksum. A corrupt or truncated file is refused with
 exit status 1 and code Corrupt, Truncated, NotBackup or Version.
 
 To restore a backup into a new cluster, run coordd restore FILE on each of
-its servers (see coordd restore -h, and the README).`,
+its servers (see coordd restore -h, and docs/operations.md).`,
 	define: func(fs *flag.FlagSet) func(x *cmd, args []string) error {
 		force := fs.Bool("force", false, "snapshot save: overwrite FILE if it exists")
 		return func(x *cmd, args []string) error {

@@ -89,6 +89,8 @@ func runUntil(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) in
 		logLevel    = fs.String("log-level", "warn", "log level: debug, info, warn or error")
 		showVersion = fs.Bool("version", false, "print the version and exit")
 	)
+	var lockDelays lockDelayFlag
+	fs.Var(&lockDelays, "lock-delay", "PREFIX=DURATION, such as /locks=10s (repeatable, or comma-separated): when a session expires (not when it is closed), its ephemerals at PREFIX or below stay, still owned by it, for DURATION, so that a lock it held passes to the next waiter only then; the longest matching prefix decides, and 0 exempts a subtree. Give every server the same rules: the leader's apply. Off by default")
 	var con consoleFlags
 	con.define(fs)
 	fs.Usage = func() {
@@ -140,7 +142,7 @@ func runUntil(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) in
 		Tick: *tick, MinSessionTimeout: *minSession, MaxSessionTimeout: *maxSession,
 		SnapshotThreshold: *snapThresh, TrailingLogs: *trailing, SnapshotInterval: *snapEvery, MaxDataSize: *maxData,
 		HeartbeatTimeout: *heartbeat, ElectionTimeout: *election, Logger: logger,
-		DisableTTL: !*ttlNodes, ReapInterval: *reapEvery, Version: buildVersion(),
+		DisableTTL: !*ttlNodes, ReapInterval: *reapEvery, LockDelays: lockDelays, Version: buildVersion(),
 		FourLetterWords: fourLetterWords(*fourLetter), SuperDigest: *superDigest,
 		SASLUsers: *saslUsers, SASLSection: *saslSection, SASLSuperUser: *saslSuper,
 		ClientTLS: rpc.TLSFiles{Cert: *certFile, Key: *keyFile, CA: *trustedCA}, ClientCertAuth: *certAuth,
@@ -307,4 +309,27 @@ func peerTLSNote(cert string) string {
 		return ""
 	}
 	return " with mutual TLS"
+}
+
+// lockDelayFlag is --lock-delay: rules added by each use of the flag, each
+// PREFIX=DURATION or a comma-separated list of them.
+type lockDelayFlag []rpc.LockDelay
+
+// String lists the rules as the flag takes them.
+func (f *lockDelayFlag) String() string {
+	var parts []string
+	for _, r := range *f {
+		parts = append(parts, r.String())
+	}
+	return strings.Join(parts, ",")
+}
+
+// Set adds the rules of one use of the flag.
+func (f *lockDelayFlag) Set(s string) error {
+	rules, err := rpc.ParseLockDelays(s)
+	if err != nil {
+		return errors.New(startError(err))
+	}
+	*f = append(*f, rules...)
+	return nil
 }

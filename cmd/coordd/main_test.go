@@ -86,6 +86,12 @@ func TestStartupErrors(t *testing.T) {
 		{"SASL users file without a Server section", []string{"--data-dir", t.TempDir(), "--sasl-users", clientJAAS}, 1, "no section Server (it has Client)"},
 		{"SASL super user without users", []string{"--data-dir", t.TempDir(), "--sasl-super-user", "super"}, 1, "need --sasl-users"},
 		{"min above max", []string{"--data-dir", t.TempDir(), "--min-session-timeout", "30s", "--max-session-timeout", "10s"}, 1, "exceeds max"},
+		{"lock-delay without a duration", []string{"--lock-delay", "/locks"}, 2, `bad lock-delay "/locks": want PREFIX=DURATION`},
+		{"lock-delay with a bad duration", []string{"--lock-delay", "/locks=10"}, 2, `bad lock-delay "/locks=10": time: missing unit`},
+		{"lock-delay of no path", []string{"--data-dir", t.TempDir(), "--lock-delay", "locks=10s"}, 1, "lock-delay locks=10s: the prefix must be a node's path"},
+		{"lock-delay too long", []string{"--data-dir", t.TempDir(), "--lock-delay", "/locks=2h"}, 1, "the delay must be from 0 to 1h0m0s"},
+		{"lock-delay negative", []string{"--data-dir", t.TempDir(), "--lock-delay", "/locks=-1s"}, 1, "the delay must be from 0 to 1h0m0s"},
+		{"lock-delay prefix twice", []string{"--data-dir", t.TempDir(), "--lock-delay", "/locks=1s", "--lock-delay", "/a=1s,/locks=2s"}, 1, "lock-delay prefix /locks is given twice"},
 	} {
 		var stderr bytes.Buffer
 		code := run(tc.args, io.Discard, &stderr)

@@ -177,6 +177,7 @@ type Command struct {
 	//	*Command_AddAuth
 	//	*Command_ClientAddress
 	//	*Command_SetLevel
+	//	*Command_ReleaseLockDelays
 	Cmd           isCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -307,6 +308,15 @@ func (x *Command) GetSetLevel() *SetLevel {
 	return nil
 }
 
+func (x *Command) GetReleaseLockDelays() *ReleaseLockDelays {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_ReleaseLockDelays); ok {
+			return x.ReleaseLockDelays
+		}
+	}
+	return nil
+}
+
 type isCommand_Cmd interface {
 	isCommand_Cmd()
 }
@@ -347,6 +357,10 @@ type Command_SetLevel struct {
 	SetLevel *SetLevel `protobuf:"bytes,10,opt,name=set_level,json=setLevel,proto3,oneof"`
 }
 
+type Command_ReleaseLockDelays struct {
+	ReleaseLockDelays *ReleaseLockDelays `protobuf:"bytes,11,opt,name=release_lock_delays,json=releaseLockDelays,proto3,oneof"`
+}
+
 func (*Command_Write) isCommand_Cmd() {}
 
 func (*Command_OpenSession) isCommand_Cmd() {}
@@ -365,6 +379,8 @@ func (*Command_ClientAddress) isCommand_Cmd() {}
 
 func (*Command_SetLevel) isCommand_Cmd() {}
 
+func (*Command_ReleaseLockDelays) isCommand_Cmd() {}
+
 // SetLevel raises the cluster's command level: the set of commands and
 // fields that servers may propose from this entry on. The leader proposes
 // it only once every member of the configuration has said it applies that
@@ -377,8 +393,9 @@ func (*Command_SetLevel) isCommand_Cmd() {}
 //	   that never held one)
 //	2  ZooKeeper-protocol requests keyed by their connection (Write.epoch,
 //	   CloseSession.epoch, AddAuth.epoch, a ResumeSession with its epoch on
-//	   every ZooKeeper-protocol reconnect), and cached replies checked
-//	   against a digest of their request; ClientAddress.election_port
+//	   every ZooKeeper-protocol reconnect), cached replies checked
+//	   against a digest of their request, lock-delays
+//	   (CloseSession.lock_delays, ReleaseLockDelays); ClientAddress.election_port
 type SetLevel struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Level         int64                  `protobuf:"varint,1,opt,name=level,proto3" json:"level,omitempty"`
@@ -1505,7 +1522,14 @@ type CloseSession struct {
 	// for Write.server, another server than the owner gets SESSION_MOVED.
 	Server string `protobuf:"bytes,5,opt,name=server,proto3" json:"server,omitempty"`
 	// epoch and xid, as Write's, for a close asked over ZooKeeper's protocol.
-	Epoch         int64 `protobuf:"varint,6,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Epoch int64 `protobuf:"varint,6,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// lock_delays (level 2) are the leader's lock-delay rules, stamped into
+	// an expiry (expired set) when it is proposed: each of the session's
+	// ephemerals under a rule's prefix (the longest that matches) is kept,
+	// still owned by the session, until the entry's time plus the rule's
+	// delay, and released then by a ReleaseLockDelays. The rules travel in
+	// the entry so that servers configured differently apply it alike.
+	LockDelays    []*LockDelay `protobuf:"bytes,7,rep,name=lock_delays,json=lockDelays,proto3" json:"lock_delays,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1582,6 +1606,117 @@ func (x *CloseSession) GetEpoch() int64 {
 	return 0
 }
 
+func (x *CloseSession) GetLockDelays() []*LockDelay {
+	if x != nil {
+		return x.LockDelays
+	}
+	return nil
+}
+
+// LockDelay is one lock-delay rule: ephemerals at prefix or below it (by
+// path components: /locks covers /locks/a, not /locksmith) stay for
+// delay_ms after their session expired.
+type LockDelay struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Prefix        string                 `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	DelayMs       int64                  `protobuf:"varint,2,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockDelay) Reset() {
+	*x = LockDelay{}
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockDelay) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockDelay) ProtoMessage() {}
+
+func (x *LockDelay) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockDelay.ProtoReflect.Descriptor instead.
+func (*LockDelay) Descriptor() ([]byte, []int) {
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *LockDelay) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
+func (x *LockDelay) GetDelayMs() int64 {
+	if x != nil {
+		return x.DelayMs
+	}
+	return 0
+}
+
+// ReleaseLockDelays (level 2) is the leader's release of nodes kept for a
+// lock-delay whose delay has passed. The FSM re-checks each path: it
+// deletes the node only if it is still kept for a lock-delay that ended by
+// the entry's time, so a re-proposal, or a node deleted or released
+// meanwhile, changes nothing.
+type ReleaseLockDelays struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Paths         []string               `protobuf:"bytes,1,rep,name=paths,proto3" json:"paths,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseLockDelays) Reset() {
+	*x = ReleaseLockDelays{}
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseLockDelays) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseLockDelays) ProtoMessage() {}
+
+func (x *ReleaseLockDelays) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseLockDelays.ProtoReflect.Descriptor instead.
+func (*ReleaseLockDelays) Descriptor() ([]byte, []int) {
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ReleaseLockDelays) GetPaths() []string {
+	if x != nil {
+		return x.Paths
+	}
+	return nil
+}
+
 // Noop changes nothing. A new leader proposes one at the start of its term
 // (leader_id set), so the FSM's index reaches the commit index of the new
 // term. (Earlier versions also proposed them with leader_id empty to carry
@@ -1597,7 +1732,7 @@ type Noop struct {
 
 func (x *Noop) Reset() {
 	*x = Noop{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[17]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1609,7 +1744,7 @@ func (x *Noop) String() string {
 func (*Noop) ProtoMessage() {}
 
 func (x *Noop) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[17]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1622,7 +1757,7 @@ func (x *Noop) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Noop.ProtoReflect.Descriptor instead.
 func (*Noop) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{17}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Noop) GetLeaderId() string {
@@ -1652,7 +1787,7 @@ type AddAuth struct {
 
 func (x *AddAuth) Reset() {
 	*x = AddAuth{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[18]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1664,7 +1799,7 @@ func (x *AddAuth) String() string {
 func (*AddAuth) ProtoMessage() {}
 
 func (x *AddAuth) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[18]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1677,7 +1812,7 @@ func (x *AddAuth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddAuth.ProtoReflect.Descriptor instead.
 func (*AddAuth) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{18}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AddAuth) GetSessionId() int64 {
@@ -1726,7 +1861,7 @@ type Reap struct {
 
 func (x *Reap) Reset() {
 	*x = Reap{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[19]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1738,7 +1873,7 @@ func (x *Reap) String() string {
 func (*Reap) ProtoMessage() {}
 
 func (x *Reap) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[19]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1751,7 +1886,7 @@ func (x *Reap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reap.ProtoReflect.Descriptor instead.
 func (*Reap) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{19}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Reap) GetPaths() []string {
@@ -1783,7 +1918,7 @@ type Stat struct {
 
 func (x *Stat) Reset() {
 	*x = Stat{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[20]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1795,7 +1930,7 @@ func (x *Stat) String() string {
 func (*Stat) ProtoMessage() {}
 
 func (x *Stat) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[20]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1808,7 +1943,7 @@ func (x *Stat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stat.ProtoReflect.Descriptor instead.
 func (*Stat) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{20}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Stat) GetCzxid() int64 {
@@ -1915,7 +2050,7 @@ type OpResult struct {
 
 func (x *OpResult) Reset() {
 	*x = OpResult{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[21]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1927,7 +2062,7 @@ func (x *OpResult) String() string {
 func (*OpResult) ProtoMessage() {}
 
 func (x *OpResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[21]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1940,7 +2075,7 @@ func (x *OpResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpResult.ProtoReflect.Descriptor instead.
 func (*OpResult) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{21}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *OpResult) GetCode() Code {
@@ -1987,7 +2122,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[22]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1999,7 +2134,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_cmdpb_command_proto_msgTypes[22]
+	mi := &file_fsm_cmdpb_command_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2012,7 +2147,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{22}
+	return file_fsm_cmdpb_command_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Result) GetZxid() int64 {
@@ -2061,7 +2196,7 @@ var File_fsm_cmdpb_command_proto protoreflect.FileDescriptor
 
 const file_fsm_cmdpb_command_proto_rawDesc = "" +
 	"\n" +
-	"\x17fsm/cmdpb/command.proto\x12\rcoordd.cmd.v1\"\xad\x04\n" +
+	"\x17fsm/cmdpb/command.proto\x12\rcoordd.cmd.v1\"\x81\x05\n" +
 	"\aCommand\x12\x17\n" +
 	"\atime_ms\x18\x01 \x01(\x03R\x06timeMs\x12,\n" +
 	"\x05write\x18\x02 \x01(\v2\x14.coordd.cmd.v1.WriteH\x00R\x05write\x12?\n" +
@@ -2073,7 +2208,8 @@ const file_fsm_cmdpb_command_proto_rawDesc = "" +
 	"\badd_auth\x18\b \x01(\v2\x16.coordd.cmd.v1.AddAuthH\x00R\aaddAuth\x12E\n" +
 	"\x0eclient_address\x18\t \x01(\v2\x1c.coordd.cmd.v1.ClientAddressH\x00R\rclientAddress\x126\n" +
 	"\tset_level\x18\n" +
-	" \x01(\v2\x17.coordd.cmd.v1.SetLevelH\x00R\bsetLevelB\x05\n" +
+	" \x01(\v2\x17.coordd.cmd.v1.SetLevelH\x00R\bsetLevel\x12R\n" +
+	"\x13release_lock_delays\x18\v \x01(\v2 .coordd.cmd.v1.ReleaseLockDelaysH\x00R\x11releaseLockDelaysB\x05\n" +
 	"\x03cmd\" \n" +
 	"\bSetLevel\x12\x14\n" +
 	"\x05level\x18\x01 \x01(\x03R\x05level\"k\n" +
@@ -2148,7 +2284,7 @@ const file_fsm_cmdpb_command_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x03R\tsessionId\x12\x16\n" +
 	"\x06server\x18\x02 \x01(\tR\x06server\x12\x14\n" +
-	"\x05epoch\x18\x03 \x01(\x03R\x05epoch\"\x9b\x01\n" +
+	"\x05epoch\x18\x03 \x01(\x03R\x05epoch\"\xd6\x01\n" +
 	"\fCloseSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x03R\tsessionId\x12\x10\n" +
@@ -2156,7 +2292,14 @@ const file_fsm_cmdpb_command_proto_rawDesc = "" +
 	"\aexpired\x18\x03 \x01(\bR\aexpired\x12\x12\n" +
 	"\x04term\x18\x04 \x01(\x04R\x04term\x12\x16\n" +
 	"\x06server\x18\x05 \x01(\tR\x06server\x12\x14\n" +
-	"\x05epoch\x18\x06 \x01(\x03R\x05epoch\"#\n" +
+	"\x05epoch\x18\x06 \x01(\x03R\x05epoch\x129\n" +
+	"\vlock_delays\x18\a \x03(\v2\x18.coordd.cmd.v1.LockDelayR\n" +
+	"lockDelays\">\n" +
+	"\tLockDelay\x12\x16\n" +
+	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x19\n" +
+	"\bdelay_ms\x18\x02 \x01(\x03R\adelayMs\")\n" +
+	"\x11ReleaseLockDelays\x12\x14\n" +
+	"\x05paths\x18\x01 \x03(\tR\x05paths\"#\n" +
 	"\x04Noop\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\tR\bleaderId\"\x93\x01\n" +
 	"\aAddAuth\x12\x1d\n" +
@@ -2230,70 +2373,74 @@ func file_fsm_cmdpb_command_proto_rawDescGZIP() []byte {
 }
 
 var file_fsm_cmdpb_command_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_fsm_cmdpb_command_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_fsm_cmdpb_command_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_fsm_cmdpb_command_proto_goTypes = []any{
-	(Kind)(0),             // 0: coordd.cmd.v1.Kind
-	(Code)(0),             // 1: coordd.cmd.v1.Code
-	(*Command)(nil),       // 2: coordd.cmd.v1.Command
-	(*SetLevel)(nil),      // 3: coordd.cmd.v1.SetLevel
-	(*ClientAddress)(nil), // 4: coordd.cmd.v1.ClientAddress
-	(*Write)(nil),         // 5: coordd.cmd.v1.Write
-	(*Conn)(nil),          // 6: coordd.cmd.v1.Conn
-	(*ACL)(nil),           // 7: coordd.cmd.v1.ACL
-	(*Identity)(nil),      // 8: coordd.cmd.v1.Identity
-	(*Create)(nil),        // 9: coordd.cmd.v1.Create
-	(*SetACL)(nil),        // 10: coordd.cmd.v1.SetACL
-	(*Delete)(nil),        // 11: coordd.cmd.v1.Delete
-	(*SetData)(nil),       // 12: coordd.cmd.v1.SetData
-	(*Check)(nil),         // 13: coordd.cmd.v1.Check
-	(*Op)(nil),            // 14: coordd.cmd.v1.Op
-	(*Multi)(nil),         // 15: coordd.cmd.v1.Multi
-	(*OpenSession)(nil),   // 16: coordd.cmd.v1.OpenSession
-	(*ResumeSession)(nil), // 17: coordd.cmd.v1.ResumeSession
-	(*CloseSession)(nil),  // 18: coordd.cmd.v1.CloseSession
-	(*Noop)(nil),          // 19: coordd.cmd.v1.Noop
-	(*AddAuth)(nil),       // 20: coordd.cmd.v1.AddAuth
-	(*Reap)(nil),          // 21: coordd.cmd.v1.Reap
-	(*Stat)(nil),          // 22: coordd.cmd.v1.Stat
-	(*OpResult)(nil),      // 23: coordd.cmd.v1.OpResult
-	(*Result)(nil),        // 24: coordd.cmd.v1.Result
+	(Kind)(0),                 // 0: coordd.cmd.v1.Kind
+	(Code)(0),                 // 1: coordd.cmd.v1.Code
+	(*Command)(nil),           // 2: coordd.cmd.v1.Command
+	(*SetLevel)(nil),          // 3: coordd.cmd.v1.SetLevel
+	(*ClientAddress)(nil),     // 4: coordd.cmd.v1.ClientAddress
+	(*Write)(nil),             // 5: coordd.cmd.v1.Write
+	(*Conn)(nil),              // 6: coordd.cmd.v1.Conn
+	(*ACL)(nil),               // 7: coordd.cmd.v1.ACL
+	(*Identity)(nil),          // 8: coordd.cmd.v1.Identity
+	(*Create)(nil),            // 9: coordd.cmd.v1.Create
+	(*SetACL)(nil),            // 10: coordd.cmd.v1.SetACL
+	(*Delete)(nil),            // 11: coordd.cmd.v1.Delete
+	(*SetData)(nil),           // 12: coordd.cmd.v1.SetData
+	(*Check)(nil),             // 13: coordd.cmd.v1.Check
+	(*Op)(nil),                // 14: coordd.cmd.v1.Op
+	(*Multi)(nil),             // 15: coordd.cmd.v1.Multi
+	(*OpenSession)(nil),       // 16: coordd.cmd.v1.OpenSession
+	(*ResumeSession)(nil),     // 17: coordd.cmd.v1.ResumeSession
+	(*CloseSession)(nil),      // 18: coordd.cmd.v1.CloseSession
+	(*LockDelay)(nil),         // 19: coordd.cmd.v1.LockDelay
+	(*ReleaseLockDelays)(nil), // 20: coordd.cmd.v1.ReleaseLockDelays
+	(*Noop)(nil),              // 21: coordd.cmd.v1.Noop
+	(*AddAuth)(nil),           // 22: coordd.cmd.v1.AddAuth
+	(*Reap)(nil),              // 23: coordd.cmd.v1.Reap
+	(*Stat)(nil),              // 24: coordd.cmd.v1.Stat
+	(*OpResult)(nil),          // 25: coordd.cmd.v1.OpResult
+	(*Result)(nil),            // 26: coordd.cmd.v1.Result
 }
 var file_fsm_cmdpb_command_proto_depIdxs = []int32{
 	5,  // 0: coordd.cmd.v1.Command.write:type_name -> coordd.cmd.v1.Write
 	16, // 1: coordd.cmd.v1.Command.open_session:type_name -> coordd.cmd.v1.OpenSession
 	18, // 2: coordd.cmd.v1.Command.close_session:type_name -> coordd.cmd.v1.CloseSession
-	19, // 3: coordd.cmd.v1.Command.noop:type_name -> coordd.cmd.v1.Noop
-	21, // 4: coordd.cmd.v1.Command.reap:type_name -> coordd.cmd.v1.Reap
+	21, // 3: coordd.cmd.v1.Command.noop:type_name -> coordd.cmd.v1.Noop
+	23, // 4: coordd.cmd.v1.Command.reap:type_name -> coordd.cmd.v1.Reap
 	17, // 5: coordd.cmd.v1.Command.resume_session:type_name -> coordd.cmd.v1.ResumeSession
-	20, // 6: coordd.cmd.v1.Command.add_auth:type_name -> coordd.cmd.v1.AddAuth
+	22, // 6: coordd.cmd.v1.Command.add_auth:type_name -> coordd.cmd.v1.AddAuth
 	4,  // 7: coordd.cmd.v1.Command.client_address:type_name -> coordd.cmd.v1.ClientAddress
 	3,  // 8: coordd.cmd.v1.Command.set_level:type_name -> coordd.cmd.v1.SetLevel
-	6,  // 9: coordd.cmd.v1.Write.conn:type_name -> coordd.cmd.v1.Conn
-	9,  // 10: coordd.cmd.v1.Write.create:type_name -> coordd.cmd.v1.Create
-	11, // 11: coordd.cmd.v1.Write.delete:type_name -> coordd.cmd.v1.Delete
-	12, // 12: coordd.cmd.v1.Write.set_data:type_name -> coordd.cmd.v1.SetData
-	15, // 13: coordd.cmd.v1.Write.multi:type_name -> coordd.cmd.v1.Multi
-	10, // 14: coordd.cmd.v1.Write.set_acl:type_name -> coordd.cmd.v1.SetACL
-	0,  // 15: coordd.cmd.v1.Create.kind:type_name -> coordd.cmd.v1.Kind
-	7,  // 16: coordd.cmd.v1.Create.acl:type_name -> coordd.cmd.v1.ACL
-	7,  // 17: coordd.cmd.v1.SetACL.acl:type_name -> coordd.cmd.v1.ACL
-	9,  // 18: coordd.cmd.v1.Op.create:type_name -> coordd.cmd.v1.Create
-	11, // 19: coordd.cmd.v1.Op.delete:type_name -> coordd.cmd.v1.Delete
-	12, // 20: coordd.cmd.v1.Op.set_data:type_name -> coordd.cmd.v1.SetData
-	13, // 21: coordd.cmd.v1.Op.check:type_name -> coordd.cmd.v1.Check
-	14, // 22: coordd.cmd.v1.Multi.ops:type_name -> coordd.cmd.v1.Op
-	8,  // 23: coordd.cmd.v1.AddAuth.ids:type_name -> coordd.cmd.v1.Identity
-	0,  // 24: coordd.cmd.v1.Stat.kind:type_name -> coordd.cmd.v1.Kind
-	1,  // 25: coordd.cmd.v1.OpResult.code:type_name -> coordd.cmd.v1.Code
-	22, // 26: coordd.cmd.v1.OpResult.stat:type_name -> coordd.cmd.v1.Stat
-	1,  // 27: coordd.cmd.v1.Result.code:type_name -> coordd.cmd.v1.Code
-	22, // 28: coordd.cmd.v1.Result.stat:type_name -> coordd.cmd.v1.Stat
-	23, // 29: coordd.cmd.v1.Result.ops:type_name -> coordd.cmd.v1.OpResult
-	30, // [30:30] is the sub-list for method output_type
-	30, // [30:30] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	20, // 9: coordd.cmd.v1.Command.release_lock_delays:type_name -> coordd.cmd.v1.ReleaseLockDelays
+	6,  // 10: coordd.cmd.v1.Write.conn:type_name -> coordd.cmd.v1.Conn
+	9,  // 11: coordd.cmd.v1.Write.create:type_name -> coordd.cmd.v1.Create
+	11, // 12: coordd.cmd.v1.Write.delete:type_name -> coordd.cmd.v1.Delete
+	12, // 13: coordd.cmd.v1.Write.set_data:type_name -> coordd.cmd.v1.SetData
+	15, // 14: coordd.cmd.v1.Write.multi:type_name -> coordd.cmd.v1.Multi
+	10, // 15: coordd.cmd.v1.Write.set_acl:type_name -> coordd.cmd.v1.SetACL
+	0,  // 16: coordd.cmd.v1.Create.kind:type_name -> coordd.cmd.v1.Kind
+	7,  // 17: coordd.cmd.v1.Create.acl:type_name -> coordd.cmd.v1.ACL
+	7,  // 18: coordd.cmd.v1.SetACL.acl:type_name -> coordd.cmd.v1.ACL
+	9,  // 19: coordd.cmd.v1.Op.create:type_name -> coordd.cmd.v1.Create
+	11, // 20: coordd.cmd.v1.Op.delete:type_name -> coordd.cmd.v1.Delete
+	12, // 21: coordd.cmd.v1.Op.set_data:type_name -> coordd.cmd.v1.SetData
+	13, // 22: coordd.cmd.v1.Op.check:type_name -> coordd.cmd.v1.Check
+	14, // 23: coordd.cmd.v1.Multi.ops:type_name -> coordd.cmd.v1.Op
+	19, // 24: coordd.cmd.v1.CloseSession.lock_delays:type_name -> coordd.cmd.v1.LockDelay
+	8,  // 25: coordd.cmd.v1.AddAuth.ids:type_name -> coordd.cmd.v1.Identity
+	0,  // 26: coordd.cmd.v1.Stat.kind:type_name -> coordd.cmd.v1.Kind
+	1,  // 27: coordd.cmd.v1.OpResult.code:type_name -> coordd.cmd.v1.Code
+	24, // 28: coordd.cmd.v1.OpResult.stat:type_name -> coordd.cmd.v1.Stat
+	1,  // 29: coordd.cmd.v1.Result.code:type_name -> coordd.cmd.v1.Code
+	24, // 30: coordd.cmd.v1.Result.stat:type_name -> coordd.cmd.v1.Stat
+	25, // 31: coordd.cmd.v1.Result.ops:type_name -> coordd.cmd.v1.OpResult
+	32, // [32:32] is the sub-list for method output_type
+	32, // [32:32] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_fsm_cmdpb_command_proto_init() }
@@ -2311,6 +2458,7 @@ func file_fsm_cmdpb_command_proto_init() {
 		(*Command_AddAuth)(nil),
 		(*Command_ClientAddress)(nil),
 		(*Command_SetLevel)(nil),
+		(*Command_ReleaseLockDelays)(nil),
 	}
 	file_fsm_cmdpb_command_proto_msgTypes[3].OneofWrappers = []any{
 		(*Write_Create)(nil),
@@ -2331,7 +2479,7 @@ func file_fsm_cmdpb_command_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fsm_cmdpb_command_proto_rawDesc), len(file_fsm_cmdpb_command_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   23,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -412,8 +412,14 @@ type Stat struct {
 	NumChildren    int32                  `protobuf:"varint,11,opt,name=num_children,json=numChildren,proto3" json:"num_children,omitempty"`
 	Kind           NodeKind               `protobuf:"varint,12,opt,name=kind,proto3,enum=coordd.api.v1.NodeKind" json:"kind,omitempty"`
 	TtlMs          int64                  `protobuf:"varint,13,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// lock_delay_until_ms, in getData's and exists' answers: the node is an
+	// ephemeral whose session expired (ephemeral_owner is that session) and
+	// that the server keeps for a lock-delay (coordd's --lock-delay) until
+	// this time, ms since the epoch by the leader's clock; it is deleted
+	// then. 0 otherwise. (ZooKeeper's Stat has no such field.)
+	LockDelayUntilMs int64 `protobuf:"varint,14,opt,name=lock_delay_until_ms,json=lockDelayUntilMs,proto3" json:"lock_delay_until_ms,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Stat) Reset() {
@@ -533,6 +539,13 @@ func (x *Stat) GetKind() NodeKind {
 func (x *Stat) GetTtlMs() int64 {
 	if x != nil {
 		return x.TtlMs
+	}
+	return 0
+}
+
+func (x *Stat) GetLockDelayUntilMs() int64 {
+	if x != nil {
+		return x.LockDelayUntilMs
 	}
 	return 0
 }
@@ -3470,9 +3483,13 @@ type Member struct {
 	// of those writes' latencies, from arrival to the reply, commit and apply
 	// included. Rates and a mean latency come from the difference of two
 	// readings.
-	Reads         uint64  `protobuf:"varint,13,opt,name=reads,proto3" json:"reads,omitempty"`
-	Writes        uint64  `protobuf:"varint,14,opt,name=writes,proto3" json:"writes,omitempty"`
-	WriteSeconds  float64 `protobuf:"fixed64,15,opt,name=write_seconds,json=writeSeconds,proto3" json:"write_seconds,omitempty"`
+	Reads        uint64  `protobuf:"varint,13,opt,name=reads,proto3" json:"reads,omitempty"`
+	Writes       uint64  `protobuf:"varint,14,opt,name=writes,proto3" json:"writes,omitempty"`
+	WriteSeconds float64 `protobuf:"fixed64,15,opt,name=write_seconds,json=writeSeconds,proto3" json:"write_seconds,omitempty"`
+	// level is the highest command level the member's coordd applies (0 when
+	// unreachable, or from a coordd older than command levels: it applies 1).
+	// The cluster is raised to the lowest level of its members.
+	Level         int64 `protobuf:"varint,16,opt,name=level,proto3" json:"level,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3612,6 +3629,13 @@ func (x *Member) GetWriteSeconds() float64 {
 	return 0
 }
 
+func (x *Member) GetLevel() int64 {
+	if x != nil {
+		return x.Level
+	}
+	return 0
+}
+
 // StatusResponse reports node id, role, leader, term, applied zxid and members.
 type StatusResponse struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -3625,7 +3649,11 @@ type StatusResponse struct {
 	Znodes   int64                  `protobuf:"varint,8,opt,name=znodes,proto3" json:"znodes,omitempty"`
 	Watches  int64                  `protobuf:"varint,9,opt,name=watches,proto3" json:"watches,omitempty"`
 	// version is the answering server's build version.
-	Version       string `protobuf:"bytes,10,opt,name=version,proto3" json:"version,omitempty"`
+	Version string `protobuf:"bytes,10,opt,name=version,proto3" json:"version,omitempty"`
+	// command_level is the cluster's command level, as the answering server
+	// has applied it: what the servers may propose (it rises, during a rolling
+	// upgrade, once every member runs the new version).
+	CommandLevel  int64 `protobuf:"varint,11,opt,name=command_level,json=commandLevel,proto3" json:"command_level,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3728,6 +3756,13 @@ func (x *StatusResponse) GetVersion() string {
 		return x.Version
 	}
 	return ""
+}
+
+func (x *StatusResponse) GetCommandLevel() int64 {
+	if x != nil {
+		return x.CommandLevel
+	}
+	return 0
 }
 
 // SessionsRequest lists open sessions.
@@ -4527,7 +4562,7 @@ var File_rpc_apipb_api_proto protoreflect.FileDescriptor
 
 const file_rpc_apipb_api_proto_rawDesc = "" +
 	"\n" +
-	"\x13rpc/apipb/api.proto\x12\rcoordd.api.v1\"\xf7\x02\n" +
+	"\x13rpc/apipb/api.proto\x12\rcoordd.api.v1\"\xa6\x03\n" +
 	"\x04Stat\x12\x14\n" +
 	"\x05czxid\x18\x01 \x01(\x03R\x05czxid\x12\x14\n" +
 	"\x05mzxid\x18\x02 \x01(\x03R\x05mzxid\x12\x14\n" +
@@ -4543,7 +4578,8 @@ const file_rpc_apipb_api_proto_rawDesc = "" +
 	"dataLength\x12!\n" +
 	"\fnum_children\x18\v \x01(\x05R\vnumChildren\x12+\n" +
 	"\x04kind\x18\f \x01(\x0e2\x17.coordd.api.v1.NodeKindR\x04kind\x12\x15\n" +
-	"\x06ttl_ms\x18\r \x01(\x03R\x05ttlMs\"\x86\x01\n" +
+	"\x06ttl_ms\x18\r \x01(\x03R\x05ttlMs\x12-\n" +
+	"\x13lock_delay_until_ms\x18\x0e \x01(\x03R\x10lockDelayUntilMs\"\x86\x01\n" +
 	"\rClientMessage\x129\n" +
 	"\aconnect\x18\x01 \x01(\v2\x1d.coordd.api.v1.ConnectRequestH\x00R\aconnect\x122\n" +
 	"\arequest\x18\x02 \x01(\v2\x16.coordd.api.v1.RequestH\x00R\arequestB\x06\n" +
@@ -4721,7 +4757,7 @@ const file_rpc_apipb_api_proto_rawDesc = "" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
 	"\x04zxid\x18\x03 \x01(\x03R\x04zxid\x12\x14\n" +
 	"\x05kinds\x18\x04 \x01(\rR\x05kinds\"\x0f\n" +
-	"\rStatusRequest\"\xa5\x03\n" +
+	"\rStatusRequest\"\xbb\x03\n" +
 	"\x06Member\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12!\n" +
 	"\fpeer_address\x18\x02 \x01(\tR\vpeerAddress\x12%\n" +
@@ -4739,7 +4775,8 @@ const file_rpc_apipb_api_proto_rawDesc = "" +
 	"\x0flast_contact_ms\x18\f \x01(\x03R\rlastContactMs\x12\x14\n" +
 	"\x05reads\x18\r \x01(\x04R\x05reads\x12\x16\n" +
 	"\x06writes\x18\x0e \x01(\x04R\x06writes\x12#\n" +
-	"\rwrite_seconds\x18\x0f \x01(\x01R\fwriteSeconds\"\x93\x02\n" +
+	"\rwrite_seconds\x18\x0f \x01(\x01R\fwriteSeconds\x12\x14\n" +
+	"\x05level\x18\x10 \x01(\x03R\x05level\"\xb8\x02\n" +
 	"\x0eStatusResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x16\n" +
@@ -4751,7 +4788,8 @@ const file_rpc_apipb_api_proto_rawDesc = "" +
 	"\x06znodes\x18\b \x01(\x03R\x06znodes\x12\x18\n" +
 	"\awatches\x18\t \x01(\x03R\awatches\x12\x18\n" +
 	"\aversion\x18\n" +
-	" \x01(\tR\aversion\"\x11\n" +
+	" \x01(\tR\aversion\x12#\n" +
+	"\rcommand_level\x18\v \x01(\x03R\fcommandLevel\"\x11\n" +
 	"\x0fSessionsRequest\"\x8e\x01\n" +
 	"\vSessionInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x1d\n" +

@@ -77,6 +77,20 @@ func permName(p tree.Perms) string {
 	return "permission " + p.String()
 }
 
+// lockDelayUntil returns when node p, whose stat is st, will be released
+// if it is kept for a lock-delay (an ephemeral of an expired session), and
+// 0 otherwise. It looks the registry up only for an ephemeral, and only
+// while some node is kept.
+func lockDelayUntil(v fsm.View, p string, st tree.Stat) int64 {
+	if st.EphemeralOwner == 0 || v.Sessions == nil || v.Sessions.LockDelays() == 0 {
+		return 0
+	}
+	if ld, ok := v.Sessions.LockDelayOf(p); ok && ld.Session == st.EphemeralOwner {
+		return ld.Until
+	}
+	return 0
+}
+
 // redacted is getACL's answer to a caller without ADMIN: each digest id's
 // hash replaced with x (ZooKeeper's user:x).
 func redacted(acl []tree.ACL) []tree.ACL {
@@ -129,6 +143,7 @@ func (s *Session) read(req *Request, v fsm.View) *Response {
 			w.Add(s.id, req.Path, watch.Data)
 		}
 		resp.Data, resp.Stat = data, &st
+		resp.LockDelayUntil = lockDelayUntil(v, req.Path, st)
 	case OpExists:
 		st, err := s.exists(t, req.Path)
 		if err != nil && !errors.Is(err, tree.ErrNoNode) {
@@ -144,6 +159,7 @@ func (s *Session) read(req *Request, v fsm.View) *Response {
 		}
 		if err == nil {
 			resp.Stat = &st
+			resp.LockDelayUntil = lockDelayUntil(v, req.Path, st)
 		}
 	case OpGetChildren:
 		names, st, err := s.children(t, req.Path)

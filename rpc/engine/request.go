@@ -195,8 +195,12 @@ type Response struct {
 	Data []byte
 	// Stat is the node's stat where the operation returns one (nil: none,
 	// as for exists on an absent node).
-	Stat     *tree.Stat
-	Children []string
+	Stat *tree.Stat
+	// LockDelayUntil, for getData and exists of an ephemeral whose session
+	// expired and that is kept for a lock-delay, is when (leader ms) it
+	// will be released; 0 otherwise.
+	LockDelayUntil int64
+	Children       []string
 	// Count is getAllChildrenNumber's answer.
 	Count int64
 	// ACL is getACL's answer (digest ids redacted to user:x for a caller

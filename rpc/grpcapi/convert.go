@@ -31,6 +31,14 @@ func statToAPI(s *tree.Stat) *apipb.Stat {
 	}
 }
 
+// withLockDelay sets a stat's lock-delay (a kept node's release time).
+func withLockDelay(s *apipb.Stat, until int64) *apipb.Stat {
+	if s != nil {
+		s.LockDelayUntilMs = until
+	}
+	return s
+}
+
 func createOf(c *apipb.CreateRequest) engine.Request {
 	return engine.Request{Op: engine.OpCreate, Path: c.Path, Data: c.Data, ACL: aclOf(c.Acl),
 		Create: engine.Create{Kind: tree.Kind(c.Kind), Sequential: c.Sequential, TTL: c.TtlMs}}
@@ -150,9 +158,9 @@ func responseToAPI(r *engine.Response) *apipb.Response {
 	case engine.OpSetData:
 		out.Result = &apipb.Response_SetData{SetData: &apipb.SetDataResponse{Stat: statToAPI(r.Stat)}}
 	case engine.OpGetData:
-		out.Result = &apipb.Response_GetData{GetData: &apipb.GetDataResponse{Data: r.Data, Stat: statToAPI(r.Stat)}}
+		out.Result = &apipb.Response_GetData{GetData: &apipb.GetDataResponse{Data: r.Data, Stat: withLockDelay(statToAPI(r.Stat), r.LockDelayUntil)}}
 	case engine.OpExists:
-		out.Result = &apipb.Response_Exists{Exists: &apipb.ExistsResponse{Stat: statToAPI(r.Stat)}}
+		out.Result = &apipb.Response_Exists{Exists: &apipb.ExistsResponse{Stat: withLockDelay(statToAPI(r.Stat), r.LockDelayUntil)}}
 	case engine.OpGetChildren:
 		out.Result = &apipb.Response_GetChildren{GetChildren: &apipb.GetChildrenResponse{Children: r.Children, Stat: statToAPI(r.Stat)}}
 	case engine.OpSync:

@@ -209,7 +209,7 @@ func yamlValues(t *testing.T, file, key string) []string {
 
 // TestAlertsUseKnownMetrics: every alert of deploy/prometheus/alerts.yml,
 // and every series its unit tests feed it, names metrics and labels coordd
-// exports; each alert the deploy README promises is there.
+// exports; each alert docs/monitoring.md promises is there.
 func TestAlertsUseKnownMetrics(t *testing.T) {
 	known := knownSeries(t)
 	exprs := yamlValues(t, alertsFile, "expr")

@@ -39,6 +39,8 @@ type Metrics struct {
 	requests       []prometheus.Histogram // by engine.Op
 
 	expirations, leaderChanges, proposals, forwarded, restores prometheus.Counter
+	lockDelays                                                 prometheus.Counter
+	lockDelaysEnded                                            [2]prometheus.Counter // by lockDelayEnds
 
 	logAppend, logEntries, logFsync prometheus.Histogram
 	snapshotDuration                prometheus.Histogram
@@ -103,6 +105,14 @@ func New(opts Options) *Metrics {
 		return h
 	}
 	m.expirations = counter(nameSessionExpirations, "Sessions expired (every server counts each expiry it applies, so the figure is the cluster's).")
+	m.lockDelays = counter(nameLockDelays, "Ephemerals of expired sessions kept for a lock-delay instead of deleted with their session (every server counts each it applies, so the figure is the cluster's).")
+	lockDelaysEnded := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: nameLockDelaysEnded, Help: "Lock-delays that ended: the node released once its delay had passed (how=released), or deleted by a client before (how=deleted).",
+	}, []string{"how"})
+	for i, how := range lockDelayEnds {
+		m.lockDelaysEnded[i] = lockDelaysEnded.WithLabelValues(how)
+	}
+	reg.MustRegister(lockDelaysEnded)
 	m.leaderChanges = counter(nameRaftLeaderChanges, "Times this server saw a new Raft leader (re-elections of the same server included).")
 	elections := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: nameRaftElections, Help: "Elections this server called, by cause: its leader silent for the heartbeat timeout, its leader gone (the leader's connections closed and it refused a new one), or a leadership transfer to it.",
@@ -175,6 +185,15 @@ func (m *Metrics) Answered(op engine.Op, d time.Duration) {
 
 // SessionExpired counts an applied expiry.
 func (m *Metrics) SessionExpired() { m.expirations.Inc() }
+
+// LockDelays counts the lock-delays an applied entry started (ephemerals
+// of an expired session it kept) and ended (released when due, or deleted
+// before).
+func (m *Metrics) LockDelays(started, released, deleted int) {
+	m.lockDelays.Add(float64(started))
+	m.lockDelaysEnded[0].Add(float64(released))
+	m.lockDelaysEnded[1].Add(float64(deleted))
+}
 
 // LeaderChanged counts a new leader seen.
 func (m *Metrics) LeaderChanged() { m.leaderChanges.Inc() }

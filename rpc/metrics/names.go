@@ -31,6 +31,11 @@ const (
 	nameRequestDuration     = "coordd_request_duration_seconds"
 	nameSessionExpirations  = "coordd_session_expirations_total"
 
+	// Lock-delays: ephemerals of expired sessions kept for a while.
+	nameLockDelays      = "coordd_lock_delays_total"
+	nameLockDelaysEnded = "coordd_lock_delays_ended_total"
+	nameLockDelayed     = "coordd_lock_delayed_znodes"
+
 	// Raft's.
 	nameRaftTerm           = "coordd_raft_term"
 	nameRaftCommitIndex    = "coordd_raft_commit_index"
@@ -74,6 +79,10 @@ var (
 	// timeout, one whose leader's connections closed and that found the
 	// leader accepts no new one, one the leader asked to take over.
 	electionCauses = []string{"heartbeat_timeout", "leader_gone", "leadership_transfer"}
+	// lockDelayEnds are coordd_lock_delays_ended_total's how label: the
+	// leader released the node once its delay had passed, or a client
+	// deleted it before.
+	lockDelayEnds = []string{"released", "deleted"}
 )
 
 // Buckets, in base units.

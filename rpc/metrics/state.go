@@ -29,6 +29,9 @@ type State struct {
 	Sessions, SessionsConnected int64
 	// OutstandingRequests are requests received here and not yet answered.
 	OutstandingRequests int64
+	// LockDelayed are the nodes of expired sessions kept for a lock-delay
+	// now (replicated state).
+	LockDelayed int64
 
 	// Raft is this server's view of the replicated log.
 	Raft RaftState
@@ -65,7 +68,7 @@ type stateCollector struct {
 	read func() State
 
 	ready, znodes, ephemerals, dataSize, watches, watchedPaths, watchingSessions,
-	sessions, connected, outstanding,
+	sessions, connected, outstanding, lockDelayed,
 	term, commit, applied, lastLog, state, isLeader, hasLeader, lastContact, members *prometheus.Desc
 }
 
@@ -85,6 +88,7 @@ func newStateCollector(read func() State) *stateCollector {
 		sessions:         d(nameSessions, "Open sessions in the whole cluster (mntr's zk_global_sessions)."),
 		connected:        d(nameSessionsConnected, "Sessions connected to this server, over either protocol (mntr's zk_num_alive_connections and zk_local_sessions)."),
 		outstanding:      d(nameOutstanding, "Requests received by this server and not yet answered (mntr's zk_outstanding_requests)."),
+		lockDelayed:      d(nameLockDelayed, "Ephemerals of expired sessions kept for a lock-delay now: the locks nobody can take until their delay has passed."),
 		term:             d(nameRaftTerm, "Raft term this server is in."),
 		commit:           d(nameRaftCommitIndex, "Highest Raft log index this server knows committed."),
 		applied:          d(nameRaftAppliedIndex, "Last Raft log index this server's state machine applied (its zxid)."),
@@ -100,7 +104,7 @@ func newStateCollector(read func() State) *stateCollector {
 // Describe implements prometheus.Collector.
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.ready, c.znodes, c.ephemerals, c.dataSize, c.watches, c.watchedPaths,
-		c.watchingSessions, c.sessions, c.connected, c.outstanding, c.term, c.commit, c.applied, c.lastLog,
+		c.watchingSessions, c.sessions, c.connected, c.outstanding, c.lockDelayed, c.term, c.commit, c.applied, c.lastLog,
 		c.state, c.isLeader, c.hasLeader, c.lastContact, c.members} {
 		ch <- d
 	}
@@ -125,6 +129,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	g(c.sessions, float64(st.Sessions))
 	g(c.connected, float64(st.SessionsConnected))
 	g(c.outstanding, float64(st.OutstandingRequests))
+	g(c.lockDelayed, float64(st.LockDelayed))
 	r := st.Raft
 	g(c.term, float64(r.Term))
 	g(c.commit, float64(r.CommitIndex))

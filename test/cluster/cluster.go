@@ -52,6 +52,8 @@ type Options struct {
 	// Admin gives each server an admin HTTP address (rpc.Config.MetricsAddr:
 	// metrics, /livez, /readyz) of its own; Node().MetricsAddr() says which.
 	Admin bool
+	// LockDelays are every server's lock-delay rules (rpc.Config's).
+	LockDelays []rpc.LockDelay
 }
 
 // Cluster is a set of in-process coordd servers.
@@ -197,6 +199,7 @@ func newCluster(t testing.TB, n int, opts Options) *Cluster {
 			Logger: logger.With("server", id), DialPeer: c.Net.Dialer(id),
 			ReapInterval: opts.ReapInterval, DisableTTL: opts.DisableTTL, MaxDataSize: opts.MaxDataSize,
 			SuperDigest: opts.SuperDigest, SASLUsers: opts.SASLUsers, SASLSuperUser: opts.SASLSuperUser,
+			LockDelays: opts.LockDelays,
 		}})
 	}
 	for _, m := range c.Members {

@@ -283,7 +283,7 @@ func TestLockMutualExclusionUnderRestarts(t *testing.T) {
 	}
 	progress(100, "a first 100 acquisitions")
 	for k := 0; k < 2; k++ {
-		l := c.LeaderIndex()
+		l := c.WaitLeader(15 * time.Second) // a leader, not a moment's election
 		c.Stop(l)
 		t.Logf("stopped leader %s after %d acquisitions", c.Members[l].ID, w.ck.count())
 		c.WaitLeader(15 * time.Second)

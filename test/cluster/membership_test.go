@@ -172,8 +172,8 @@ func wantVoters(t *testing.T, c *Cluster, voters, nonVoters string) {
 	}
 }
 
-// TestReplaceDeadServer is the procedure of the README ("Operating a
-// cluster"): a server of three dies for good; it is removed, and a new
+// TestReplaceDeadServer is the procedure of docs/operations.md ("Replacing
+// a dead server"): a server of three dies for good; it is removed, and a new
 // server at a new address joins, catches up and becomes a voter, all under
 // a write load whose sessions live through it. No acknowledged write is
 // lost and no session expires; the new server has everything.

@@ -26,6 +26,9 @@ type contenderJSON struct {
 	// Value is the node's data (an election candidate's value), when it is
 	// text.
 	Value string `json:"value,omitempty"`
+	// LockDelayUntil is set when the contender's session expired and its
+	// node is kept for a lock-delay until then (RFC 3339, UTC).
+	LockDelayUntil string `json:"lockDelayUntil,omitempty"`
 }
 
 // locksJSON is the state of a lock or election path.
@@ -49,6 +52,9 @@ func newLocksJSON(cs lockrecipe.Contenders, servers map[string]string) locksJSON
 			j.Server = servers[j.Session]
 			if utf8.Valid(k.Data) {
 				j.Value = string(k.Data)
+			}
+			if !k.LockDelayUntil.IsZero() {
+				j.LockDelayUntil = k.LockDelayUntil.UTC().Format(time.RFC3339Nano)
 			}
 			out = append(out, j)
 		}

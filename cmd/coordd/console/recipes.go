@@ -17,7 +17,7 @@ import (
 // from. ZooKeeper keeps no index of them, and a recipe's path can be any
 // node, so the console lists the children of the paths where coordctl puts
 // them: "coordctl elect NAME" elects at /elections/NAME, and the locks of
-// the README's examples are under /locks. A recipe elsewhere is followed by
+// docs/cli.md's examples are under /locks. A recipe elsewhere is followed by
 // typing its path, or from the tree ("Follow as lock").
 
 // recipeRoots are the paths whose children the Locks view lists.

@@ -39,7 +39,8 @@ type statField struct {
 }
 
 // statFields lays s out as zkCli's stat does: zxids and the owner in hex,
-// times as dates (UTC); the kind and TTL of container and TTL nodes follow.
+// times as dates (UTC); the kind and TTL of container and TTL nodes follow,
+// and the end of a lock-delay.
 func statFields(s client.Stat) []statField {
 	zx := func(name string, v int64) statField {
 		return statField{Name: name, Value: hexID(v), Title: strconv.FormatInt(v, 10)}
@@ -58,6 +59,11 @@ func statFields(s client.Stat) []statField {
 	}
 	if s.TTL > 0 {
 		out = append(out, statField{Name: "ttl", Value: fmt.Sprintf("%d ms", s.TTL.Milliseconds())})
+	}
+	if s.LockDelayUntil > 0 {
+		f := tm("lockDelayUntil", s.LockDelayUntil)
+		f.Title += ": the owner's session expired, and the node is kept for a lock-delay until then"
+		out = append(out, f)
 	}
 	return out
 }

@@ -41,6 +41,10 @@ type BoltStore struct {
 	path string
 
 	msgpackUseNewTimeFormat bool
+
+	// coordd: sealed is set when every value has its trailer (checksum.go):
+	// always, unless an old store was opened read-only.
+	sealed bool
 }
 
 // Options contains all the configuration used to open the Bbolt
@@ -92,13 +96,33 @@ func New(options Options) (*BoltStore, error) {
 		msgpackUseNewTimeFormat: options.MsgpackUseNewTimeFormat,
 	}
 
+	// coordd: every value of a store checked, or an old store upgraded,
+	// before it is used, and before anything is written to it (checksum.go).
+	var fresh bool
+	if err := handle.View(func(tx *bbolt.Tx) error {
+		fresh = tx.Bucket(dbLogs) == nil && tx.Bucket(dbConf) == nil
+		return nil
+	}); err != nil {
+		store.Close()
+		return nil, err
+	}
+	if !fresh {
+		if err := store.verify(options.readOnly()); err != nil {
+			store.Close()
+			return nil, err
+		}
+	}
+
 	// If the store was opened read-only, don't try and create buckets
-	if !options.readOnly() {
+	// (coordd: nor when they are there, which verify checked: a store is
+	// written to only when something is stored)
+	if !options.readOnly() && fresh {
 		// Set up our buckets
 		if err := store.initialize(); err != nil {
 			store.Close()
 			return nil, err
 		}
+		store.sealed = true
 	}
 	return store, nil
 }
@@ -115,8 +139,17 @@ func (b *BoltStore) initialize() error {
 	if _, err := tx.CreateBucketIfNotExists(dbLogs); err != nil {
 		return err
 	}
-	if _, err := tx.CreateBucketIfNotExists(dbConf); err != nil {
+	conf, err := tx.CreateBucketIfNotExists(dbConf)
+	if err != nil {
 		return err
+	}
+	// coordd: a new store has its record from the start (checksum.go); a
+	// stable store with no key is new, or never had an entry (raft sets
+	// the term before it stores one).
+	if k, _ := conf.Cursor().First(); k == nil {
+		if err := writeRecord(tx, map[string]bool{}); err != nil {
+			return err
+		}
 	}
 
 	return tx.Commit()
@@ -179,6 +212,10 @@ func (b *BoltStore) GetLog(idx uint64, log *raft.Log) error {
 	if val == nil {
 		return raft.ErrLogNotFound
 	}
+	val, err = b.unsealValue(dbLogs, uint64ToBytes(idx), val)
+	if err != nil {
+		return err
+	}
 	return decodeMsgPack(val, log)
 }
 
@@ -211,7 +248,7 @@ func (b *BoltStore) StoreLogs(logs []*raft.Log) error {
 		// before splitting them, instead of bbolt's default of half, which
 		// left the log's pages half empty and raft.db twice its size.
 		bucket.FillPercent = 1.0
-		if err := bucket.Put(key, val.Bytes()); err != nil {
+		if err := bucket.Put(key, b.sealValue(dbLogs, key, val.Bytes())); err != nil {
 			return err
 		}
 		batchSize += logLen
@@ -231,6 +268,9 @@ func (b *BoltStore) StoreLogs(logs []*raft.Log) error {
 		metrics.MeasureSince([]string{"raft", "boltdb", "storeLogs"}, now)
 	}()
 
+	if err := b.updateRecord(tx, nil, false); err != nil {
+		return err
+	}
 	return tx.Commit()
 }
 
@@ -257,6 +297,9 @@ func (b *BoltStore) DeleteRange(min, max uint64) error {
 		}
 	}
 
+	if err := b.updateRecord(tx, nil, false); err != nil {
+		return err
+	}
 	return tx.Commit()
 }
 
@@ -269,10 +312,13 @@ func (b *BoltStore) Set(k, v []byte) error {
 	defer tx.Rollback()
 
 	bucket := tx.Bucket(dbConf)
-	if err := bucket.Put(k, v); err != nil {
+	if err := bucket.Put(k, b.sealValue(dbConf, k, v)); err != nil {
 		return err
 	}
 
+	if err := b.updateRecord(tx, k, true); err != nil {
+		return err
+	}
 	return tx.Commit()
 }
 
@@ -289,6 +335,10 @@ func (b *BoltStore) Get(k []byte) ([]byte, error) {
 
 	if val == nil {
 		return nil, ErrKeyNotFound
+	}
+	val, err = b.unsealValue(dbConf, k, val)
+	if err != nil {
+		return nil, err
 	}
 	return append([]byte(nil), val...), nil
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	"github.com/hashicorp/raft-wal/metrics"
+	"github.com/hashicorp/raft-wal/segment"
 	"github.com/hashicorp/raft-wal/types"
 )
 
@@ -122,6 +124,16 @@ func Open(dir string, opts ...walOpt) (*WAL, error) {
 		return nil, err
 	}
 
+	// coordd: the metadata must describe one log without gaps, and every
+	// entry read back from a segment must be the one its place says, in
+	// term order (checkSegments, entryCheck).
+	if err := checkSegments(persisted); err != nil {
+		return nil, err
+	}
+	if f, ok := w.sf.(*segment.Filer); ok && w.codec.ID() == CodecBinaryV1 {
+		f.SetEntryCheck(entryCheck())
+	}
+
 	// Build the state
 	recoveredTail := false
 	for i, si := range persisted.Segments {
@@ -144,17 +156,20 @@ func Open(dir string, opts ...walOpt) (*WAL, error) {
 			// Try to recover this segment
 			sw, err := w.sf.RecoverTail(si)
 			if errors.Is(err, os.ErrNotExist) {
-				// Handle no file specially. This can happen if we crashed right after
-				// persisting the metadata but before we managed to persist the new
-				// file. In fact it could happen if the whole machine looses power any
-				// time before the fsync of the parent dir since the FS could loose the
-				// dir entry for the new file until that point. We do ensure we pass
-				// that point before we return from Append for the first time in that
-				// new file so that's safe, but we have to handle recovering from that
-				// case here.
-				sw, err = w.sf.Create(si)
+				// coordd: upstream created the file anew here, for a crash
+				// between the metadata commit and the file's creation. A
+				// segment's file is now created, and made durable, before the
+				// metadata records it (createNextSegment): a missing one was
+				// deleted, and with it entries already acknowledged.
+				return nil, fmt.Errorf("%w: the tail segment %s (entries from %d) is missing", ErrCorrupt, filepath.Join(w.dir, segment.FileName(si)), si.BaseIndex)
 			}
 			if err != nil {
+				return nil, err
+			}
+			// coordd: the tail must hold at least what was recorded as
+			// committed in it (RecordTail).
+			if err := w.checkTailRecord(si, sw); err != nil {
+				sw.Close()
 				return nil, err
 			}
 			// Set the tail and "reader" for this segment
@@ -175,6 +190,10 @@ func Open(dir string, opts ...walOpt) (*WAL, error) {
 
 		// Open segment reader
 		sr, err := w.sf.Open(si)
+		if errors.Is(err, os.ErrNotExist) {
+			// coordd: a sealed segment the metadata records was deleted.
+			return nil, fmt.Errorf("%w: the sealed segment %s (entries %d..%d) is missing", ErrCorrupt, filepath.Join(w.dir, segment.FileName(si)), si.MinIndex, si.MaxIndex)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -203,22 +222,24 @@ func Open(dir string, opts ...walOpt) (*WAL, error) {
 		}
 		newState.segments = newState.segments.Set(si.BaseIndex, ss)
 
-		// Persist the new meta to "commit" it even before we create the file so we
-		// don't attempt to recreate files with duplicate IDs on a later failure.
-		if err := w.metaDB.CommitState(newState.Persistent()); err != nil {
-			return nil, err
-		}
-
-		// Create the new segment file
-		w, err := w.sf.Create(si)
+		// coordd: the file is created, and made durable, before the
+		// metadata records it (see createNextSegment). A file of its id
+		// left by an earlier attempt is an orphan that Create replaces:
+		// it must not be deleted with the others below.
+		sw, err := w.sf.Create(si)
 		if err != nil {
 			return nil, err
 		}
-		newState.tail = w
+		delete(toDelete, si.ID)
+		if err := w.metaDB.CommitState(newState.Persistent()); err != nil {
+			sw.Close()
+			return nil, err
+		}
+		newState.tail = sw
 		// Update the segment in memory so we have a reader for the new segment. We
 		// don't need to commit again as this isn't changing the persisted metadata
 		// about the segment.
-		ss.r = w
+		ss.r = sw
 		newState.segments = newState.segments.Set(si.BaseIndex, ss)
 	}
 
@@ -679,16 +700,16 @@ func (w *WAL) createNextSegment(newState *state) (func() error, error) {
 	}
 	newState.segments = newState.segments.Set(newTail.BaseIndex, ss)
 
-	// We're ready to commit now! Return a postCommit that will actually create
-	// the segment file once meta is persisted. We don't do it in parallel because
-	// we don't want to persist a file with an ID before that ID is durably stored
-	// in case the metaDB write doesn't happen.
+	// coordd: the segment's file is created, and made durable, before the
+	// metadata that records it is committed (upstream created it after), so
+	// that a segment the metadata records always has its file: a missing one
+	// was deleted. If the commit does not happen, the file is an orphan that
+	// the next Open deletes, and the next Create of its name replaces.
+	sw, err := w.sf.Create(newTail)
+	if err != nil {
+		return nil, err
+	}
 	post := func() error {
-		// Now create the new segment for writing.
-		sw, err := w.sf.Create(newTail)
-		if err != nil {
-			return err
-		}
 		newState.tail = sw
 
 		// Also cache the reader/log getter which is also the writer. We don't bother
@@ -939,6 +960,9 @@ func (w *WAL) Close() error {
 	// Awake and terminate the runRotate
 	close(w.triggerRotate)
 
+	// coordd: a clean close records how far the tail is committed.
+	recErr := w.recordTailLocked()
+
 	// Replace state with nil state
 	s := w.loadState()
 	s.acquire()
@@ -964,7 +988,10 @@ func (w *WAL) Close() error {
 		w.closeSegments(toClose)
 	})
 
-	return w.metaDB.Close()
+	if err := w.metaDB.Close(); err != nil {
+		return err
+	}
+	return recErr
 }
 
 // IsMonotonic implements raft.MonotonicLogStore and informs the raft library

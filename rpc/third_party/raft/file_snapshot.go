@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash"
 	"hash/crc64"
@@ -298,14 +299,28 @@ func (f *FileSnapshotStore) readMeta(name string) (*fileSnapshotMeta, error) {
 	}
 	defer fh.Close()
 
-	// Buffer the file IO
-	buffered := bufio.NewReader(fh)
+	// coordd: the metadata is checked against its checksum line, when it
+	// has one (writeMeta), and against the directory's name.
+	raw, err := io.ReadAll(io.LimitReader(fh, maxMetaSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(raw) > maxMetaSize {
+		return nil, fmt.Errorf("%s: %w: larger than %d bytes", metaPath, ErrSnapshotCorrupt, maxMetaSize)
+	}
+	body, err := checkMetaSum(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", metaPath, err)
+	}
 
 	// Read in the JSON
 	meta := &fileSnapshotMeta{}
-	dec := json.NewDecoder(buffered)
+	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(meta); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w: %v", metaPath, ErrSnapshotCorrupt, err)
+	}
+	if err := checkMetaName(name, meta); err != nil {
+		return nil, fmt.Errorf("%s: %w", metaPath, err)
 	}
 	return meta, nil
 }
@@ -327,6 +342,16 @@ func (f *FileSnapshotStore) Open(id string) (*SnapshotMeta, io.ReadCloser, error
 		return nil, nil, err
 	}
 
+	// coordd: a state file of another size than the metadata says was cut
+	// or added to.
+	if st, err := fh.Stat(); err != nil {
+		fh.Close()
+		return nil, nil, err
+	} else if st.Size() != meta.Size {
+		fh.Close()
+		return nil, nil, fmt.Errorf("%s: %w: %d bytes, its metadata says %d", statePath, ErrSnapshotCorrupt, st.Size(), meta.Size)
+	}
+
 	// Create a CRC64 hash
 	stateHash := crc64.New(crc64.MakeTable(crc64.ECMA))
 
@@ -343,7 +368,7 @@ func (f *FileSnapshotStore) Open(id string) (*SnapshotMeta, io.ReadCloser, error
 	if bytes.Compare(meta.CRC, computed) != 0 {
 		f.logger.Error("CRC checksum failed", "stored", meta.CRC, "computed", computed)
 		fh.Close()
-		return nil, nil, fmt.Errorf("CRC mismatch")
+		return nil, nil, fmt.Errorf("%s: %w: it does not match the CRC in its metadata", statePath, ErrSnapshotCorrupt)
 	}
 
 	// Seek to the start
@@ -513,8 +538,13 @@ func (s *FileSnapshotSink) writeMeta() error {
 	buffered := bufio.NewWriter(fh)
 
 	// Write out as JSON
-	enc := json.NewEncoder(buffered)
+	var body bytes.Buffer
+	enc := json.NewEncoder(&body)
 	if err = enc.Encode(&s.meta); err != nil {
+		return err
+	}
+	// coordd: then a line with the CRC-64 of the JSON (readMeta).
+	if _, err = buffered.Write(appendMetaSum(body.Bytes())); err != nil {
 		return err
 	}
 
@@ -548,4 +578,65 @@ func (s snapMetaSlice) Less(i, j int) bool {
 
 func (s snapMetaSlice) Swap(i, j int) {
 	s[i], s[j] = s[j], s[i]
+}
+
+// coordd: the snapshot metadata's checksum. The JSON of meta.json is
+// followed by a line "coordd-crc64 " and the CRC-64 (ECMA, hex) of the JSON
+// before it: upstream's decoder reads the JSON and stops, and readMeta
+// refuses metadata that does not match it. Metadata written before it has
+// no such line and is read as before, checked against the directory's name
+// only (checkMetaName).
+
+// ErrSnapshotCorrupt means a snapshot's metadata or state is damaged.
+var ErrSnapshotCorrupt = errors.New("snapshot is damaged")
+
+const (
+	metaSumPrefix = "coordd-crc64 "
+	// maxMetaSize bounds meta.json: a configuration of many servers is a
+	// few kilobytes.
+	maxMetaSize = 16 << 20
+)
+
+// appendMetaSum returns body followed by its checksum line.
+func appendMetaSum(body []byte) []byte {
+	sum := crc64.Checksum(body, crc64.MakeTable(crc64.ECMA))
+	return append(body, fmt.Sprintf("%s%016x\n", metaSumPrefix, sum)...)
+}
+
+// checkMetaSum returns the JSON of raw, checked against its checksum line
+// if it has one.
+func checkMetaSum(raw []byte) ([]byte, error) {
+	at := bytes.LastIndex(raw, []byte("\n"+metaSumPrefix))
+	if at < 0 {
+		if bytes.Contains(raw, []byte(metaSumPrefix)) {
+			return nil, fmt.Errorf("%w: its checksum line is damaged", ErrSnapshotCorrupt)
+		}
+		return raw, nil
+	}
+	body, line := raw[:at+1], raw[at+1+len(metaSumPrefix):]
+	var want uint64
+	if len(line) != 17 || line[16] != '\n' {
+		return nil, fmt.Errorf("%w: its checksum line is damaged", ErrSnapshotCorrupt)
+	}
+	if _, err := fmt.Sscanf(string(line[:16]), "%016x", &want); err != nil {
+		return nil, fmt.Errorf("%w: its checksum line is damaged", ErrSnapshotCorrupt)
+	}
+	if got := crc64.Checksum(body, crc64.MakeTable(crc64.ECMA)); got != want {
+		return nil, fmt.Errorf("%w: it does not match its checksum", ErrSnapshotCorrupt)
+	}
+	return body, nil
+}
+
+// checkMetaName refuses metadata whose id, term or index are not those of
+// the directory it is in (named by snapshotName).
+func checkMetaName(name string, meta *fileSnapshotMeta) error {
+	var term, index uint64
+	var msec int64
+	if n, err := fmt.Sscanf(name, "%d-%d-%d", &term, &index, &msec); err != nil || n != 3 {
+		return fmt.Errorf("%w: %q is not a snapshot's name", ErrSnapshotCorrupt, name)
+	}
+	if meta.ID != name || meta.Term != term || meta.Index != index {
+		return fmt.Errorf("%w: it says snapshot %s (term %d, index %d), the directory is %s", ErrSnapshotCorrupt, meta.ID, meta.Term, meta.Index, name)
+	}
+	return nil
 }

@@ -284,7 +284,8 @@ func TestChaos(t *testing.T) {
 	// Workloads.
 	regs := newRegisters(e, cfg.seed, 4, 3)
 	seq := newSeqset(e, cfg.seed, 2)
-	lk := newLockWork(e, cfg.seed, 3)
+	lk := newLockWork(e, cfg.seed, 3, 3)
+	lk.longestCut = longestCut(nm.steps)
 	ses := newSessionsWork(e, cfg.seed, 2)
 	wat := newWatchWork(e, cfg.seed, 2, 3)
 	kz := newZKRenumber(regs, cfg.seed, 2)
@@ -388,6 +389,7 @@ func TestChaos(t *testing.T) {
 		fmt.Fprintf(&sb, "  %-10s %s\n", w.name(), w.counters())
 	}
 	fmt.Fprintf(&sb, "  %-10s %s\n", "lock-acq", &lk.acq)
+	fmt.Fprintf(&sb, "  %-10s %s (go-zookeeper's Lock; its writes: %s; lock-delay %v)\n", "zklock-acq", &lk.zkAcq, &lk.zkCnt, lk.lockDelay)
 	fmt.Fprintf(&sb, "faults:")
 	for _, k := range allKinds {
 		fmt.Fprintf(&sb, " %s=%d", k, nm.injected[k])

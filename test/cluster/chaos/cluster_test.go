@@ -143,6 +143,7 @@ func (c *procCluster) start(i int) error {
 		args = append(args, "--join")
 	}
 	args = append(args, raftLogArgs(n.idx)...)
+	args = append(args, lockDelayArgs()...)
 	cmd := exec.Command(c.bin, args...)
 	cmd.Stdout = n.logFile
 	cmd.Stderr = n.logFile

@@ -39,6 +39,11 @@
 //     GuardedMulti; tokens in the log never go backwards, and no token is
 //     acquired before the holder of an earlier one stopped or learned
 //     through Lost that it may have lost the lock (no "unfenced overlap");
+//     beside them, go-zookeeper's own Lock over ZooKeeper's protocol, whose
+//     holders learn of a loss only when told their session expired: their
+//     unfenced overlaps are counted, and fail the run only with
+//     -chaos.lockdelay longer than the schedule's longest fault (the
+//     servers then run with --lock-delay /lock=DURATION);
 //   - sessions: ephemerals of live clients never vanish, those of SIGKILLed
 //     client processes vanish within session timeout + tick once the
 //     cluster is healthy;
@@ -55,6 +60,7 @@
 //	make chaos TLS=1               # TLS on both ports (-chaos.tls)
 //	make chaos ACL=1               # ACLs on every workload node (-chaos.acl)
 //	make chaos SECURE=1            # both
+//	make chaos LOCKDELAY=10s       # --lock-delay /lock=10s (-chaos.lockdelay)
 //
 // With -chaos.tls every server has TLS on its client port (client
 // certificates required) and its peer port, with a peer certificate of its

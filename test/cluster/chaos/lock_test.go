@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,13 +27,22 @@ import (
 // hold ends when its holder stops (or learns through Lost that it may have
 // lost the lock), and no later token is acquired before an earlier hold
 // ended ("unfenced overlap", which a program that cannot check a token,
-// such as a command run by coordctl lock, would suffer).
+// such as a command run by coordctl lock, would suffer). Its ZooKeeper-protocol
+// workers take go-zookeeper's Lock beside (zklock_test.go).
 type lockWork struct {
 	e       *env
 	seed    int64
 	workers int
 	cnt     counters // guarded writes
 	acq     counters // acquisitions
+
+	// The ZooKeeper-protocol workers (zklock_test.go): how many, their
+	// writes and acquisitions; the servers' lock-delay and the longest
+	// cut of the schedule decide whether their overlaps fail the run.
+	zkWorkers             int
+	zkCnt, zkAcq          counters
+	zkFreezes             atomic.Int64
+	lockDelay, longestCut time.Duration
 
 	mu     sync.Mutex
 	acked  map[string]string // write id -> name
@@ -41,6 +51,11 @@ type lockWork struct {
 	tokens map[int64]string // token -> acquisition
 	dups   []string
 	holds  []hold
+	// zkHolds are the go-zookeeper Lock's holds, ordered by their node's
+	// czxid (zkTokens); zkUntokened those whose node could not be read.
+	zkHolds     []hold
+	zkTokens    map[int64]string
+	zkUntokened int
 }
 
 type hold struct {
@@ -63,16 +78,20 @@ func (h hold) end() time.Duration {
 
 const lockPath, lockLog = "/lock/m", "/lock/log"
 
-func newLockWork(e *env, seed int64, workers int) *lockWork {
-	return &lockWork{e: e, seed: seed, workers: workers, acked: map[string]string{},
-		unsure: map[string]bool{}, failed: map[string]bool{}, tokens: map[int64]string{}}
+func newLockWork(e *env, seed int64, workers, zkWorkers int) *lockWork {
+	return &lockWork{e: e, seed: seed, workers: workers, zkWorkers: zkWorkers, lockDelay: *flagLockDelay,
+		acked: map[string]string{}, unsure: map[string]bool{}, failed: map[string]bool{}, tokens: map[int64]string{},
+		zkTokens: map[int64]string{}}
 }
 
 func (l *lockWork) name() string        { return "lock" }
 func (l *lockWork) counters() *counters { return &l.cnt }
 
 func (l *lockWork) setup(ctx context.Context, cl *client.Client) error {
-	return createAll(ctx, cl, lockLog, l.e.dataACL())
+	if err := createAll(ctx, cl, lockLog, l.e.dataACL()); err != nil {
+		return err
+	}
+	return createAll(ctx, cl, zkLockData, l.e.dataACL())
 }
 
 func (l *lockWork) run(ctx context.Context) {
@@ -82,6 +101,13 @@ func (l *lockWork) run(ctx context.Context) {
 		go func(w int) {
 			defer wg.Done()
 			l.worker(ctx, w)
+		}(w)
+	}
+	for w := 0; w < l.zkWorkers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			l.zkWorker(ctx, w)
 		}(w)
 	}
 	wg.Wait()
@@ -278,6 +304,7 @@ func (l *lockWork) check(ctx context.Context, cl *client.Client, v *verdict) {
 	if len(l.holds) == 0 {
 		v.failf("no acquisition at all")
 	}
+	l.checkZK(v)
 }
 
 // unfencedOverlaps lists the holds acquired (their Lock returned) before an

@@ -152,7 +152,7 @@ func (r *failoverRun) figures() failoverFigures {
 				quiet = append(quiet, c.latencies(window{s.at - baseline, s.at})...)
 				after = append(after, c.latencies(window{s.at, s.at + baseline})...)
 			}
-			f.QuietP99, f.AfterP99 = percentile(quiet, 0.99), percentile(after, 0.99)
+			f.QuietP99, f.AfterP99 = durPercentile(quiet, 0.99), durPercentile(after, 0.99)
 			for i, c := range r.clients {
 				if !s.on[i] {
 					continue

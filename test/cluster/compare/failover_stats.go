@@ -121,8 +121,8 @@ func (c *clientRec) latencies(w window) []time.Duration {
 	return out
 }
 
-// percentile is the p-quantile of ds (sorted in place); 0 for none.
-func percentile(ds []time.Duration, p float64) time.Duration {
+// durPercentile is the p-quantile of ds (sorted in place); 0 for none.
+func durPercentile(ds []time.Duration, p float64) time.Duration {
 	if len(ds) == 0 {
 		return 0
 	}

@@ -180,6 +180,26 @@ type system interface {
 type op func(i int, rng *rand.Rand) (time.Duration, error)
 
 func main() {
+	if len(os.Args) > 1 && strings.HasPrefix(os.Args[1], "scale") {
+		var err error
+		switch os.Args[1] {
+		case "scale":
+			err = scaleMain(os.Args[2:])
+		case "scale-table":
+			err = scaleTableMain(os.Args[2:], os.Stdout)
+		case "scale-hold":
+			err = holdMain(os.Args[2:])
+		case "scale-stallmon":
+			err = stallMonMain()
+		default:
+			err = fmt.Errorf("unknown command %q", os.Args[1])
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "compare:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	var c config
 	flag.StringVar(&c.system, "system", "zookeeper", "the system to compare with: zookeeper or etcd")
 	servers := flag.String("servers", "", "the other system's client addresses (default: those scripts/compare.sh starts)")

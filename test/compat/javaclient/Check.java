@@ -262,6 +262,17 @@ final class Check {
             return "127.0.0.1:" + listener.getLocalPort();
         }
 
+        /**
+         * The address twice, as the connection string of a client that
+         * must reconnect through the proxy soon: with one address, the Java
+         * client waits a second before it tries the address it just lost
+         * again; with two, it goes on to the other at once (both the same
+         * proxy). Its random wait of up to a second stays.
+         */
+        String addressTwice() {
+            return address() + "," + address();
+        }
+
         private void accept() {
             while (!listener.isClosed()) {
                 Socket client;

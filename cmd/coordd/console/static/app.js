@@ -571,8 +571,13 @@ function showLocks(path) {
     contenders: (cs) => {
       showBanner('');
       $('#locks-live').textContent = 'live · ' + (cs.semaphore ? 'a semaphore · ' : '') + 'updated ' + new Date(cs.at).toLocaleTimeString(undefined, { hour12: false });
+      // A holder whose session expired but whose node a lock-delay keeps
+      // says so, and until when, where its server would be.
+      const server = (k) => k.lockDelayUntil
+        ? el('span', { class: 'lock-delay', title: 'the session expired; the lock-delay keeps its node until ' + k.lockDelayUntil }, 'expired · lock-delay until ' + fmtTime(Date.parse(k.lockDelayUntil)))
+        : (k.server || '–');
       const row = (k, first) => el('tr', {},
-        el('td', {}, first), el('td', {}, k.node + (k.kind ? ' (' + k.kind + ')' : '')), el('td', {}, k.session), el('td', {}, k.server || '–'),
+        el('td', {}, first), el('td', {}, k.node + (k.kind ? ' (' + k.kind + ')' : '')), el('td', {}, k.session), el('td', {}, server(k)),
         el('td', { title: 'hex ' + k.tokenHex }, k.token), el('td', {}, new Date(k.since).toLocaleString()), el('td', {}, k.value || ''));
       $('#holders tbody').replaceChildren(...cs.holders.map((k) => row(k, 'holds')));
       $('#waiting tbody').replaceChildren(...cs.waiting.map((k, i) => row(k, String(i + 1))));

@@ -57,6 +57,12 @@ func (db *BoltMetaDB) ensureOpen(dir string) error {
 		}
 		db.db = bb
 		db.dir = dir
+		// coordd: every value checked before any is used (checksum.go).
+		if err := db.verify(); err != nil {
+			bb.Close()
+			db.db = nil
+			return err
+		}
 		return nil
 	}
 
@@ -117,6 +123,10 @@ func safeInitBoltDB(dir string) error {
 	if err != nil {
 		return err
 	}
+	// coordd: a new file has the record of its keys from the start.
+	if err := putRecord(tx, map[string]bool{}); err != nil {
+		return err
+	}
 	if err := tx.Commit(); err != nil {
 		return err
 	}
@@ -164,14 +174,27 @@ func (db *BoltMetaDB) Load(dir string) (types.PersistentState, error) {
 	meta := tx.Bucket([]byte(MetaBucket))
 
 	// We just need one key for now so use the byte 'm' for meta arbitrarily.
-	raw := meta.Get([]byte(MetaKey))
-	if raw == nil {
+	stored := meta.Get([]byte(MetaKey))
+	if stored == nil {
 		// This is valid it's an "empty" log that will be initialized by the WAL.
 		return state, nil
 	}
+	raw, ok := unseal([]byte(MetaBucket), []byte(MetaKey), stored)
+	if !ok {
+		return state, db.corrupt("the segment list does not match its checksum")
+	}
+	state, err = parseState(raw)
+	if err != nil {
+		return state, db.corrupt("%v", err)
+	}
+	return state, nil
+}
 
+// parseState decodes the segment list.
+func parseState(raw []byte) (types.PersistentState, error) {
+	var state types.PersistentState
 	if err := json.Unmarshal(raw, &state); err != nil {
-		return state, fmt.Errorf("%w: failed to parse persisted state: %s", types.ErrCorrupt, err)
+		return state, fmt.Errorf("failed to parse persisted state: %s", err)
 	}
 	return state, nil
 }
@@ -197,9 +220,8 @@ func (db *BoltMetaDB) CommitState(state types.PersistentState) error {
 		return err
 	}
 	defer tx.Rollback()
-	meta := tx.Bucket([]byte(MetaBucket))
 
-	if err := meta.Put([]byte(MetaKey), encoded); err != nil {
+	if err := putKey(tx, MetaBucket, []byte(MetaKey), encoded); err != nil {
 		return err
 	}
 
@@ -220,9 +242,13 @@ func (db *BoltMetaDB) GetStable(key []byte) ([]byte, error) {
 	defer tx.Rollback()
 	stable := tx.Bucket([]byte(StableBucket))
 
-	val := stable.Get(key)
-	if val == nil {
+	stored := stable.Get(key)
+	if stored == nil {
 		return nil, nil
+	}
+	val, ok := unseal([]byte(StableBucket), key, stored)
+	if !ok {
+		return nil, db.corrupt("the value of key %q of %s does not match its checksum", key, StableBucket)
 	}
 
 	// Need to copy the value since bolt only guarantees the slice is valid until
@@ -244,14 +270,8 @@ func (db *BoltMetaDB) SetStable(key []byte, value []byte) error {
 		return err
 	}
 	defer tx.Rollback()
-	stable := tx.Bucket([]byte(StableBucket))
 
-	if value == nil {
-		err = stable.Delete(key)
-	} else {
-		err = stable.Put(key, value)
-	}
-	if err != nil {
+	if err := putKey(tx, StableBucket, key, value); err != nil {
 		return err
 	}
 

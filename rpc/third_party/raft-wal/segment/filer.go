@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 
@@ -25,6 +27,14 @@ type Filer struct {
 	dir     string
 	vfs     types.VFS
 	bufPool sync.Pool
+	// coordd: check is passed every entry of a segment as it is opened.
+	check EntryCheck
+}
+
+// SetEntryCheck makes the filer pass every entry of every segment it opens
+// or recovers, in log order, to check (coordd).
+func (f *Filer) SetEntryCheck(check EntryCheck) {
+	f.check = check
 }
 
 // NewFiler creates a Filer ready for use.
@@ -53,8 +63,21 @@ func (f *Filer) Create(info types.SegmentInfo) (types.SegmentWriter, error) {
 	}
 	fname := FileName(info)
 
+	// coordd: a file of that name can only be left from an attempt whose
+	// metadata commit never happened (the metadata records a segment only
+	// once its file exists): no entry is in it.
+	if err := f.vfs.Delete(f.dir, fname); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
 	wf, err := f.vfs.Create(f.dir, fname, uint64(info.SizeLimit))
 	if err != nil {
+		return nil, err
+	}
+	// coordd: made durable, its size and its directory entry, before the
+	// metadata records it: a segment the metadata lists but whose file is
+	// missing or short was then deleted or cut, and is refused.
+	if err := wf.Sync(); err != nil {
+		wf.Close()
 		return nil, err
 	}
 
@@ -74,7 +97,12 @@ func (f *Filer) RecoverTail(info types.SegmentInfo) (types.SegmentWriter, error)
 		return nil, err
 	}
 
-	return recoverFile(info, wf, &f.bufPool)
+	w, err := recoverFile(filepath.Join(f.dir, fname), info, wf, &f.bufPool, f.check)
+	if err != nil {
+		wf.Close()
+		return nil, err
+	}
+	return w, nil
 }
 
 // Open an already sealed segment for reading. Open may validate the file's
@@ -109,6 +137,12 @@ func (f *Filer) Open(info types.SegmentInfo) (types.SegmentReader, error) {
 	}
 
 	if err := validateFileHeader(*gotInfo, info); err != nil {
+		return nil, err
+	}
+
+	// coordd: every batch read back and checked, not only the header.
+	if err := verifySealed(filepath.Join(f.dir, fname), info, rf, f.check); err != nil {
+		rf.Close()
 		return nil, err
 	}
 

@@ -80,7 +80,7 @@ func createFile(info types.SegmentInfo, wf types.WritableFile, bufPool *sync.Poo
 	return w, nil
 }
 
-func recoverFile(info types.SegmentInfo, wf types.WritableFile, bufPool *sync.Pool) (*Writer, error) {
+func recoverFile(path string, info types.SegmentInfo, wf types.WritableFile, bufPool *sync.Pool, check EntryCheck) (*Writer, error) {
 	r, err := openReader(info, wf, bufPool)
 	if err != nil {
 		return nil, err
@@ -92,7 +92,7 @@ func recoverFile(info types.SegmentInfo, wf types.WritableFile, bufPool *sync.Po
 	}
 	r.tail = w
 
-	if err := w.recoverTail(); err != nil {
+	if err := w.recoverTail(path, check); err != nil {
 		return nil, err
 	}
 
@@ -117,140 +117,70 @@ func (w *Writer) initEmpty() error {
 	return nil
 }
 
-func (w *Writer) recoverTail() error {
-	// We need to track the last two commit frames
-	type commitInfo struct {
-		fh         frameHeader
-		offset     int64
-		crcStart   int64
-		offsetsLen int
-	}
-	var prevCommit, finalCommit *commitInfo
-
-	// coordd: an index frame seals the segment only if a commit that
-	// recovery accepts follows it. Otherwise it belongs to a seal that never
-	// completed (its commit frame, or part of the index, never reached the
-	// disk), and the segment is not sealed: the next append overwrites it.
-	indexAt := int64(-1)
-	sealedBy := func(c *commitInfo) {
-		if c == nil || indexAt > c.offset {
-			w.writer.indexStart = 0
-		}
-	}
-
-	offsets := make([]uint32, 0, 32*1024)
-
-	readInfo, err := readThroughSegment(w.wf, func(_ types.SegmentInfo, fh frameHeader, offset int64) (bool, error) {
-		switch fh.typ {
-		case FrameEntry:
-			// Record the frame offset
-			offsets = append(offsets, uint32(offset))
-
-		case FrameIndex:
-			// So this segment was sealed! (or attempted) keep track of this
-			// indexStart in case it turns out the Seal actually committed completely.
-			// We store the start of the actual array not the frame header.
-			w.writer.indexStart = uint64(offset) + frameHeaderLen
-			indexAt = offset
-
-		case FrameCommit:
-			// The payload is not the length field in this case!
-			prevCommit = finalCommit
-			finalCommit = &commitInfo{
-				fh:         fh,
-				offset:     offset,
-				crcStart:   0,            // First commit includes the file header
-				offsetsLen: len(offsets), // Track how many entries were found up to this commit point.
-			}
-			if prevCommit != nil {
-				finalCommit.crcStart = prevCommit.offset + frameHeaderLen
-			}
-		}
-		return true, nil
-	})
-	if err != nil {
+// recoverTail reads the tail segment back (coordd: every batch, each
+// checked against its CRC; upstream checked only the last) and sets the
+// writer up to append after the last batch that verifies.
+//
+// Reading stops at the end of the written data (zeros), at a frame or a
+// batch that is not right, or at a seal that verifies. What lies after the
+// batches that verify is a torn write, the batch a crash cut short, and is
+// dropped (the next append overwrites it) only when no intact batch
+// follows it (findIntactBatch): one does when the damage is in batches
+// already written and acknowledged, and the segment is then refused. An
+// index frame seals the segment only in a batch that verifies: one without
+// its commit belongs to a seal that never completed.
+func (w *Writer) recoverTail(path string, check EntryCheck) error {
+	if err := checkSize(path, w.info, w.wf); err != nil {
 		return err
 	}
-
-	if finalCommit == nil {
-		// There were no commit frames found at all. This segment file is
-		// effectively empty. Init it that way ready for appending. This overwrites
-		// the file header so it doesn't matter if it was valid or not.
-		sealedBy(nil)
-		return w.initEmpty()
+	s, err := scanSegment(w.wf)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
 	}
-
-	// Assume that the final commit is good for now and set the writer state
-	w.writer.writeOffset = uint32(finalCommit.offset + frameHeaderLen)
-
-	// Just store what we have for now to ensure the defer doesn't panic we'll
-	// probably update this below.
-	w.offsets.Store(offsets)
-
-	// Whichever path we take, fix up the commitIdx before we leave
-	defer func() {
-		ofs := w.getOffsets()
-		if len(ofs) > 0 {
-			// Non atomic is OK because this file is not visible to any other threads
-			// yet.
-			w.commitIdx = w.info.BaseIndex + uint64(len(ofs)) - 1
+	if s.why != stopNone {
+		start, commit, found, err := findIntactBatch(w.wf, s.end)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
 		}
-	}()
-
-	if finalCommit.offsetsLen < len(offsets) {
-		// Some entries were found after the last commit. Those must be a partial
-		// write that was uncommitted so can be ignored. But the fact they were
-		// written at all means that the last commit frame must have been completed
-		// and acknowledged so we don't need to verify anything. Just truncate the
-		// extra entries from index and reset the write cursor to continue appending
-		// after the last commit.
-		offsets = offsets[:finalCommit.offsetsLen]
-		w.offsets.Store(offsets)
-		sealedBy(finalCommit)
-
-		// Since at least one commit was found, the header better be valid!
-		return validateFileHeader(*readInfo, w.info)
+		if found {
+			return &CorruptError{Path: path, Offset: s.stop, Reason: fmt.Sprintf(
+				"%s, and an intact batch follows (offsets %d to %d): damage to entries already written, not a write a crash cut short",
+				s.whyText, start, commit+frameHeaderLen)}
+		}
 	}
 
-	// Last frame was a commit frame! Let's check that all the data written in
-	// that commit frame made it to disk.
-	// Verify the length first
-	bufLen := finalCommit.offset - finalCommit.crcStart
-	// We know bufLen can't be bigger than the whole segment file because none of
-	// the values above were read from the data just from the offsets we moved
-	// through.
-	batchBuf := make([]byte, bufLen)
-
-	if _, err := w.wf.ReadAt(batchBuf, finalCommit.crcStart); err != nil {
-		return fmt.Errorf("failed to read last committed batch for CRC validation: %w", err)
-	}
-
-	gotCrc := crc32.Checksum(batchBuf, castagnoliTable)
-	if gotCrc == finalCommit.fh.crc {
-		// All is good. We already setup the state we need for writer other than
-		// offsets.
-		w.offsets.Store(offsets)
-		sealedBy(finalCommit)
-
-		// Since at least one commit was found, the header better be valid!
-		return validateFileHeader(*readInfo, w.info)
-	}
-
-	// Last commit was incomplete rewind back to the previous one or start of file
-	if prevCommit == nil {
-		// Init wil re-write the file header so it doesn't matter if it was corrupt
-		// or not!
-		sealedBy(nil)
+	if s.lastCommit < 0 {
+		// No batch verified: the segment is empty. This overwrites the
+		// file header, so it doesn't matter if it was valid or not.
+		w.writer.indexStart = 0
 		return w.initEmpty()
 	}
-
-	w.writer.writeOffset = uint32(prevCommit.offset + frameHeaderLen)
-	offsets = offsets[:prevCommit.offsetsLen]
-	w.offsets.Store(offsets)
-	sealedBy(prevCommit)
-
 	// Since at least one commit was found, the header better be valid!
-	return validateFileHeader(*readInfo, w.info)
+	if s.header == nil {
+		return &CorruptError{Path: path, Offset: 0, Reason: "the file header is damaged"}
+	}
+	if err := validateFileHeader(*s.header, w.info); err != nil {
+		return &CorruptError{Path: path, Offset: 0, Reason: err.Error()}
+	}
+	if err := checkEntries(path, w.info, s, check); err != nil {
+		return err
+	}
+	w.writer.writeOffset = uint32(s.end)
+	w.writer.indexStart = s.indexStart
+	w.offsets.Store(s.offsets)
+	if len(s.offsets) > 0 {
+		// Non atomic is OK because this file is not visible to any other
+		// threads yet.
+		w.commitIdx = w.info.BaseIndex + uint64(len(s.offsets)) - 1
+	}
+	return nil
+}
+
+// CommittedOffset returns where the committed batches end: the next
+// batch's offset (coordd: WAL.RecordTail). Call it with no append under
+// way.
+func (w *Writer) CommittedOffset() uint64 {
+	return uint64(w.writer.writeOffset)
 }
 
 // Close implements io.Closer
