@@ -1,7 +1,9 @@
 package rpc
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -37,11 +39,16 @@ func electionsCalled(t *testing.T, n *Node, cause string) float64 {
 	return 0
 }
 
-// waitSameLog waits until every node's Raft log ends at the same index,
-// and the leader has applied its no-op: a follower with a shorter log
-// cannot win an election, which these tests do not mean to test.
+// waitSameLog waits until the leader has written what it writes on its own
+// after its election, and every node's Raft log ends at the same index: a
+// follower with a shorter log cannot win an election, which these tests do
+// not mean to test.
 func waitSameLog(t *testing.T, leader *Node, nodes ...*Node) {
 	t.Helper()
+	// The leader's own entries after its election: the command level
+	// raised, every server's client address registered.
+	waitLevel(t, nodes...)
+	waitClientAddrs(t, nodes...)
 	waitFor(t, func() bool {
 		if !leader.LeaderReady() {
 			return false
@@ -59,7 +66,7 @@ func waitSameLog(t *testing.T, leader *Node, nodes ...*Node) {
 // TestLeaderGoneElectsAtOnce: when every connection of the leader closes
 // and it accepts no new one (its process died), its followers elect a new
 // leader at once, without waiting out their heartbeat timeout
-// (rpc/third_party/raft, patch part 8). The followers' heartbeat timeout
+// (rpc/third_party/raft, patch part 9). The followers' heartbeat timeout
 // is raised to 20 s once the cluster runs, so no follower could call an
 // election before 20 s on a missed heartbeat; the new leader must be there
 // well before, and have been elected because the old one was found gone.
@@ -117,21 +124,26 @@ func TestLeaderGoneElectsAtOnce(t *testing.T) {
 }
 
 // TestLeaderGoneAsksThePreVoteAgain: a follower that found the leader gone
-// before the other did had its pre-vote refused (the other still knew the
-// leader); it asks again soon, not after an election timeout, and wins
+// before the other did has its pre-vote refused (the other still knows
+// the leader); it asks again soon, not after an election timeout, and wins
 // once the other finds the leader gone too (rpc/third_party/raft, patch
-// part 8). With a heartbeat timeout of 20 s, the first follower in id
-// order calls its election a second after it finds the leader gone, the
-// other six seconds after; the first asks again every 2-4 s, so it must
-// win before the other's turn. Without asking again it would wait out its
-// 20 s election timeout, and the other would lead.
+// part 9). The leader's connections all close at once, but the second
+// follower's probe of the leader is held until the first's pre-vote has
+// been refused. With a heartbeat and election timeout of 20 s, the first
+// follower in id order calls its election a second after it finds the
+// leader gone, the second six seconds after it does; the first asks again
+// every 2-4 s, so it must win before the second's turn. Without asking
+// again it would wait out its 20-40 s election timeout, and the second
+// would lead.
 func TestLeaderGoneAsksThePreVoteAgain(t *testing.T) {
 	is := newIsolator()
+	logs := newLogWatch()
 	nodes, leader := threeNodes(t, func(c *Config) {
 		is.mu.Lock()
 		is.addrs[c.PeerAddr] = c.ID
 		is.mu.Unlock()
 		c.DialPeer = is.dialer(c.ID)
+		c.Logger = logs.logger(c.ID, c.Logger)
 	})
 	waitSameLog(t, leader, nodes...)
 	const hb = 20 * time.Second
@@ -151,17 +163,22 @@ func TestLeaderGoneAsksThePreVoteAgain(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The leader is gone for the first follower only: it calls its
-	// election, and the second, which still hears from the leader,
-	// refuses the pre-vote.
-	is.cutDials(leader.ID(), first.ID())
-	is.cutDials(first.ID(), leader.ID())
-	waitFor(t, func() bool { return first.raft.State() == raft.Candidate })
+	// The leader dies; the second follower does not find out yet: its
+	// probe hangs.
+	release := is.holdDials(second.ID(), leader.ID())
+	defer release()
+	is.isolate(leader.ID())
+	// The first calls its election (counted by an observer of Raft's, a
+	// little after the state changed) and the second refuses the pre-vote.
+	const refusal = "rejecting pre-vote request since we have a leader"
+	waitFor(t, func() bool {
+		return first.raft.State() == raft.Candidate && electionsCalled(t, first, "leader_gone") >= 1 && logs.seen(second.ID(), refusal)
+	})
 	if got := electionsCalled(t, first, "leader_gone"); got != 1 {
 		t.Fatalf("the first follower called %v elections because the leader was gone, want 1", got)
 	}
-	// Now it is gone for both.
-	is.isolate(leader.ID())
+	// Now the second finds the leader gone too.
+	release()
 	var next *Node
 	waitFor(t, func() bool {
 		for _, n := range []*Node{first, second} {
@@ -174,6 +191,69 @@ func TestLeaderGoneAsksThePreVoteAgain(t *testing.T) {
 	if next != first {
 		t.Fatalf("server %s leads, want %s, which asked for the pre-vote again after the other found the leader gone", next.ID(), first.ID())
 	}
+}
+
+// logWatch records the messages each server logged (Raft's included), so
+// that a test can wait for one that marks a step it cannot see otherwise.
+type logWatch struct {
+	mu   sync.Mutex
+	msgs map[string]map[string]bool // server id -> messages
+}
+
+func newLogWatch() *logWatch { return &logWatch{msgs: map[string]map[string]bool{}} }
+
+// logger is server id's logger: it records each message, and passes it on
+// to next if there is one.
+func (w *logWatch) logger(id string, next *slog.Logger) *slog.Logger {
+	w.mu.Lock()
+	w.msgs[id] = map[string]bool{}
+	w.mu.Unlock()
+	h := &logWatchHandler{w: w, id: id}
+	if next != nil {
+		h.next = next.Handler()
+	}
+	return slog.New(h)
+}
+
+// seen reports whether server id logged msg.
+func (w *logWatch) seen(id, msg string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.msgs[id][msg]
+}
+
+type logWatchHandler struct {
+	w    *logWatch
+	id   string
+	next slog.Handler
+}
+
+func (h *logWatchHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h *logWatchHandler) Handle(ctx context.Context, r slog.Record) error {
+	h.w.mu.Lock()
+	h.w.msgs[h.id][r.Message] = true
+	h.w.mu.Unlock()
+	if h.next != nil && h.next.Enabled(ctx, r.Level) {
+		return h.next.Handle(ctx, r)
+	}
+	return nil
+}
+
+func (h *logWatchHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	c := *h
+	if h.next != nil {
+		c.next = h.next.WithAttrs(as)
+	}
+	return &c
+}
+
+func (h *logWatchHandler) WithGroup(name string) slog.Handler {
+	c := *h
+	if h.next != nil {
+		c.next = h.next.WithGroup(name)
+	}
+	return &c
 }
 
 // writer writes in a loop on one server until stopped, and counts what

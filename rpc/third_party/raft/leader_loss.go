@@ -3,7 +3,7 @@
 package raft
 
 // This file is coordd's addition to hashicorp/raft (FORK.md, patch part
-// 8): a follower that sees its leader's connections close checks at once
+// 9): a follower that sees its leader's connections close checks at once
 // whether the leader is gone, and if it is, calls an election without
 // waiting out the heartbeat timeout.
 
