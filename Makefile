@@ -132,7 +132,7 @@ compare-zookeeper:
 ## compare-failover: the failover scenarios alone against ZooKeeper 3.8 (a
 ## leader killed, a leader stopped, a rolling restart, a follower killed,
 ## under 64 writers and 64 readers; COMPARE_FAILOVER=all or a list,
-## COMPARE_FAILOVER_ROUNDS, COMPARE_FAILOVER_DURATION).
+## COMPARE_FAILOVER_ROUNDS, COMPARE_FAILOVER_DURATION, COMPARE_FAILOVER_CLIENTS).
 compare-failover:
 	GO=$(GO) BIN=$(BIN) COMPARE_SWEEP=none bash scripts/compare.sh zookeeper
 

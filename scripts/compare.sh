@@ -31,7 +31,8 @@
 # the failover scenarios run after the workloads, default all: leader-kill,
 # leader-term, rolling, follower-kill; none: no failover figures),
 # COMPARE_FAILOVER_ROUNDS (default 1), COMPARE_FAILOVER_DURATION (default
-# 30s per run). COMPARE_SWEEP=none runs no workload (the failover
+# 30s per run), COMPARE_FAILOVER_CLIENTS (writers, and as many readers;
+# default 64). COMPARE_SWEEP=none runs no workload (the failover
 # scenarios alone: make compare-failover).
 set -euo pipefail
 system=${1:-}
@@ -211,7 +212,7 @@ if [ "$share" = true ]; then echo "sessions share one connection per server"; el
   --other-pids "$(join "${otherpids[@]}")" --coordd-pids "$(join "${coorddpids[@]}")" \
   --memory-znodes "$memznodes" --catchup-writes "$catchup" --pid-file "$restarted" \
   --failover "$failover" --failover-rounds "${COMPARE_FAILOVER_ROUNDS:-1}" \
-  --failover-duration "${COMPARE_FAILOVER_DURATION:-30s}" $sweep &
+  --failover-duration "${COMPARE_FAILOVER_DURATION:-30s}" --failover-clients "${COMPARE_FAILOVER_CLIENTS:-64}" $sweep &
 cmp=$!
 pids+=("$cmp")
 wait "$cmp"
