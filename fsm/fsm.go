@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/coordd/coordd/fsm/auth"
 	"github.com/coordd/coordd/fsm/cmdpb"
 	"github.com/coordd/coordd/session"
 	"github.com/coordd/coordd/tree"
@@ -525,7 +526,7 @@ func (f *FSM) applyWrite(a *Applied, tx *tree.Tx, w *cmdpb.Write) {
 	// The write's ACL checks, as its sender: the identities of the
 	// connection it came on (stamped by the server that admitted it) and
 	// those its session authenticated as, in the replicated registry.
-	tx.Auth = &Requester{Conn: ConnFromPB(w.Conn), IDs: f.sessions.Identities(w.SessionId)}
+	tx.Auth = &auth.Requester{Conn: ConnFromPB(w.Conn), IDs: f.sessions.Identities(w.SessionId)}
 	a.Result = ExecWrite(f.tree, tx, w)
 	if w.Epoch != 0 {
 		f.sessions.Advance(w.SessionId, w.Xid)

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/fsm/auth"
 	"github.com/coordd/coordd/rpc/tlsutil"
 	"github.com/coordd/coordd/rpc/zk"
 )
@@ -201,7 +202,7 @@ func (c *Config) setDefaults() error {
 		return fmt.Errorf("rpc: max data size %d exceeds %d, the most any coordd server holds", c.MaxDataSize, fsm.DataSizeCap)
 	}
 	if c.SuperDigest != "" {
-		if err := fsm.ValidSuperDigest(c.SuperDigest); err != nil {
+		if err := auth.ValidSuperDigest(c.SuperDigest); err != nil {
 			return fmt.Errorf("rpc: super digest: %w", err)
 		}
 	}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -23,55 +22,41 @@ import (
 // or promotion must leave a majority of the new voters reachable; and a
 // majority must confirm the leader's term before anything is proposed.
 
-// Why a membership change was refused. Each refusal carries one as the
-// reason of a google.rpc.ErrorInfo detail (domain errorDomain), so that a
-// client (coordctl's -o json) tells them apart without reading messages;
-// the names are ZooKeeper's where it has one (KeeperException.Code).
+// Why a membership change was refused: apipb.MemberRefusal, a typed detail
+// of the refusal's gRPC status (with its name as an ErrorInfo reason for
+// older clients), so that a client (coordctl's -o json) tells refusals
+// apart without reading messages. The short names below keep the refusals
+// readable where they are made.
 const (
-	errorDomain        = "coordd"
-	reasonBadArguments = "BadArguments"       // no id, a bad address
-	reasonMemberExists = "MemberExists"       // the id or peer address is a member's
-	reasonNoMember     = "NoMember"           // no member has that id
-	reasonInProgress   = "ReconfigInProgress" // another change is under way
-	reasonNoQuorum     = "NewConfigNoQuorum"  // no reachable majority would remain, or none confirmed the leader
-	reasonLastVoter    = "LastVoter"          // removing the only voter
-	reasonNotCaughtUp  = "NotCaughtUp"        // a non-voter to promote is behind
-	reasonAlreadyVoter = "AlreadyVoter"       // promoting a voter
-	reasonNotVoter     = "NotVoter"           // a non-voter cannot lead
-	reasonNotJoining   = "NotJoining"         // the server to add runs a cluster of its own
-	reasonNoLeader     = "NoLeader"           // no leader known: nothing was done, ask again
-	reasonUnavailable  = "Unavailable"        // Raft failed the change (it may have been made), or shutting down
+	reasonBadArguments = apipb.MemberRefusal_MEMBER_BAD_ARGUMENTS
+	reasonMemberExists = apipb.MemberRefusal_MEMBER_EXISTS
+	reasonNoMember     = apipb.MemberRefusal_MEMBER_NO_MEMBER
+	reasonInProgress   = apipb.MemberRefusal_MEMBER_RECONFIG_IN_PROGRESS
+	reasonNoQuorum     = apipb.MemberRefusal_MEMBER_NEW_CONFIG_NO_QUORUM
+	reasonLastVoter    = apipb.MemberRefusal_MEMBER_LAST_VOTER
+	reasonNotCaughtUp  = apipb.MemberRefusal_MEMBER_NOT_CAUGHT_UP
+	reasonAlreadyVoter = apipb.MemberRefusal_MEMBER_ALREADY_VOTER
+	reasonNotVoter     = apipb.MemberRefusal_MEMBER_NOT_VOTER
+	reasonNotJoining   = apipb.MemberRefusal_MEMBER_NOT_JOINING
+	reasonNoLeader     = apipb.MemberRefusal_MEMBER_NO_LEADER
+	reasonUnavailable  = apipb.MemberRefusal_MEMBER_UNAVAILABLE
+	notARefusal        = apipb.MemberRefusal_MEMBER_REFUSAL_UNSPECIFIED
 )
 
-// refuse returns a gRPC status error with code, reason and message.
-func refuse(code codes.Code, reason, format string, args ...any) error {
-	st := status.New(code, fmt.Sprintf(format, args...))
-	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: errorDomain}); err == nil {
-		st = d
-	}
-	return st.Err()
+// refuse returns a gRPC status error with code, refusal and message.
+func refuse(code codes.Code, reason apipb.MemberRefusal, format string, args ...any) error {
+	return apipb.RefusalStatus(code, reason, fmt.Sprintf(format, args...))
 }
 
-// reasonOf returns the reason a refusal carries ("" for another error).
-func reasonOf(err error) string {
-	st, ok := status.FromError(err)
-	if !ok {
-		return ""
-	}
-	for _, d := range st.Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok && info.Domain == errorDomain {
-			return info.Reason
-		}
-	}
-	return ""
-}
+// reasonOf returns the refusal err carries (notARefusal for another error).
+func reasonOf(err error) apipb.MemberRefusal { return apipb.RefusalOf(err) }
 
 // leaderUnreachable passes on the leader's answer to a change taken there;
 // a failure to reach it at all (no reason from the leader: it has just
 // stopped, or is cut off, and an election is coming) is NoLeader, which
 // the asker may ask again.
 func leaderUnreachable(err error) error {
-	if err == nil || reasonOf(err) != "" {
+	if err == nil || reasonOf(err) != notARefusal {
 		return err
 	}
 	return refuse(codes.Unavailable, reasonNoLeader,

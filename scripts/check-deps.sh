@@ -20,10 +20,13 @@ allowed() {
 allowed tree ""
 allowed session ""
 allowed watch "tree"
-allowed fsm "tree session fsm/cmdpb"
+# ZooKeeper's authentication schemes and ACL checks: pure functions of the
+# tree's ACLs and the session registry's identities.
+allowed fsm/auth "tree session"
+allowed fsm "tree session fsm/auth fsm/cmdpb"
 # The session engine knows no wire and no Raft; each front-end is a codec
 # in front of it; rpc wires them to Raft.
-allowed rpc/engine "fsm fsm/cmdpb tree session watch"
+allowed rpc/engine "fsm fsm/auth fsm/cmdpb tree session watch"
 allowed rpc/grpcapi "rpc/engine rpc/apipb tree"
 allowed rpc/zk/jute ""
 # SASL's mechanism and users file, and a client for tests: standard library
@@ -36,7 +39,7 @@ allowed rpc/backup "rpc/apipb"
 # The metrics registry knows the engine's operations (it is the engine's
 # Meter); the engine knows only that interface, not Prometheus.
 allowed rpc/metrics "rpc/engine"
-allowed rpc "fsm fsm/cmdpb tree session watch rpc/apipb rpc/backup rpc/peerpb rpc/engine rpc/grpcapi rpc/zk rpc/zk/jute rpc/zk/sasl rpc/tlsutil rpc/metrics"
+allowed rpc "fsm fsm/auth fsm/cmdpb tree session watch rpc/apipb rpc/backup rpc/peerpb rpc/engine rpc/grpcapi rpc/zk rpc/zk/jute rpc/zk/sasl rpc/tlsutil rpc/metrics"
 allowed client "rpc/apipb"
 allowed lockrecipe "client"
 allowed cmd/coordd "rpc cmd/coordd/console"

@@ -9,7 +9,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -282,36 +281,22 @@ func (x *cmd) adminRound(servers []string, failed map[string]error, d time.Durat
 		if errors.As(err, &local) {
 			return false, err // coordctl's own failure (writing a file): no server would do better
 		}
-		reason := reasonOf(err)
-		if status.Code(err) != codes.Unavailable && reason != "" || status.Code(err) == codes.DeadlineExceeded {
-			return false, refusal(err, reason)
+		reason := apipb.RefusalOf(err)
+		refused := reason != apipb.MemberRefusal_MEMBER_REFUSAL_UNSPECIFIED
+		if status.Code(err) != codes.Unavailable && refused || status.Code(err) == codes.DeadlineExceeded {
+			return false, refusal(err, reason.Name())
 		}
-		if reason != "" {
+		if refused {
 			lastAnswer = err
-			noLeader = noLeader && reason == "NoLeader"
+			noLeader = noLeader && reason == apipb.MemberRefusal_MEMBER_NO_LEADER
 		}
 		later[addr] = err
 	}
 	if lastAnswer != nil {
-		return noLeader, refusal(lastAnswer, "Unavailable")
+		return noLeader, refusal(lastAnswer, apipb.MemberRefusal_MEMBER_UNAVAILABLE.Name())
 	}
 	lastErr := func(addr string) error { return later[addr] }
 	return false, &connectError{what: "no server answered", servers: x.explainTLS(failures(servers, failed, lastErr), lastErr)}
-}
-
-// reasonOf returns the reason of a server's refusal (the ErrorInfo detail
-// of its status), or "".
-func reasonOf(err error) string {
-	st, ok := status.FromError(err)
-	if !ok {
-		return ""
-	}
-	for _, d := range st.Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok && info.Domain == "coordd" {
-			return info.Reason
-		}
-	}
-	return ""
 }
 
 // refusal turns a server's refusal into coordctl's error, coded reason.

@@ -396,6 +396,93 @@ func (EventType) EnumDescriptor() ([]byte, []int) {
 	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{4}
 }
 
+// MemberRefusal says why a server refused a membership change or a
+// leadership transfer (AddMember, RemoveMember, PromoteMember,
+// TransferLeadership). It travels as a Refusal detail of the call's gRPC
+// status; refusal.go maps it to and from its name, which is also the
+// google.rpc.ErrorInfo reason servers send beside it (domain "coordd", what
+// coordctl before the typed codes read) and coordctl's -o json error code.
+// The names are ZooKeeper's where it has one (KeeperException.Code). Never
+// renumber: add values.
+type MemberRefusal int32
+
+const (
+	MemberRefusal_MEMBER_REFUSAL_UNSPECIFIED  MemberRefusal = 0  // not a refusal of this kind
+	MemberRefusal_MEMBER_BAD_ARGUMENTS        MemberRefusal = 1  // no id, a bad address
+	MemberRefusal_MEMBER_EXISTS               MemberRefusal = 2  // the id or peer address is a member's
+	MemberRefusal_MEMBER_NO_MEMBER            MemberRefusal = 3  // no member has that id
+	MemberRefusal_MEMBER_RECONFIG_IN_PROGRESS MemberRefusal = 4  // another change is under way
+	MemberRefusal_MEMBER_NEW_CONFIG_NO_QUORUM MemberRefusal = 5  // no reachable majority would remain, or none confirmed the leader
+	MemberRefusal_MEMBER_LAST_VOTER           MemberRefusal = 6  // removing the only voter
+	MemberRefusal_MEMBER_NOT_CAUGHT_UP        MemberRefusal = 7  // a non-voter to promote is behind
+	MemberRefusal_MEMBER_ALREADY_VOTER        MemberRefusal = 8  // promoting a voter
+	MemberRefusal_MEMBER_NOT_VOTER            MemberRefusal = 9  // a non-voter cannot lead
+	MemberRefusal_MEMBER_NOT_JOINING          MemberRefusal = 10 // the server to add runs a cluster of its own
+	MemberRefusal_MEMBER_NO_LEADER            MemberRefusal = 11 // no leader known: nothing was done, ask again
+	MemberRefusal_MEMBER_UNAVAILABLE          MemberRefusal = 12 // Raft failed the change (it may have been made), or shutting down
+)
+
+// Enum value maps for MemberRefusal.
+var (
+	MemberRefusal_name = map[int32]string{
+		0:  "MEMBER_REFUSAL_UNSPECIFIED",
+		1:  "MEMBER_BAD_ARGUMENTS",
+		2:  "MEMBER_EXISTS",
+		3:  "MEMBER_NO_MEMBER",
+		4:  "MEMBER_RECONFIG_IN_PROGRESS",
+		5:  "MEMBER_NEW_CONFIG_NO_QUORUM",
+		6:  "MEMBER_LAST_VOTER",
+		7:  "MEMBER_NOT_CAUGHT_UP",
+		8:  "MEMBER_ALREADY_VOTER",
+		9:  "MEMBER_NOT_VOTER",
+		10: "MEMBER_NOT_JOINING",
+		11: "MEMBER_NO_LEADER",
+		12: "MEMBER_UNAVAILABLE",
+	}
+	MemberRefusal_value = map[string]int32{
+		"MEMBER_REFUSAL_UNSPECIFIED":  0,
+		"MEMBER_BAD_ARGUMENTS":        1,
+		"MEMBER_EXISTS":               2,
+		"MEMBER_NO_MEMBER":            3,
+		"MEMBER_RECONFIG_IN_PROGRESS": 4,
+		"MEMBER_NEW_CONFIG_NO_QUORUM": 5,
+		"MEMBER_LAST_VOTER":           6,
+		"MEMBER_NOT_CAUGHT_UP":        7,
+		"MEMBER_ALREADY_VOTER":        8,
+		"MEMBER_NOT_VOTER":            9,
+		"MEMBER_NOT_JOINING":          10,
+		"MEMBER_NO_LEADER":            11,
+		"MEMBER_UNAVAILABLE":          12,
+	}
+)
+
+func (x MemberRefusal) Enum() *MemberRefusal {
+	p := new(MemberRefusal)
+	*p = x
+	return p
+}
+
+func (x MemberRefusal) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (MemberRefusal) Descriptor() protoreflect.EnumDescriptor {
+	return file_rpc_apipb_api_proto_enumTypes[5].Descriptor()
+}
+
+func (MemberRefusal) Type() protoreflect.EnumType {
+	return &file_rpc_apipb_api_proto_enumTypes[5]
+}
+
+func (x MemberRefusal) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use MemberRefusal.Descriptor instead.
+func (MemberRefusal) EnumDescriptor() ([]byte, []int) {
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{5}
+}
+
 // Stat is a znode's metadata, named as ZooKeeper names it.
 type Stat struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -4026,6 +4113,51 @@ func (x *MembersResponse) GetLeader() string {
 	return ""
 }
 
+// Refusal is the detail of a refused membership change's gRPC status.
+type Refusal struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Code          MemberRefusal          `protobuf:"varint,1,opt,name=code,proto3,enum=coordd.api.v1.MemberRefusal" json:"code,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Refusal) Reset() {
+	*x = Refusal{}
+	mi := &file_rpc_apipb_api_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Refusal) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Refusal) ProtoMessage() {}
+
+func (x *Refusal) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_apipb_api_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Refusal.ProtoReflect.Descriptor instead.
+func (*Refusal) Descriptor() ([]byte, []int) {
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *Refusal) GetCode() MemberRefusal {
+	if x != nil {
+		return x.Code
+	}
+	return MemberRefusal_MEMBER_REFUSAL_UNSPECIFIED
+}
+
 // AddMemberRequest adds server id, whose peer address is peer_address.
 type AddMemberRequest struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
@@ -4043,7 +4175,7 @@ type AddMemberRequest struct {
 
 func (x *AddMemberRequest) Reset() {
 	*x = AddMemberRequest{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[49]
+	mi := &file_rpc_apipb_api_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4055,7 +4187,7 @@ func (x *AddMemberRequest) String() string {
 func (*AddMemberRequest) ProtoMessage() {}
 
 func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[49]
+	mi := &file_rpc_apipb_api_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4068,7 +4200,7 @@ func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
 func (*AddMemberRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{49}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *AddMemberRequest) GetId() string {
@@ -4109,7 +4241,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[50]
+	mi := &file_rpc_apipb_api_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4121,7 +4253,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[50]
+	mi := &file_rpc_apipb_api_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4134,7 +4266,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{50}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *RemoveMemberRequest) GetId() string {
@@ -4157,7 +4289,7 @@ type PromoteMemberRequest struct {
 
 func (x *PromoteMemberRequest) Reset() {
 	*x = PromoteMemberRequest{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[51]
+	mi := &file_rpc_apipb_api_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4169,7 +4301,7 @@ func (x *PromoteMemberRequest) String() string {
 func (*PromoteMemberRequest) ProtoMessage() {}
 
 func (x *PromoteMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[51]
+	mi := &file_rpc_apipb_api_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4182,7 +4314,7 @@ func (x *PromoteMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteMemberRequest.ProtoReflect.Descriptor instead.
 func (*PromoteMemberRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{51}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *PromoteMemberRequest) GetId() string {
@@ -4209,7 +4341,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[52]
+	mi := &file_rpc_apipb_api_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4221,7 +4353,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[52]
+	mi := &file_rpc_apipb_api_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4234,7 +4366,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{52}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *TransferLeadershipRequest) GetId() string {
@@ -4254,7 +4386,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[53]
+	mi := &file_rpc_apipb_api_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4266,7 +4398,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[53]
+	mi := &file_rpc_apipb_api_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4279,7 +4411,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{53}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *TransferLeadershipResponse) GetLeader() string {
@@ -4298,7 +4430,7 @@ type SaveSnapshotRequest struct {
 
 func (x *SaveSnapshotRequest) Reset() {
 	*x = SaveSnapshotRequest{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[54]
+	mi := &file_rpc_apipb_api_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4310,7 +4442,7 @@ func (x *SaveSnapshotRequest) String() string {
 func (*SaveSnapshotRequest) ProtoMessage() {}
 
 func (x *SaveSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[54]
+	mi := &file_rpc_apipb_api_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4323,7 +4455,7 @@ func (x *SaveSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaveSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SaveSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{54}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{55}
 }
 
 // SnapshotChunk is the next part of a backup file.
@@ -4336,7 +4468,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[55]
+	mi := &file_rpc_apipb_api_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4348,7 +4480,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[55]
+	mi := &file_rpc_apipb_api_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4361,7 +4493,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{55}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *SnapshotChunk) GetData() []byte {
@@ -4399,7 +4531,7 @@ type BackupHeader struct {
 
 func (x *BackupHeader) Reset() {
 	*x = BackupHeader{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[56]
+	mi := &file_rpc_apipb_api_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4411,7 +4543,7 @@ func (x *BackupHeader) String() string {
 func (*BackupHeader) ProtoMessage() {}
 
 func (x *BackupHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[56]
+	mi := &file_rpc_apipb_api_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4424,7 +4556,7 @@ func (x *BackupHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupHeader.ProtoReflect.Descriptor instead.
 func (*BackupHeader) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{56}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *BackupHeader) GetIndex() int64 {
@@ -4509,7 +4641,7 @@ type BackupMember struct {
 
 func (x *BackupMember) Reset() {
 	*x = BackupMember{}
-	mi := &file_rpc_apipb_api_proto_msgTypes[57]
+	mi := &file_rpc_apipb_api_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4521,7 +4653,7 @@ func (x *BackupMember) String() string {
 func (*BackupMember) ProtoMessage() {}
 
 func (x *BackupMember) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_apipb_api_proto_msgTypes[57]
+	mi := &file_rpc_apipb_api_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4534,7 +4666,7 @@ func (x *BackupMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupMember.ProtoReflect.Descriptor instead.
 func (*BackupMember) Descriptor() ([]byte, []int) {
-	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{57}
+	return file_rpc_apipb_api_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *BackupMember) GetId() string {
@@ -4806,7 +4938,9 @@ const file_rpc_apipb_api_proto_rawDesc = "" +
 	"\x0fMembersResponse\x12/\n" +
 	"\amembers\x18\x01 \x03(\v2\x15.coordd.api.v1.MemberR\amembers\x12!\n" +
 	"\fconfig_index\x18\x02 \x01(\x04R\vconfigIndex\x12\x16\n" +
-	"\x06leader\x18\x03 \x01(\tR\x06leader\"\x82\x01\n" +
+	"\x06leader\x18\x03 \x01(\tR\x06leader\";\n" +
+	"\aRefusal\x120\n" +
+	"\x04code\x18\x01 \x01(\x0e2\x1c.coordd.api.v1.MemberRefusalR\x04code\"\x82\x01\n" +
 	"\x10AddMemberRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12!\n" +
 	"\fpeer_address\x18\x02 \x01(\tR\vpeerAddress\x12\x1b\n" +
@@ -4904,7 +5038,22 @@ const file_rpc_apipb_api_proto_rawDesc = "" +
 	"\fNODE_CREATED\x10\x01\x12\x10\n" +
 	"\fNODE_DELETED\x10\x02\x12\x15\n" +
 	"\x11NODE_DATA_CHANGED\x10\x03\x12\x19\n" +
-	"\x15NODE_CHILDREN_CHANGED\x10\x042\xe7\x05\n" +
+	"\x15NODE_CHILDREN_CHANGED\x10\x04*\xdb\x02\n" +
+	"\rMemberRefusal\x12\x1e\n" +
+	"\x1aMEMBER_REFUSAL_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14MEMBER_BAD_ARGUMENTS\x10\x01\x12\x11\n" +
+	"\rMEMBER_EXISTS\x10\x02\x12\x14\n" +
+	"\x10MEMBER_NO_MEMBER\x10\x03\x12\x1f\n" +
+	"\x1bMEMBER_RECONFIG_IN_PROGRESS\x10\x04\x12\x1f\n" +
+	"\x1bMEMBER_NEW_CONFIG_NO_QUORUM\x10\x05\x12\x15\n" +
+	"\x11MEMBER_LAST_VOTER\x10\x06\x12\x18\n" +
+	"\x14MEMBER_NOT_CAUGHT_UP\x10\a\x12\x18\n" +
+	"\x14MEMBER_ALREADY_VOTER\x10\b\x12\x14\n" +
+	"\x10MEMBER_NOT_VOTER\x10\t\x12\x16\n" +
+	"\x12MEMBER_NOT_JOINING\x10\n" +
+	"\x12\x14\n" +
+	"\x10MEMBER_NO_LEADER\x10\v\x12\x16\n" +
+	"\x12MEMBER_UNAVAILABLE\x10\f2\xe7\x05\n" +
 	"\x05Coord\x12I\n" +
 	"\aSession\x12\x1c.coordd.api.v1.ClientMessage\x1a\x1c.coordd.api.v1.ServerMessage(\x010\x01\x12E\n" +
 	"\x06Status\x12\x1c.coordd.api.v1.StatusRequest\x1a\x1d.coordd.api.v1.StatusResponse\x12K\n" +
@@ -4928,159 +5077,162 @@ func file_rpc_apipb_api_proto_rawDescGZIP() []byte {
 	return file_rpc_apipb_api_proto_rawDescData
 }
 
-var file_rpc_apipb_api_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_rpc_apipb_api_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
+var file_rpc_apipb_api_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_rpc_apipb_api_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
 var file_rpc_apipb_api_proto_goTypes = []any{
 	(ErrorCode)(0),                     // 0: coordd.api.v1.ErrorCode
 	(NodeKind)(0),                      // 1: coordd.api.v1.NodeKind
 	(Perm)(0),                          // 2: coordd.api.v1.Perm
 	(WatchKind)(0),                     // 3: coordd.api.v1.WatchKind
 	(EventType)(0),                     // 4: coordd.api.v1.EventType
-	(*Stat)(nil),                       // 5: coordd.api.v1.Stat
-	(*ClientMessage)(nil),              // 6: coordd.api.v1.ClientMessage
-	(*ServerMessage)(nil),              // 7: coordd.api.v1.ServerMessage
-	(*Vouch)(nil),                      // 8: coordd.api.v1.Vouch
-	(*ConnectRequest)(nil),             // 9: coordd.api.v1.ConnectRequest
-	(*ConnectResponse)(nil),            // 10: coordd.api.v1.ConnectResponse
-	(*Request)(nil),                    // 11: coordd.api.v1.Request
-	(*Response)(nil),                   // 12: coordd.api.v1.Response
-	(*CreateRequest)(nil),              // 13: coordd.api.v1.CreateRequest
-	(*ACL)(nil),                        // 14: coordd.api.v1.ACL
-	(*Identity)(nil),                   // 15: coordd.api.v1.Identity
-	(*GetACLRequest)(nil),              // 16: coordd.api.v1.GetACLRequest
-	(*GetACLResponse)(nil),             // 17: coordd.api.v1.GetACLResponse
-	(*SetACLRequest)(nil),              // 18: coordd.api.v1.SetACLRequest
-	(*SetACLResponse)(nil),             // 19: coordd.api.v1.SetACLResponse
-	(*AddAuthRequest)(nil),             // 20: coordd.api.v1.AddAuthRequest
-	(*WhoAmIRequest)(nil),              // 21: coordd.api.v1.WhoAmIRequest
-	(*WhoAmIResponse)(nil),             // 22: coordd.api.v1.WhoAmIResponse
-	(*CreateResponse)(nil),             // 23: coordd.api.v1.CreateResponse
-	(*DeleteRequest)(nil),              // 24: coordd.api.v1.DeleteRequest
-	(*SetDataRequest)(nil),             // 25: coordd.api.v1.SetDataRequest
-	(*SetDataResponse)(nil),            // 26: coordd.api.v1.SetDataResponse
-	(*GetDataRequest)(nil),             // 27: coordd.api.v1.GetDataRequest
-	(*GetDataResponse)(nil),            // 28: coordd.api.v1.GetDataResponse
-	(*ExistsRequest)(nil),              // 29: coordd.api.v1.ExistsRequest
-	(*ExistsResponse)(nil),             // 30: coordd.api.v1.ExistsResponse
-	(*GetChildrenRequest)(nil),         // 31: coordd.api.v1.GetChildrenRequest
-	(*GetChildrenResponse)(nil),        // 32: coordd.api.v1.GetChildrenResponse
-	(*SyncRequest)(nil),                // 33: coordd.api.v1.SyncRequest
-	(*SyncResponse)(nil),               // 34: coordd.api.v1.SyncResponse
-	(*MultiOp)(nil),                    // 35: coordd.api.v1.MultiOp
-	(*CheckRequest)(nil),               // 36: coordd.api.v1.CheckRequest
-	(*MultiRequest)(nil),               // 37: coordd.api.v1.MultiRequest
-	(*MultiResult)(nil),                // 38: coordd.api.v1.MultiResult
-	(*MultiResponse)(nil),              // 39: coordd.api.v1.MultiResponse
-	(*PingRequest)(nil),                // 40: coordd.api.v1.PingRequest
-	(*CloseRequest)(nil),               // 41: coordd.api.v1.CloseRequest
-	(*RemoveWatchesRequest)(nil),       // 42: coordd.api.v1.RemoveWatchesRequest
-	(*CheckWatchesRequest)(nil),        // 43: coordd.api.v1.CheckWatchesRequest
-	(*AddWatchRequest)(nil),            // 44: coordd.api.v1.AddWatchRequest
-	(*WatchEvent)(nil),                 // 45: coordd.api.v1.WatchEvent
-	(*StatusRequest)(nil),              // 46: coordd.api.v1.StatusRequest
-	(*Member)(nil),                     // 47: coordd.api.v1.Member
-	(*StatusResponse)(nil),             // 48: coordd.api.v1.StatusResponse
-	(*SessionsRequest)(nil),            // 49: coordd.api.v1.SessionsRequest
-	(*SessionInfo)(nil),                // 50: coordd.api.v1.SessionInfo
-	(*SessionsResponse)(nil),           // 51: coordd.api.v1.SessionsResponse
-	(*MembersRequest)(nil),             // 52: coordd.api.v1.MembersRequest
-	(*MembersResponse)(nil),            // 53: coordd.api.v1.MembersResponse
-	(*AddMemberRequest)(nil),           // 54: coordd.api.v1.AddMemberRequest
-	(*RemoveMemberRequest)(nil),        // 55: coordd.api.v1.RemoveMemberRequest
-	(*PromoteMemberRequest)(nil),       // 56: coordd.api.v1.PromoteMemberRequest
-	(*TransferLeadershipRequest)(nil),  // 57: coordd.api.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 58: coordd.api.v1.TransferLeadershipResponse
-	(*SaveSnapshotRequest)(nil),        // 59: coordd.api.v1.SaveSnapshotRequest
-	(*SnapshotChunk)(nil),              // 60: coordd.api.v1.SnapshotChunk
-	(*BackupHeader)(nil),               // 61: coordd.api.v1.BackupHeader
-	(*BackupMember)(nil),               // 62: coordd.api.v1.BackupMember
+	(MemberRefusal)(0),                 // 5: coordd.api.v1.MemberRefusal
+	(*Stat)(nil),                       // 6: coordd.api.v1.Stat
+	(*ClientMessage)(nil),              // 7: coordd.api.v1.ClientMessage
+	(*ServerMessage)(nil),              // 8: coordd.api.v1.ServerMessage
+	(*Vouch)(nil),                      // 9: coordd.api.v1.Vouch
+	(*ConnectRequest)(nil),             // 10: coordd.api.v1.ConnectRequest
+	(*ConnectResponse)(nil),            // 11: coordd.api.v1.ConnectResponse
+	(*Request)(nil),                    // 12: coordd.api.v1.Request
+	(*Response)(nil),                   // 13: coordd.api.v1.Response
+	(*CreateRequest)(nil),              // 14: coordd.api.v1.CreateRequest
+	(*ACL)(nil),                        // 15: coordd.api.v1.ACL
+	(*Identity)(nil),                   // 16: coordd.api.v1.Identity
+	(*GetACLRequest)(nil),              // 17: coordd.api.v1.GetACLRequest
+	(*GetACLResponse)(nil),             // 18: coordd.api.v1.GetACLResponse
+	(*SetACLRequest)(nil),              // 19: coordd.api.v1.SetACLRequest
+	(*SetACLResponse)(nil),             // 20: coordd.api.v1.SetACLResponse
+	(*AddAuthRequest)(nil),             // 21: coordd.api.v1.AddAuthRequest
+	(*WhoAmIRequest)(nil),              // 22: coordd.api.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),             // 23: coordd.api.v1.WhoAmIResponse
+	(*CreateResponse)(nil),             // 24: coordd.api.v1.CreateResponse
+	(*DeleteRequest)(nil),              // 25: coordd.api.v1.DeleteRequest
+	(*SetDataRequest)(nil),             // 26: coordd.api.v1.SetDataRequest
+	(*SetDataResponse)(nil),            // 27: coordd.api.v1.SetDataResponse
+	(*GetDataRequest)(nil),             // 28: coordd.api.v1.GetDataRequest
+	(*GetDataResponse)(nil),            // 29: coordd.api.v1.GetDataResponse
+	(*ExistsRequest)(nil),              // 30: coordd.api.v1.ExistsRequest
+	(*ExistsResponse)(nil),             // 31: coordd.api.v1.ExistsResponse
+	(*GetChildrenRequest)(nil),         // 32: coordd.api.v1.GetChildrenRequest
+	(*GetChildrenResponse)(nil),        // 33: coordd.api.v1.GetChildrenResponse
+	(*SyncRequest)(nil),                // 34: coordd.api.v1.SyncRequest
+	(*SyncResponse)(nil),               // 35: coordd.api.v1.SyncResponse
+	(*MultiOp)(nil),                    // 36: coordd.api.v1.MultiOp
+	(*CheckRequest)(nil),               // 37: coordd.api.v1.CheckRequest
+	(*MultiRequest)(nil),               // 38: coordd.api.v1.MultiRequest
+	(*MultiResult)(nil),                // 39: coordd.api.v1.MultiResult
+	(*MultiResponse)(nil),              // 40: coordd.api.v1.MultiResponse
+	(*PingRequest)(nil),                // 41: coordd.api.v1.PingRequest
+	(*CloseRequest)(nil),               // 42: coordd.api.v1.CloseRequest
+	(*RemoveWatchesRequest)(nil),       // 43: coordd.api.v1.RemoveWatchesRequest
+	(*CheckWatchesRequest)(nil),        // 44: coordd.api.v1.CheckWatchesRequest
+	(*AddWatchRequest)(nil),            // 45: coordd.api.v1.AddWatchRequest
+	(*WatchEvent)(nil),                 // 46: coordd.api.v1.WatchEvent
+	(*StatusRequest)(nil),              // 47: coordd.api.v1.StatusRequest
+	(*Member)(nil),                     // 48: coordd.api.v1.Member
+	(*StatusResponse)(nil),             // 49: coordd.api.v1.StatusResponse
+	(*SessionsRequest)(nil),            // 50: coordd.api.v1.SessionsRequest
+	(*SessionInfo)(nil),                // 51: coordd.api.v1.SessionInfo
+	(*SessionsResponse)(nil),           // 52: coordd.api.v1.SessionsResponse
+	(*MembersRequest)(nil),             // 53: coordd.api.v1.MembersRequest
+	(*MembersResponse)(nil),            // 54: coordd.api.v1.MembersResponse
+	(*Refusal)(nil),                    // 55: coordd.api.v1.Refusal
+	(*AddMemberRequest)(nil),           // 56: coordd.api.v1.AddMemberRequest
+	(*RemoveMemberRequest)(nil),        // 57: coordd.api.v1.RemoveMemberRequest
+	(*PromoteMemberRequest)(nil),       // 58: coordd.api.v1.PromoteMemberRequest
+	(*TransferLeadershipRequest)(nil),  // 59: coordd.api.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 60: coordd.api.v1.TransferLeadershipResponse
+	(*SaveSnapshotRequest)(nil),        // 61: coordd.api.v1.SaveSnapshotRequest
+	(*SnapshotChunk)(nil),              // 62: coordd.api.v1.SnapshotChunk
+	(*BackupHeader)(nil),               // 63: coordd.api.v1.BackupHeader
+	(*BackupMember)(nil),               // 64: coordd.api.v1.BackupMember
 }
 var file_rpc_apipb_api_proto_depIdxs = []int32{
 	1,  // 0: coordd.api.v1.Stat.kind:type_name -> coordd.api.v1.NodeKind
-	9,  // 1: coordd.api.v1.ClientMessage.connect:type_name -> coordd.api.v1.ConnectRequest
-	11, // 2: coordd.api.v1.ClientMessage.request:type_name -> coordd.api.v1.Request
-	10, // 3: coordd.api.v1.ServerMessage.connected:type_name -> coordd.api.v1.ConnectResponse
-	12, // 4: coordd.api.v1.ServerMessage.response:type_name -> coordd.api.v1.Response
-	45, // 5: coordd.api.v1.ServerMessage.event:type_name -> coordd.api.v1.WatchEvent
-	8,  // 6: coordd.api.v1.ServerMessage.vouch:type_name -> coordd.api.v1.Vouch
-	13, // 7: coordd.api.v1.Request.create:type_name -> coordd.api.v1.CreateRequest
-	24, // 8: coordd.api.v1.Request.delete:type_name -> coordd.api.v1.DeleteRequest
-	25, // 9: coordd.api.v1.Request.set_data:type_name -> coordd.api.v1.SetDataRequest
-	27, // 10: coordd.api.v1.Request.get_data:type_name -> coordd.api.v1.GetDataRequest
-	29, // 11: coordd.api.v1.Request.exists:type_name -> coordd.api.v1.ExistsRequest
-	31, // 12: coordd.api.v1.Request.get_children:type_name -> coordd.api.v1.GetChildrenRequest
-	33, // 13: coordd.api.v1.Request.sync:type_name -> coordd.api.v1.SyncRequest
-	37, // 14: coordd.api.v1.Request.multi:type_name -> coordd.api.v1.MultiRequest
-	40, // 15: coordd.api.v1.Request.ping:type_name -> coordd.api.v1.PingRequest
-	41, // 16: coordd.api.v1.Request.close:type_name -> coordd.api.v1.CloseRequest
-	42, // 17: coordd.api.v1.Request.remove_watches:type_name -> coordd.api.v1.RemoveWatchesRequest
-	44, // 18: coordd.api.v1.Request.add_watch:type_name -> coordd.api.v1.AddWatchRequest
-	43, // 19: coordd.api.v1.Request.check_watches:type_name -> coordd.api.v1.CheckWatchesRequest
-	16, // 20: coordd.api.v1.Request.get_acl:type_name -> coordd.api.v1.GetACLRequest
-	18, // 21: coordd.api.v1.Request.set_acl:type_name -> coordd.api.v1.SetACLRequest
-	20, // 22: coordd.api.v1.Request.add_auth:type_name -> coordd.api.v1.AddAuthRequest
-	21, // 23: coordd.api.v1.Request.who_am_i:type_name -> coordd.api.v1.WhoAmIRequest
+	10, // 1: coordd.api.v1.ClientMessage.connect:type_name -> coordd.api.v1.ConnectRequest
+	12, // 2: coordd.api.v1.ClientMessage.request:type_name -> coordd.api.v1.Request
+	11, // 3: coordd.api.v1.ServerMessage.connected:type_name -> coordd.api.v1.ConnectResponse
+	13, // 4: coordd.api.v1.ServerMessage.response:type_name -> coordd.api.v1.Response
+	46, // 5: coordd.api.v1.ServerMessage.event:type_name -> coordd.api.v1.WatchEvent
+	9,  // 6: coordd.api.v1.ServerMessage.vouch:type_name -> coordd.api.v1.Vouch
+	14, // 7: coordd.api.v1.Request.create:type_name -> coordd.api.v1.CreateRequest
+	25, // 8: coordd.api.v1.Request.delete:type_name -> coordd.api.v1.DeleteRequest
+	26, // 9: coordd.api.v1.Request.set_data:type_name -> coordd.api.v1.SetDataRequest
+	28, // 10: coordd.api.v1.Request.get_data:type_name -> coordd.api.v1.GetDataRequest
+	30, // 11: coordd.api.v1.Request.exists:type_name -> coordd.api.v1.ExistsRequest
+	32, // 12: coordd.api.v1.Request.get_children:type_name -> coordd.api.v1.GetChildrenRequest
+	34, // 13: coordd.api.v1.Request.sync:type_name -> coordd.api.v1.SyncRequest
+	38, // 14: coordd.api.v1.Request.multi:type_name -> coordd.api.v1.MultiRequest
+	41, // 15: coordd.api.v1.Request.ping:type_name -> coordd.api.v1.PingRequest
+	42, // 16: coordd.api.v1.Request.close:type_name -> coordd.api.v1.CloseRequest
+	43, // 17: coordd.api.v1.Request.remove_watches:type_name -> coordd.api.v1.RemoveWatchesRequest
+	45, // 18: coordd.api.v1.Request.add_watch:type_name -> coordd.api.v1.AddWatchRequest
+	44, // 19: coordd.api.v1.Request.check_watches:type_name -> coordd.api.v1.CheckWatchesRequest
+	17, // 20: coordd.api.v1.Request.get_acl:type_name -> coordd.api.v1.GetACLRequest
+	19, // 21: coordd.api.v1.Request.set_acl:type_name -> coordd.api.v1.SetACLRequest
+	21, // 22: coordd.api.v1.Request.add_auth:type_name -> coordd.api.v1.AddAuthRequest
+	22, // 23: coordd.api.v1.Request.who_am_i:type_name -> coordd.api.v1.WhoAmIRequest
 	0,  // 24: coordd.api.v1.Response.error:type_name -> coordd.api.v1.ErrorCode
-	23, // 25: coordd.api.v1.Response.create:type_name -> coordd.api.v1.CreateResponse
-	26, // 26: coordd.api.v1.Response.set_data:type_name -> coordd.api.v1.SetDataResponse
-	28, // 27: coordd.api.v1.Response.get_data:type_name -> coordd.api.v1.GetDataResponse
-	30, // 28: coordd.api.v1.Response.exists:type_name -> coordd.api.v1.ExistsResponse
-	32, // 29: coordd.api.v1.Response.get_children:type_name -> coordd.api.v1.GetChildrenResponse
-	34, // 30: coordd.api.v1.Response.sync:type_name -> coordd.api.v1.SyncResponse
-	39, // 31: coordd.api.v1.Response.multi:type_name -> coordd.api.v1.MultiResponse
-	17, // 32: coordd.api.v1.Response.get_acl:type_name -> coordd.api.v1.GetACLResponse
-	19, // 33: coordd.api.v1.Response.set_acl:type_name -> coordd.api.v1.SetACLResponse
-	22, // 34: coordd.api.v1.Response.who_am_i:type_name -> coordd.api.v1.WhoAmIResponse
+	24, // 25: coordd.api.v1.Response.create:type_name -> coordd.api.v1.CreateResponse
+	27, // 26: coordd.api.v1.Response.set_data:type_name -> coordd.api.v1.SetDataResponse
+	29, // 27: coordd.api.v1.Response.get_data:type_name -> coordd.api.v1.GetDataResponse
+	31, // 28: coordd.api.v1.Response.exists:type_name -> coordd.api.v1.ExistsResponse
+	33, // 29: coordd.api.v1.Response.get_children:type_name -> coordd.api.v1.GetChildrenResponse
+	35, // 30: coordd.api.v1.Response.sync:type_name -> coordd.api.v1.SyncResponse
+	40, // 31: coordd.api.v1.Response.multi:type_name -> coordd.api.v1.MultiResponse
+	18, // 32: coordd.api.v1.Response.get_acl:type_name -> coordd.api.v1.GetACLResponse
+	20, // 33: coordd.api.v1.Response.set_acl:type_name -> coordd.api.v1.SetACLResponse
+	23, // 34: coordd.api.v1.Response.who_am_i:type_name -> coordd.api.v1.WhoAmIResponse
 	1,  // 35: coordd.api.v1.CreateRequest.kind:type_name -> coordd.api.v1.NodeKind
-	14, // 36: coordd.api.v1.CreateRequest.acl:type_name -> coordd.api.v1.ACL
-	14, // 37: coordd.api.v1.GetACLResponse.acl:type_name -> coordd.api.v1.ACL
-	5,  // 38: coordd.api.v1.GetACLResponse.stat:type_name -> coordd.api.v1.Stat
-	14, // 39: coordd.api.v1.SetACLRequest.acl:type_name -> coordd.api.v1.ACL
-	5,  // 40: coordd.api.v1.SetACLResponse.stat:type_name -> coordd.api.v1.Stat
-	15, // 41: coordd.api.v1.WhoAmIResponse.identities:type_name -> coordd.api.v1.Identity
-	5,  // 42: coordd.api.v1.CreateResponse.stat:type_name -> coordd.api.v1.Stat
-	5,  // 43: coordd.api.v1.SetDataResponse.stat:type_name -> coordd.api.v1.Stat
-	5,  // 44: coordd.api.v1.GetDataResponse.stat:type_name -> coordd.api.v1.Stat
-	5,  // 45: coordd.api.v1.ExistsResponse.stat:type_name -> coordd.api.v1.Stat
-	5,  // 46: coordd.api.v1.GetChildrenResponse.stat:type_name -> coordd.api.v1.Stat
-	13, // 47: coordd.api.v1.MultiOp.create:type_name -> coordd.api.v1.CreateRequest
-	24, // 48: coordd.api.v1.MultiOp.delete:type_name -> coordd.api.v1.DeleteRequest
-	25, // 49: coordd.api.v1.MultiOp.set_data:type_name -> coordd.api.v1.SetDataRequest
-	36, // 50: coordd.api.v1.MultiOp.check:type_name -> coordd.api.v1.CheckRequest
-	35, // 51: coordd.api.v1.MultiRequest.ops:type_name -> coordd.api.v1.MultiOp
+	15, // 36: coordd.api.v1.CreateRequest.acl:type_name -> coordd.api.v1.ACL
+	15, // 37: coordd.api.v1.GetACLResponse.acl:type_name -> coordd.api.v1.ACL
+	6,  // 38: coordd.api.v1.GetACLResponse.stat:type_name -> coordd.api.v1.Stat
+	15, // 39: coordd.api.v1.SetACLRequest.acl:type_name -> coordd.api.v1.ACL
+	6,  // 40: coordd.api.v1.SetACLResponse.stat:type_name -> coordd.api.v1.Stat
+	16, // 41: coordd.api.v1.WhoAmIResponse.identities:type_name -> coordd.api.v1.Identity
+	6,  // 42: coordd.api.v1.CreateResponse.stat:type_name -> coordd.api.v1.Stat
+	6,  // 43: coordd.api.v1.SetDataResponse.stat:type_name -> coordd.api.v1.Stat
+	6,  // 44: coordd.api.v1.GetDataResponse.stat:type_name -> coordd.api.v1.Stat
+	6,  // 45: coordd.api.v1.ExistsResponse.stat:type_name -> coordd.api.v1.Stat
+	6,  // 46: coordd.api.v1.GetChildrenResponse.stat:type_name -> coordd.api.v1.Stat
+	14, // 47: coordd.api.v1.MultiOp.create:type_name -> coordd.api.v1.CreateRequest
+	25, // 48: coordd.api.v1.MultiOp.delete:type_name -> coordd.api.v1.DeleteRequest
+	26, // 49: coordd.api.v1.MultiOp.set_data:type_name -> coordd.api.v1.SetDataRequest
+	37, // 50: coordd.api.v1.MultiOp.check:type_name -> coordd.api.v1.CheckRequest
+	36, // 51: coordd.api.v1.MultiRequest.ops:type_name -> coordd.api.v1.MultiOp
 	0,  // 52: coordd.api.v1.MultiResult.error:type_name -> coordd.api.v1.ErrorCode
-	5,  // 53: coordd.api.v1.MultiResult.stat:type_name -> coordd.api.v1.Stat
-	38, // 54: coordd.api.v1.MultiResponse.results:type_name -> coordd.api.v1.MultiResult
+	6,  // 53: coordd.api.v1.MultiResult.stat:type_name -> coordd.api.v1.Stat
+	39, // 54: coordd.api.v1.MultiResponse.results:type_name -> coordd.api.v1.MultiResult
 	3,  // 55: coordd.api.v1.RemoveWatchesRequest.kind:type_name -> coordd.api.v1.WatchKind
 	3,  // 56: coordd.api.v1.CheckWatchesRequest.kind:type_name -> coordd.api.v1.WatchKind
 	4,  // 57: coordd.api.v1.WatchEvent.type:type_name -> coordd.api.v1.EventType
-	47, // 58: coordd.api.v1.StatusResponse.members:type_name -> coordd.api.v1.Member
-	50, // 59: coordd.api.v1.SessionsResponse.sessions:type_name -> coordd.api.v1.SessionInfo
-	47, // 60: coordd.api.v1.MembersResponse.members:type_name -> coordd.api.v1.Member
-	62, // 61: coordd.api.v1.BackupHeader.members:type_name -> coordd.api.v1.BackupMember
-	6,  // 62: coordd.api.v1.Coord.Session:input_type -> coordd.api.v1.ClientMessage
-	46, // 63: coordd.api.v1.Coord.Status:input_type -> coordd.api.v1.StatusRequest
-	49, // 64: coordd.api.v1.Coord.Sessions:input_type -> coordd.api.v1.SessionsRequest
-	52, // 65: coordd.api.v1.Coord.Members:input_type -> coordd.api.v1.MembersRequest
-	54, // 66: coordd.api.v1.Coord.AddMember:input_type -> coordd.api.v1.AddMemberRequest
-	55, // 67: coordd.api.v1.Coord.RemoveMember:input_type -> coordd.api.v1.RemoveMemberRequest
-	56, // 68: coordd.api.v1.Coord.PromoteMember:input_type -> coordd.api.v1.PromoteMemberRequest
-	57, // 69: coordd.api.v1.Coord.TransferLeadership:input_type -> coordd.api.v1.TransferLeadershipRequest
-	59, // 70: coordd.api.v1.Coord.SaveSnapshot:input_type -> coordd.api.v1.SaveSnapshotRequest
-	7,  // 71: coordd.api.v1.Coord.Session:output_type -> coordd.api.v1.ServerMessage
-	48, // 72: coordd.api.v1.Coord.Status:output_type -> coordd.api.v1.StatusResponse
-	51, // 73: coordd.api.v1.Coord.Sessions:output_type -> coordd.api.v1.SessionsResponse
-	53, // 74: coordd.api.v1.Coord.Members:output_type -> coordd.api.v1.MembersResponse
-	53, // 75: coordd.api.v1.Coord.AddMember:output_type -> coordd.api.v1.MembersResponse
-	53, // 76: coordd.api.v1.Coord.RemoveMember:output_type -> coordd.api.v1.MembersResponse
-	53, // 77: coordd.api.v1.Coord.PromoteMember:output_type -> coordd.api.v1.MembersResponse
-	58, // 78: coordd.api.v1.Coord.TransferLeadership:output_type -> coordd.api.v1.TransferLeadershipResponse
-	60, // 79: coordd.api.v1.Coord.SaveSnapshot:output_type -> coordd.api.v1.SnapshotChunk
-	71, // [71:80] is the sub-list for method output_type
-	62, // [62:71] is the sub-list for method input_type
-	62, // [62:62] is the sub-list for extension type_name
-	62, // [62:62] is the sub-list for extension extendee
-	0,  // [0:62] is the sub-list for field type_name
+	48, // 58: coordd.api.v1.StatusResponse.members:type_name -> coordd.api.v1.Member
+	51, // 59: coordd.api.v1.SessionsResponse.sessions:type_name -> coordd.api.v1.SessionInfo
+	48, // 60: coordd.api.v1.MembersResponse.members:type_name -> coordd.api.v1.Member
+	5,  // 61: coordd.api.v1.Refusal.code:type_name -> coordd.api.v1.MemberRefusal
+	64, // 62: coordd.api.v1.BackupHeader.members:type_name -> coordd.api.v1.BackupMember
+	7,  // 63: coordd.api.v1.Coord.Session:input_type -> coordd.api.v1.ClientMessage
+	47, // 64: coordd.api.v1.Coord.Status:input_type -> coordd.api.v1.StatusRequest
+	50, // 65: coordd.api.v1.Coord.Sessions:input_type -> coordd.api.v1.SessionsRequest
+	53, // 66: coordd.api.v1.Coord.Members:input_type -> coordd.api.v1.MembersRequest
+	56, // 67: coordd.api.v1.Coord.AddMember:input_type -> coordd.api.v1.AddMemberRequest
+	57, // 68: coordd.api.v1.Coord.RemoveMember:input_type -> coordd.api.v1.RemoveMemberRequest
+	58, // 69: coordd.api.v1.Coord.PromoteMember:input_type -> coordd.api.v1.PromoteMemberRequest
+	59, // 70: coordd.api.v1.Coord.TransferLeadership:input_type -> coordd.api.v1.TransferLeadershipRequest
+	61, // 71: coordd.api.v1.Coord.SaveSnapshot:input_type -> coordd.api.v1.SaveSnapshotRequest
+	8,  // 72: coordd.api.v1.Coord.Session:output_type -> coordd.api.v1.ServerMessage
+	49, // 73: coordd.api.v1.Coord.Status:output_type -> coordd.api.v1.StatusResponse
+	52, // 74: coordd.api.v1.Coord.Sessions:output_type -> coordd.api.v1.SessionsResponse
+	54, // 75: coordd.api.v1.Coord.Members:output_type -> coordd.api.v1.MembersResponse
+	54, // 76: coordd.api.v1.Coord.AddMember:output_type -> coordd.api.v1.MembersResponse
+	54, // 77: coordd.api.v1.Coord.RemoveMember:output_type -> coordd.api.v1.MembersResponse
+	54, // 78: coordd.api.v1.Coord.PromoteMember:output_type -> coordd.api.v1.MembersResponse
+	60, // 79: coordd.api.v1.Coord.TransferLeadership:output_type -> coordd.api.v1.TransferLeadershipResponse
+	62, // 80: coordd.api.v1.Coord.SaveSnapshot:output_type -> coordd.api.v1.SnapshotChunk
+	72, // [72:81] is the sub-list for method output_type
+	63, // [63:72] is the sub-list for method input_type
+	63, // [63:63] is the sub-list for extension type_name
+	63, // [63:63] is the sub-list for extension extendee
+	0,  // [0:63] is the sub-list for field type_name
 }
 
 func init() { file_rpc_apipb_api_proto_init() }
@@ -5140,8 +5292,8 @@ func file_rpc_apipb_api_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rpc_apipb_api_proto_rawDesc), len(file_rpc_apipb_api_proto_rawDesc)),
-			NumEnums:      5,
-			NumMessages:   58,
+			NumEnums:      6,
+			NumMessages:   59,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -3,7 +3,7 @@ package engine
 import (
 	"testing"
 
-	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/fsm/auth"
 	"github.com/coordd/coordd/fsm/cmdpb"
 	"github.com/coordd/coordd/tree"
 )
@@ -15,7 +15,7 @@ import (
 // does the same (its connection keeps its auth info until it is gone).
 // Another session without the identity still sees nothing of the node.
 func TestClosingSessionReadsItsOwnEphemeralsDeletion(t *testing.T) {
-	acl := []tree.ACL{{Perms: tree.PermAll, Scheme: "digest", ID: fsm.Digest([]byte("alice:pw"))}}
+	acl := []tree.ACL{{Perms: tree.PermAll, Scheme: "digest", ID: auth.Digest([]byte("alice:pw"))}}
 	for _, expire := range []bool{false, true} {
 		name := "close"
 		if expire {
@@ -75,7 +75,7 @@ func TestClosingSessionReadsItsOwnEphemeralsDeletion(t *testing.T) {
 // created nor when it last changed. Its watch is consumed as a live
 // trigger's would be; those on nodes it may read fire as before.
 func TestReregisterFiresOnlyReadable(t *testing.T) {
-	acl := []tree.ACL{{Perms: tree.PermAll, Scheme: "digest", ID: fsm.Digest([]byte("alice:pw"))}}
+	acl := []tree.ACL{{Perms: tree.PermAll, Scheme: "digest", ID: auth.Digest([]byte("alice:pw"))}}
 	e, _ := testEngine(t)
 	o, a := connectTest(t, e, ConnectRequest{}), connectTest(t, e, ConnectRequest{})
 	a.ok(Request{Op: OpAddAuth, AuthScheme: "digest", Auth: []byte("alice:pw")})

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/fsm/auth"
 	"github.com/coordd/coordd/fsm/cmdpb"
 	"github.com/coordd/coordd/tree"
 )
@@ -11,14 +12,6 @@ import (
 // This file is the boundary between requests and the replicated command
 // set: a write becomes a cmdpb.Write, and its cmdpb.Result becomes a
 // Response, here and nowhere else.
-
-func isWrite(op Op) bool {
-	switch op {
-	case OpCreate, OpDelete, OpSetData, OpCheck, OpMulti, OpSetACL:
-		return true
-	}
-	return false
-}
 
 func createToCmd(r *Request) *cmdpb.Create {
 	return &cmdpb.Create{Path: r.Path, Data: r.Data, NullData: r.NullData, Kind: cmdpb.Kind(r.Create.Kind), Sequential: r.Create.Sequential, TtlMs: r.Create.TTL, Acl: fsm.ACLToPB(r.ACL)}
@@ -41,7 +34,7 @@ func opToCmd(r *Request) (*cmdpb.Op, error) {
 
 // writeToCmd converts a write request of session sess that came on a
 // connection with identities conn (which the write's ACL checks use).
-func writeToCmd(sess int64, conn fsm.Conn, r *Request) (*cmdpb.Write, error) {
+func writeToCmd(sess int64, conn auth.Conn, r *Request) (*cmdpb.Write, error) {
 	w := &cmdpb.Write{SessionId: sess, Xid: r.Xid, LowestPendingXid: r.LowestPendingXid, Conn: fsm.ConnToPB(conn)}
 	switch r.Op {
 	case OpCreate:

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/fsm/auth"
 	"github.com/coordd/coordd/fsm/cmdpb"
 	"github.com/coordd/coordd/session"
 	"github.com/coordd/coordd/tree"
@@ -572,7 +573,7 @@ type ConnectRequest struct {
 	// Conn is what the front-end knows of the connection: the identities
 	// ZooKeeper gives a connection itself (its ip, its verified client
 	// certificate's subject).
-	Conn fsm.Conn
+	Conn auth.Conn
 	// ClientRetries says the client keys its writes by xids unique to the
 	// session and sends an unanswered write again, with its xid, after a
 	// reconnect (coordd's own client): the state machine then answers a

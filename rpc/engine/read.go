@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/fsm/auth"
 	"github.com/coordd/coordd/tree"
 	"github.com/coordd/coordd/watch"
 )
@@ -37,8 +38,8 @@ func needsPath(op Op) bool {
 
 // requester is who the session's requests come from, as the ACL checks
 // see it: its connection and the identities its session holds in v.
-func (s *Session) requester(v fsm.View) *fsm.Requester {
-	r := &fsm.Requester{Conn: s.conn}
+func (s *Session) requester(v fsm.View) *auth.Requester {
+	r := &auth.Requester{Conn: s.conn}
 	if v.Sessions != nil {
 		r.IDs = v.Sessions.Identities(s.id)
 	}
@@ -96,7 +97,7 @@ func lockDelayUntil(v fsm.View, p string, st tree.Stat) int64 {
 func redacted(acl []tree.ACL) []tree.ACL {
 	out := make([]tree.ACL, len(acl))
 	for i, a := range acl {
-		if a.Scheme == fsm.SchemeDigest {
+		if a.Scheme == auth.SchemeDigest {
 			user, _, _ := strings.Cut(a.ID, ":")
 			a.ID = user + ":x"
 		}

@@ -5,7 +5,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/asn1"
 
-	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/fsm/auth"
 	"github.com/coordd/coordd/session"
 	"github.com/coordd/coordd/tree"
 	"github.com/coordd/coordd/watch"
@@ -59,6 +59,17 @@ func (o Op) String() string {
 	return "unknown"
 }
 
+// IsWrite says whether the operation changes the tree: it goes through
+// Raft as a cmdpb.Write, and is answered once per connection's xid. Both
+// front-ends and the engine ask this one method.
+func (o Op) IsWrite() bool {
+	switch o {
+	case OpCreate, OpDelete, OpSetData, OpCheck, OpMulti, OpSetACL:
+		return true
+	}
+	return false
+}
+
 // WatcherType selects watches to remove or check, with ZooKeeper's numbers
 // (Watcher.WatcherType): the watch table's.
 type WatcherType = watch.WatcherType
@@ -75,7 +86,7 @@ const (
 // Conn is what a front-end knows of a client's connection: its address
 // (ZooKeeper's ip scheme) and, when the server verified a client
 // certificate, the certificate's subject (the x509 scheme).
-type Conn = fsm.Conn
+type Conn = auth.Conn
 
 // WatchKind is a set of watch kinds, as Event.Kinds carries them: the watch
 // table's.

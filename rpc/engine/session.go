@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/fsm/auth"
 	"github.com/coordd/coordd/fsm/cmdpb"
 	"github.com/coordd/coordd/tree"
 )
@@ -52,7 +53,7 @@ type Session struct {
 	// conn is what the front-end knows of the connection (its ip and
 	// verified certificate subject): set before the session is shown to
 	// anyone, never changed.
-	conn fsm.Conn
+	conn auth.Conn
 
 	// epoch, when not 0, is the connection's epoch (ConnectRequest.
 	// ClientRetries false, cluster level 2): its commands carry it and the
@@ -178,7 +179,7 @@ func (s *Session) Submit(req *Request) {
 		en.cmd = &cmdpb.Command{Cmd: &cmdpb.Command_CloseSession{CloseSession: &cmdpb.CloseSession{SessionId: s.id, Xid: req.Xid, Server: e.cfg.ServerID}}}
 	case req.Op == OpAddAuth:
 		en.kind, en.resp, en.cmd = s.addAuth(req)
-	case isWrite(req.Op):
+	case req.Op.IsWrite():
 		if resp := s.admit(req); resp != nil {
 			en.kind, en.resp = kindDone, resp
 			break
@@ -208,20 +209,20 @@ func (s *Session) Submit(req *Request) {
 func (s *Session) addAuth(req *Request) (int, *Response, *cmdpb.Command) {
 	var ids []*cmdpb.Identity
 	switch req.AuthScheme {
-	case fsm.SchemeDigest:
-		digest := fsm.Digest(req.Auth)
+	case auth.SchemeDigest:
+		digest := auth.Digest(req.Auth)
 		if super := s.e.cfg.SuperDigest; super != "" && digest == super {
-			ids = append(ids, &cmdpb.Identity{Scheme: fsm.SchemeSuper})
+			ids = append(ids, &cmdpb.Identity{Scheme: auth.SchemeSuper})
 		}
-		ids = append(ids, &cmdpb.Identity{Scheme: fsm.SchemeDigest, Id: digest})
-	case fsm.SchemeIP:
+		ids = append(ids, &cmdpb.Identity{Scheme: auth.SchemeDigest, Id: digest})
+	case auth.SchemeIP:
 		return kindDone, &Response{}, nil
-	case fsm.SchemeX509:
+	case auth.SchemeX509:
 		if s.conn.X509 != "" {
 			return kindDone, &Response{}, nil
 		}
 		return kindDone, errResponse(req, AuthFailed, "x509: the connection has no verified client certificate"), nil
-	case fsm.SchemeSASL:
+	case auth.SchemeSASL:
 		// ZooKeeper's SASLAuthenticationProvider refuses it too: a sasl
 		// identity comes only from a SASL exchange (Authenticate).
 		return kindDone, errResponse(req, AuthFailed, "sasl: authenticate with ZooKeeper's SASL exchange, not addAuth"), nil

@@ -3,7 +3,7 @@ package engine
 import (
 	"time"
 
-	"github.com/coordd/coordd/fsm"
+	"github.com/coordd/coordd/fsm/auth"
 	"github.com/coordd/coordd/fsm/cmdpb"
 	"github.com/coordd/coordd/session"
 )
@@ -19,10 +19,10 @@ type Identity = session.Identity
 // The identities a front-end may verify itself.
 const (
 	// SchemeSASL is a SASL user's identity, sasl:NAME.
-	SchemeSASL = fsm.SchemeSASL
+	SchemeSASL = auth.SchemeSASL
 	// SchemeSuper is the super user's (its id empty), whom no ACL
 	// refuses.
-	SchemeSuper = fsm.SchemeSuper
+	SchemeSuper = auth.SchemeSuper
 )
 
 // Authenticate answers req in its place among the session's replies. With

@@ -174,14 +174,6 @@ func requestOf(h jute.RequestHeader, rec jute.Record) (engine.Request, *badReque
 	return req, nil
 }
 
-func isWrite(op engine.Op) bool {
-	switch op {
-	case engine.OpCreate, engine.OpDelete, engine.OpSetData, engine.OpCheck, engine.OpMulti, engine.OpSetACL:
-		return true
-	}
-	return false
-}
-
 // aclOf converts an ACL from the wire.
 func aclOf(acl []jute.ACL) []tree.ACL {
 	if len(acl) == 0 {

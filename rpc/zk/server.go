@@ -373,7 +373,7 @@ func (c *conn) recvLoop(br *bufio.Reader) {
 			req, ids, p.saslToken, b = c.saslStep(h, rec)
 		default:
 			req, b = requestOf(h, rec)
-			if isWrite(req.Op) {
+			if req.Op.IsWrite() {
 				// A ZooKeeper client never re-sends a request (it fails
 				// what was in flight with ConnectionLoss and goes on with
 				// new xids), so every xid that arrived counts as answered;

@@ -1,4 +1,13 @@
-package fsm
+// Package auth is ZooKeeper's authentication schemes and ACL checks, as
+// pure functions of who asks (ZooKeeperServer.checkACL,
+// PrepRequestProcessor.fixupACL, the ip, digest, x509 and sasl providers of
+// ZooKeeper 3.8): the FSM runs them in apply for writes, and a server runs
+// the same ones for the reads it serves. The ACLs themselves are the
+// tree's (tree.ACL, kept interned with each node); the identities a
+// session authenticated as are the session registry's (session.Identity).
+// SASL's wire mechanism is the ZooKeeper front-end's (rpc/zk/sasl): this
+// package knows only the sasl scheme's identities.
+package auth
 
 import (
 	"crypto/sha1"
@@ -10,16 +19,9 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/coordd/coordd/fsm/cmdpb"
 	"github.com/coordd/coordd/session"
 	"github.com/coordd/coordd/tree"
 )
-
-// This file is ZooKeeper's authentication providers and ACL checks
-// (ZooKeeperServer.checkACL, PrepRequestProcessor.fixupACL, the ip, digest,
-// x509 and sasl providers of ZooKeeper 3.8), as pure functions of who asks: the
-// FSM runs them in apply for writes, and a server runs the same ones for
-// the reads it serves.
 
 // The ACL schemes.
 const (
@@ -39,29 +41,6 @@ const (
 type Conn struct {
 	IP   netip.Addr // invalid when unknown
 	X509 string     // "" without a verified client certificate
-}
-
-// ConnToPB converts a connection's identities for the log (nil when it has
-// none).
-func ConnToPB(c Conn) *cmdpb.Conn {
-	if !c.IP.IsValid() && c.X509 == "" {
-		return nil
-	}
-	pc := &cmdpb.Conn{X509: c.X509}
-	if c.IP.IsValid() {
-		pc.Ip = c.IP.Unmap().AsSlice()
-	}
-	return pc
-}
-
-// ConnFromPB converts a write's connection identities back.
-func ConnFromPB(pc *cmdpb.Conn) Conn {
-	if pc == nil {
-		return Conn{}
-	}
-	c := Conn{X509: pc.X509}
-	c.IP, _ = netip.AddrFromSlice(pc.Ip)
-	return c
 }
 
 // Requester is who a request comes from, as ZooKeeper's checks see it:
@@ -377,28 +356,4 @@ func ValidSuperDigest(d string) error {
 		return fmt.Errorf("the part after %q: is not a base64 SHA-1 digest", user)
 	}
 	return nil
-}
-
-// ACLToPB converts an ACL for the log.
-func ACLToPB(acl []tree.ACL) []*cmdpb.ACL {
-	if len(acl) == 0 {
-		return nil
-	}
-	out := make([]*cmdpb.ACL, len(acl))
-	for i, a := range acl {
-		out[i] = &cmdpb.ACL{Perms: int32(a.Perms), Scheme: a.Scheme, Id: a.ID}
-	}
-	return out
-}
-
-// ACLFromPB converts a logged ACL back.
-func ACLFromPB(acl []*cmdpb.ACL) []tree.ACL {
-	if len(acl) == 0 {
-		return nil
-	}
-	out := make([]tree.ACL, len(acl))
-	for i, a := range acl {
-		out[i] = tree.ACL{Perms: tree.Perms(a.Perms), Scheme: a.Scheme, ID: a.Id}
-	}
-	return out
 }
