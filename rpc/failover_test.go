@@ -301,26 +301,85 @@ func (w *writer) end() {
 	w.done.Wait()
 }
 
-// TestCloseHandsOverLeadership: a leader that stops (SIGTERM, a rolling
-// restart's step) hands leadership to a follower first, so the new leader
-// is elected by the transfer, not after the old one is found gone, and a
-// writer on each other server, one per protocol, sees no write fail and
-// no connection lost.
-func TestCloseHandsOverLeadership(t *testing.T) {
-	nodes, leader := threeNodes(t)
+// TestLeaderGoneClientsSeeNothing: when the leader dies (every connection
+// of its closes, and it accepts no new one), a writer of each protocol on
+// the other servers sees no write fail and no connection lost: the
+// followers elect a new leader because the old one is gone, their
+// forwarded writes are sent again to it, and the servers never go long
+// enough without a leader to drop their clients (issue 40's kill -9 of the
+// leader, as the clients of the surviving servers see it).
+func TestLeaderGoneClientsSeeNothing(t *testing.T) {
+	is := newIsolator()
+	nodes, leader := threeNodes(t, func(c *Config) {
+		is.mu.Lock()
+		is.addrs[c.PeerAddr] = c.ID
+		is.mu.Unlock()
+		c.DialPeer = is.dialer(c.ID)
+	})
+	waitSameLog(t, leader, nodes...)
 	var rest []*Node
 	for _, n := range nodes {
 		if n != leader {
 			rest = append(rest, n)
 		}
 	}
+	zw, gw, lost := followerWriters(t, rest[0], rest[1])
+	defer gw.end()
+	defer zw.end()
+	zw.waitMore(t, 20)
+	gw.waitMore(t, 20)
+	before := map[*Node]float64{}
+	for _, n := range rest {
+		before[n] = electionsCalled(t, n, "leader_gone")
+	}
+	killed := time.Now()
+	is.isolate(leader.ID())
+	var next *Node
+	waitFor(t, func() bool {
+		for _, n := range rest {
+			if n.IsLeader() {
+				next = n
+			}
+		}
+		return next != nil
+	})
+	t.Logf("server %s leads %v after the leader's connections closed", next.ID(), time.Since(killed).Round(time.Millisecond))
+	zw.waitMore(t, 20)
+	gw.waitMore(t, 20)
+	t.Logf("both writers wrote 20 times more %v after the leader's connections closed", time.Since(killed).Round(time.Millisecond))
+	zw.end()
+	gw.end()
+	// Counted by an observer of Raft's, a little after the state changed.
+	counted := func() bool { return electionsCalled(t, next, "leader_gone")-before[next] >= 1 }
+	for deadline := time.Now().Add(2 * time.Second); !counted() && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	if !counted() {
+		t.Errorf("server %s was elected, but not because the leader was gone (coordd_raft_elections_total{cause=\"leader_gone\"} did not move)", next.ID())
+	}
+	for name, w := range map[string]*writer{"ZooKeeper's protocol": zw, "coordd's protocol": gw} {
+		if n := w.failed.Load(); n != 0 {
+			t.Errorf("the writer of %s on a follower saw %d writes fail, the first with %v", name, n, w.firstErr.Load())
+		}
+	}
+	if n := lost.Load(); n != 0 {
+		t.Errorf("the ZooKeeper client lost its connection %d times", n)
+	}
+}
+
+// followerWriters starts a writer of ZooKeeper's protocol (go-zookeeper)
+// on server zn and one of coordd's protocol on server gn, each on a node
+// of its own, and counts the ZooKeeper client's lost connections (its
+// Disconnected and Expired events).
+func followerWriters(t *testing.T, zn, gn *Node) (zw, gw *writer, lost *atomic.Int64) {
+	t.Helper()
 	// A ZooKeeper-protocol writer on one follower.
-	conn, events, err := zk.Connect([]string{rest[0].ClientAddr()}, 4*time.Second, zk.WithLogInfo(false))
+	conn, events, err := zk.Connect([]string{zn.ClientAddr()}, 4*time.Second, zk.WithLogInfo(false))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	var lost atomic.Int64
+	t.Cleanup(func() { conn.Close() })
+	lost = new(atomic.Int64)
 	waitFor(t, func() bool { return conn.State() == zk.StateHasSession })
 	go func() {
 		for ev := range events {
@@ -332,17 +391,17 @@ func TestCloseHandsOverLeadership(t *testing.T) {
 	if _, err := conn.Create("/zk", nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatal(err)
 	}
-	zw := newWriter()
+	zw = newWriter()
 	zw.run(func(i int) error {
 		_, err := conn.Set("/zk", []byte(fmt.Sprint(i)), -1)
 		return err
 	})
 	// A writer of coordd's protocol on the other.
-	s := newSession(t, rest[1])
+	s := newSession(t, gn)
 	if r := s.do(&apipb.Request{Op: &apipb.Request_Create{Create: &apipb.CreateRequest{Path: "/grpc"}}}); r.Error != apipb.ErrorCode_OK {
 		t.Fatalf("create: %v", r)
 	}
-	gw := newWriter()
+	gw = newWriter()
 	gw.run(func(i int) error {
 		s.xid++
 		xid := s.xid
@@ -363,6 +422,23 @@ func TestCloseHandsOverLeadership(t *testing.T) {
 			}
 		}
 	})
+	return zw, gw, lost
+}
+
+// TestCloseHandsOverLeadership: a leader that stops (SIGTERM, a rolling
+// restart's step) hands leadership to a follower first, so the new leader
+// is elected by the transfer, not after the old one is found gone, and a
+// writer on each other server, one per protocol, sees no write fail and
+// no connection lost.
+func TestCloseHandsOverLeadership(t *testing.T) {
+	nodes, leader := threeNodes(t)
+	var rest []*Node
+	for _, n := range nodes {
+		if n != leader {
+			rest = append(rest, n)
+		}
+	}
+	zw, gw, lost := followerWriters(t, rest[0], rest[1])
 	defer gw.end()
 	defer zw.end()
 	zw.waitMore(t, 20)
