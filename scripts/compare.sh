@@ -32,7 +32,8 @@
 # leader-term, rolling, follower-kill; none: no failover figures),
 # COMPARE_FAILOVER_ROUNDS (default 1), COMPARE_FAILOVER_DURATION (default
 # 30s per run), COMPARE_FAILOVER_CLIENTS (writers, and as many readers;
-# default 64). COMPARE_SWEEP=none runs no workload (the failover
+# default 64), COMPARE_FAILOVER_TRACE=1 (each run's throughput around
+# each fault, per 250 ms). COMPARE_SWEEP=none runs no workload (the failover
 # scenarios alone: make compare-failover).
 set -euo pipefail
 system=${1:-}
@@ -212,7 +213,8 @@ if [ "$share" = true ]; then echo "sessions share one connection per server"; el
   --other-pids "$(join "${otherpids[@]}")" --coordd-pids "$(join "${coorddpids[@]}")" \
   --memory-znodes "$memznodes" --catchup-writes "$catchup" --pid-file "$restarted" \
   --failover "$failover" --failover-rounds "${COMPARE_FAILOVER_ROUNDS:-1}" \
-  --failover-duration "${COMPARE_FAILOVER_DURATION:-30s}" --failover-clients "${COMPARE_FAILOVER_CLIENTS:-64}" $sweep &
+  --failover-duration "${COMPARE_FAILOVER_DURATION:-30s}" --failover-clients "${COMPARE_FAILOVER_CLIENTS:-64}" \
+  --failover-trace="${COMPARE_FAILOVER_TRACE:-false}" $sweep &
 cmp=$!
 pids+=("$cmp")
 wait "$cmp"

@@ -24,8 +24,8 @@ import (
 // A run: --failover-clients writers (setData on a key of their own) and as
 // many readers (getData of a random key), client i first connected to
 // server i mod 3 and able to move to the others (as a ZooKeeper client
-// with the whole connection string does), every one with a watch on one
-// node; after a third of --failover-duration, the fault:
+// with the whole connection string does; hostOrder), every one with a
+// watch on one node; after a third of --failover-duration, the fault:
 //
 //   - leader-kill: the leader gets SIGKILL.
 //   - leader-term: the leader gets SIGTERM (a rolling restart's step).
@@ -266,6 +266,11 @@ func printFailover(c config, names [2]string, scenarios []string, runs map[strin
 				med(fs, func(f failoverFigures) float64 { return float64(b(f)) }))
 		}
 	}
+	one := func(get func(failoverFigures) int) func([]failoverFigures) string {
+		return func(fs []failoverFigures) string {
+			return fmt.Sprintf("%.0f", med(fs, func(f failoverFigures) float64 { return float64(get(f)) }))
+		}
+	}
 	dur := func(get func(failoverFigures) time.Duration) func([]failoverFigures) string {
 		return func(fs []failoverFigures) string {
 			v := med(fs, func(f failoverFigures) float64 {
@@ -288,8 +293,8 @@ func printFailover(c config, names [2]string, scenarios []string, runs map[strin
 				return dur(func(f failoverFigures) time.Duration { return f.StallStayed })(fs) + "/" + dur(func(f failoverFigures) time.Duration { return f.StallAll })(fs)
 			}},
 			{"back to 90% throughput (s)", dur(func(f failoverFigures) time.Duration { return f.Recovery })},
-			{"sessions expired", count(func(f failoverFigures) int { return 0 }, func(f failoverFigures) int { return f.Expired })},
-			{"watches lost", count(func(f failoverFigures) int { return 0 }, func(f failoverFigures) int { return f.WatchesLost })},
+			{"sessions expired (all clients)", one(func(f failoverFigures) int { return f.Expired })},
+			{"watches lost (all clients)", one(func(f failoverFigures) int { return f.WatchesLost })},
 		}
 		if sc == "follower-kill" {
 			rows = append(rows,
@@ -311,6 +316,26 @@ func printFailover(c config, names [2]string, scenarios []string, runs map[strin
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// hostOrder is the order in which client i tries servers: its own, server
+// i mod len(servers), first, then the others, every other client's in the
+// opposite direction. So the clients of a server that goes away split
+// evenly over the others, as ZooKeeper clients' shuffled connection
+// strings do, and the clients of a rolling restart's last server are not
+// all its clients by then.
+func hostOrder(servers []string, i int) []string {
+	m := len(servers)
+	home := i % m
+	order := []string{servers[home]}
+	for k := 1; k < m; k++ {
+		step := k
+		if (i/m)%2 == 1 {
+			step = m - k
+		}
+		order = append(order, servers[(home+step)%m])
+	}
+	return order
+}
 
 // orderedHosts is go-zookeeper's HostProvider for a client that connects to
 // its own server first and moves to the next ones, in order, when that
@@ -401,10 +426,7 @@ func (sd failoverSide) run(c config, scenario string) (*failoverRun, error) {
 	defer closeAll()
 	for i := range clients {
 		home := i % len(sd.servers)
-		order := make([]string, len(sd.servers))
-		for k := range order {
-			order[k] = sd.servers[(home+k)%len(sd.servers)]
-		}
+		order := hostOrder(sd.servers, i)
 		fc := &failoverClient{rec: clientRec{home: home, writer: i < n}}
 		conn, events, err := zk.Connect(order, failoverTimeout, zk.WithLogger(quiet{}), zk.WithLogInfo(false), zk.WithHostProvider(&orderedHosts{servers: order}))
 		if err != nil {

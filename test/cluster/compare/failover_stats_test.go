@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -117,5 +118,17 @@ func TestParseFailover(t *testing.T) {
 	}
 	if _, err := parseFailover("leader-kill,nope"); err == nil {
 		t.Error("an unknown scenario was accepted")
+	}
+}
+
+func TestHostOrder(t *testing.T) {
+	servers := []string{"a", "b", "c"}
+	for _, tc := range []struct {
+		i    int
+		want string
+	}{{0, "abc"}, {1, "bca"}, {2, "cab"}, {3, "acb"}, {4, "bac"}, {5, "cba"}, {6, "abc"}} {
+		if got := strings.Join(hostOrder(servers, tc.i), ""); got != tc.want {
+			t.Errorf("client %d: %s, want %s", tc.i, got, tc.want)
+		}
 	}
 }
