@@ -121,8 +121,11 @@ func (r *Raft) leaderConnClosed(id ServerID, addr ServerAddress) {
 	}
 	timeout := r.config().HeartbeatTimeout / 2
 	go func() {
-		defer r.leaderLoss.probing.Store(false)
 		err := r.leaderLoss.trans.Probe(id, addr, timeout)
+		// Another connection's end may come once the main loop has taken
+		// this finding (after the last AppendEntries on it was answered):
+		// it must be able to probe again.
+		r.leaderLoss.probing.Store(false)
 		if err == nil {
 			r.logger.Debug("a connection from the leader closed; the leader accepts new ones", "leader-id", id)
 			return
@@ -164,7 +167,8 @@ func (r *Raft) leaderGone(ev leaderGoneEvent) {
 // start now (main loop, follower state): not if meanwhile a leader made
 // contact or this follower granted a vote (both set the last contact), so
 // that the followers of a dead leader do not compete once one of them has
-// started.
+// started. If the leader that made contact is the lost one, it is probed
+// again.
 func (r *Raft) leaderGoneElect() (bool, ServerAddress, ServerID) {
 	l := &r.leaderLoss
 	l.timer = nil
@@ -172,7 +176,15 @@ func (r *Raft) leaderGoneElect() (bool, ServerAddress, ServerID) {
 		return false, "", ""
 	}
 	l.pending = false
-	if addr, _ := r.LeaderWithID(); addr != "" || r.LastContact().After(l.contact) {
+	addr, id := r.LeaderWithID()
+	if addr == l.lastAddr && (id == "" || id == l.lastID) {
+		// The lost leader made contact again: an AppendEntries it sent
+		// before its connections closed, answered after the finding, or
+		// it lives. Probe it again; a refusal arms a new election.
+		r.leaderConnClosed(l.lastID, l.lastAddr)
+		return false, "", ""
+	}
+	if addr != "" || r.LastContact().After(l.contact) {
 		r.logger.Debug("not calling an election: another server took over", "leader-address", addr)
 		return false, "", ""
 	}
