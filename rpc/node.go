@@ -22,16 +22,11 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/reflection"
 
 	"github.com/coordd/coordd/fsm"
-	"github.com/coordd/coordd/rpc/apipb"
 	"github.com/coordd/coordd/rpc/engine"
-	"github.com/coordd/coordd/rpc/grpcapi"
 	"github.com/coordd/coordd/rpc/metrics"
-	"github.com/coordd/coordd/rpc/peerpb"
 	"github.com/coordd/coordd/rpc/tlsutil"
 	"github.com/coordd/coordd/rpc/zk"
 	"github.com/coordd/coordd/rpc/zk/sasl"
@@ -187,245 +182,41 @@ func NewNodeContext(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	stopAbort := context.AfterFunc(ctx, n.cancel)
-	var cleanup []func()
+	s := &starter{ctx: ctx, cfg: cfg, n: n}
 	defer func() {
 		if err != nil {
 			stopAbort()
 			n.cancel()
-			for i := len(cleanup) - 1; i >= 0; i-- {
-				cleanup[i]()
-			}
+			s.undo()
 		}
 	}()
-	aborted := func() error {
-		if ctx.Err() != nil {
-			return fmt.Errorf("rpc: start abandoned: %w", context.Cause(ctx))
-		}
-		return nil
-	}
 
-	// A data dir that exists is locked first of all, so that a second
-	// server on it is told so whatever its ports (dirlock.go). One that
-	// does not is created and locked once both listeners are bound, so
-	// that a server that cannot start (a port in use) leaves no trace.
-	if _, err := os.Stat(cfg.DataDir); err == nil {
-		if n.dirLock, err = lockDataDir(cfg.DataDir); err != nil {
-			return nil, err
-		}
-		cleanup = append(cleanup, n.dirLock.release)
-	}
-	peerLn, err := net.Listen("tcp", cfg.PeerAddr)
-	if err != nil {
-		return nil, fmt.Errorf("rpc: peer address %s: %w", cfg.PeerAddr, err)
-	}
-	cleanup = append(cleanup, func() { peerLn.Close() })
-	n.clientLn, err = net.Listen("tcp", cfg.ClientAddr)
-	if err != nil {
-		return nil, fmt.Errorf("rpc: client address %s: %w", cfg.ClientAddr, err)
-	}
-	cleanup = append(cleanup, func() { n.clientLn.Close() })
-	if cfg.MetricsAddr != "" {
-		n.adminLn, err = net.Listen("tcp", cfg.MetricsAddr)
-		if err != nil {
-			return nil, fmt.Errorf("rpc: metrics address %s: %w", cfg.MetricsAddr, err)
-		}
-		cleanup = append(cleanup, func() { n.adminLn.Close() })
-	}
-
-	if n.dirLock == nil {
-		if n.dirLock, err = lockDataDir(cfg.DataDir); err != nil {
-			return nil, err
-		}
-		cleanup = append(cleanup, n.dirLock.release)
-	}
-
-	kind, rec, err := prepareDataDir(cfg.DataDir, cfg.RaftLog)
+	peerLn, err := s.openPorts()
 	if err != nil {
 		return nil, err
 	}
-	if err := checkJoinDir(&cfg); err != nil {
-		return nil, err
-	}
-	if err := claimDataDir(cfg.DataDir, cfg.ID); err != nil {
-		return nil, err
-	}
-
-	dial := cfg.DialPeer
-	if dial == nil {
-		dial = defaultDialer(cfg.PeerAddr)
-	}
-	n.peerLogs = newPeerLogs()
-	n.mux = newPeerMux(peerLn, n.peerLogs.trackDials(dial), n.peerTLS, n.refusals)
-	cleanup = append(cleanup, n.mux.close)
-
-	n.metrics = metrics.New(metrics.Options{Version: cfg.Version, State: n.state})
-	n.adminMux = n.newAdmin()
-	n.health = newHealth()
-	n.peers = newPeerClients(n)
-	cleanup = append(cleanup, n.peers.close)
-	n.verified = newRoundGroup(n.ctx, n.verifyCommitIndex)
-	n.verified.observe = func(d time.Duration, err error) { n.metrics.ReadIndexRound(true, d, err) }
-	n.asked = newRoundGroup(n.ctx, n.askLeaderReadIndex)
-	n.asked.observe = func(d time.Duration, err error) { n.metrics.ReadIndexRound(false, d, err) }
-	n.prop = newProposer(n)
-	n.leader = newLeaderDuties(n)
-	n.fsm = fsm.New(fsm.Options{MaxDataSize: cfg.MaxDataSize, Logger: n.log, Halt: n.halt})
-	n.engine = engine.New(engine.Config{
-		ServerID: cfg.ID, FSM: n.fsm, Cluster: cluster{n},
-		Tick: cfg.Tick, MinSessionTimeout: cfg.MinSessionTimeout, MaxSessionTimeout: cfg.MaxSessionTimeout,
-		MaxRequestSize: cfg.maxMessageSize(), MaxReplySize: cfg.wireLimit(),
-		DisableTTL: cfg.DisableTTL, Meter: n.metrics, Logger: n.log,
-		SuperDigest: cfg.SuperDigest,
-	})
-	n.fsm.SetObserver(observer{n})
-
-	hl := newHCLogger(n.log, n.peerLogs)
-	var checked *checkedSnapshots
-	n.store, checked, err = openStorage(cfg.DataDir, kind, rec, hl, n.log, walOptions{})
+	kind, rec, err := s.checkDataDir()
 	if err != nil {
 		return nil, err
 	}
-	cleanup = append(cleanup, func() { n.store.Close() })
-	if err := aborted(); err != nil {
-		return nil, err
-	}
-	var store raft.LogStore = n.store
-	if cfg.wrapLogStore != nil {
-		store = cfg.wrapLogStore(store)
-	}
-	store = timedLogStore{LogStore: store, m: n.metrics, writeTime: storeWriteTime(n.store)}
-	// The cache also holds a leader's new entries while it writes them, so
-	// that they are replicated meanwhile (rpc/third_party/raft/FORK.md); it
-	// must hold a whole batch, MaxAppendEntries, to do that.
-	logs, err := raft.NewLogCache(2*maxAppendEntries, store)
+	s.buildServices(peerLn)
+	logs, snaps, err := s.openStores(kind, rec)
 	if err != nil {
 		return nil, err
 	}
-	logs.SetMaxBytes(logCacheBytes)
-	snaps := timedSnapshotStore{SnapshotStore: checked, m: n.metrics}
-	advertise, err := net.ResolveTCPAddr("tcp", cfg.PeerAddr)
-	if err != nil {
+	if err := s.startRaft(logs, snaps); err != nil {
 		return nil, err
 	}
-	if advertise.IP == nil || advertise.IP.IsUnspecified() {
-		return nil, fmt.Errorf("rpc: --peer-addr %s must name the address other servers reach, not a wildcard", cfg.PeerAddr)
-	}
-	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  &raftStream{muxListener: n.mux.raft, mux: n.mux, advertise: advertise},
-		MaxPool: 4,
-		Timeout: 5 * time.Second,
-		Logger:  hl.Named("transport"),
-	})
-	cleanup = append(cleanup, func() { n.trans.Close() })
-
-	rc := raft.DefaultConfig()
-	rc.LocalID = raft.ServerID(cfg.ID)
-	rc.Logger = hl.Named("raft")
-	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
-	rc.ElectionTimeout = cfg.ElectionTimeout
-	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
-	rc.CommitTimeout = cfg.commitTimeout
-	rc.SnapshotThreshold = cfg.SnapshotThreshold
-	rc.TrailingLogs = cfg.TrailingLogs
-	rc.SnapshotInterval = cfg.SnapshotInterval
-	rc.MaxAppendEntries = maxAppendEntries
-	rc.BatchApplyCh = true
-	rc.NoSnapshotRestoreOnStart = false
-
-	existing, err := raft.HasExistingState(logs, n.store, snaps)
-	if err != nil {
-		return nil, err
-	}
-	joining := !existing && (cfg.joins() || cfg.Join && n.peersHaveCluster())
-	if err := aborted(); err != nil {
-		return nil, err
-	}
-	if joining {
-		n.log.Info("joining: waiting for the leader to add this server", "peer", cfg.PeerAddr)
-	}
-	if !existing && !joining {
-		peers := cfg.Peers
-		if len(peers) == 0 {
-			peers = []Peer{{ID: cfg.ID, Addr: cfg.PeerAddr}}
-		}
-		var conf raft.Configuration
-		for _, p := range peers {
-			conf.Servers = append(conf.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.Addr)})
-		}
-		if err := raft.BootstrapCluster(rc, logs, n.store, snaps, n.trans, conf); err != nil {
-			return nil, fmt.Errorf("rpc: bootstrap: %w", err)
-		}
-		n.log.Info("bootstrapped a new cluster", "voters", len(peers))
-	}
-	n.raft, err = raft.NewRaft(rc, meteredFSM{f: n.fsm, m: n.metrics}, logs, n.store, snaps, n.trans)
-	if err != nil {
-		return nil, fmt.Errorf("rpc: starting raft: %w", err)
-	}
-	n.raftSet.Store(true)
-	n.peerLogs.setAddrOf(n.addrOfServer)
-	cleanup = append(cleanup, func() { _ = n.raft.Shutdown().Error() })
-	if err := aborted(); err != nil {
-		return nil, err
-	}
-
-	kp := keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true}
-	n.clientGRPC = grpc.NewServer(
-		grpc.Creds(n.clientCreds()),
-		grpc.MaxRecvMsgSize(cfg.wireLimit()),
-		grpc.MaxSendMsgSize(cfg.wireLimit()),
-		grpc.InitialWindowSize(streamWindow),
-		grpc.InitialConnWindowSize(connWindow),
-		grpc.KeepaliveEnforcementPolicy(kp),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}),
-	)
-	apipb.RegisterCoordServer(n.clientGRPC, grpcapi.New(n.engine, grpcapi.Config{
-		ServerID: cfg.ID, MaxRequestBytes: int64(cfg.maxMessageSize()), Admin: admin{n},
-	}))
-	// gRPC's standard health service (its status follows readiness) and
-	// server reflection, so that grpcurl and gRPC health probes work.
-	healthpb.RegisterHealthServer(n.clientGRPC, n.health)
-	reflection.Register(n.clientGRPC)
-	n.peerGRPC = grpc.NewServer(
-		grpc.MaxRecvMsgSize(peerMessageLimit),
-		grpc.MaxSendMsgSize(peerMessageLimit),
-		grpc.InitialWindowSize(streamWindow),
-		grpc.InitialConnWindowSize(connWindow),
-		grpc.KeepaliveEnforcementPolicy(kp),
-	)
-	peerpb.RegisterPeerServer(n.peerGRPC, &peerService{n: n})
-
-	n.start(func() { _ = n.peerGRPC.Serve(n.mux.grpc) })
-	n.grpcClients = newMuxListener(n.clientLn.Addr())
-	n.zk = zk.New(zk.Config{
-		Engine: n.engine, MaxFrame: cfg.wireLimit(), FourLetterWords: cfg.fourLetterWords(),
-		Stats: n.zkStats, Logger: n.log, SASL: n.sasl, SASLSuperUser: cfg.SASLSuperUser,
-	})
-	n.start(func() { _ = n.clientGRPC.Serve(n.grpcClients) })
-	n.start(n.serveClientPort)
-	n.start(n.prop.run)
-	n.start(n.leader.run)
-	n.start(func() { n.engine.RunTouches(n.ctx) })
-	n.start(n.watchQuorum)
-	n.start(n.trackReadiness)
-	n.start(n.countLeaderChanges)
-	n.start(n.countElections)
-	if n.inConfiguration() { // read from the log and snapshot by raft.NewRaft
-		close(n.member)
-	} else {
-		n.start(n.watchMember)
-	}
-	if n.adminLn != nil {
-		n.serveAdmin(n.adminLn)
-	}
+	s.startServing()
 	close(n.built)
 	if !stopAbort() {
 		// ctx ended at the last moment, and n.ctx with it: everything
 		// is built, so Close stops it.
-		cleanup = nil
+		s.cleanup = nil
 		n.Close()
-		return nil, aborted()
+		return nil, s.aborted()
 	}
-	n.log.Info("server started", "client", n.clientLn.Addr().String(), "peer", cfg.PeerAddr, "metrics", n.MetricsAddr())
+	n.log.Info("server started", "client", n.clientLn.Addr().String(), "peer", s.cfg.PeerAddr, "metrics", n.MetricsAddr())
 	return n, nil
 }
 

@@ -63,7 +63,7 @@ func runUntil(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) in
 		tick        = fs.Duration("tick", time.Second, "session time unit; session timeouts are negotiated into [--min-session-timeout, --max-session-timeout], [2, 40] ticks by default")
 		minSession  = fs.Duration("min-session-timeout", 0, "smallest session timeout granted (default 2 ticks: 2 s at the default --tick); a client asking for less gets this, and the server logs it at info")
 		maxSession  = fs.Duration("max-session-timeout", 0, "largest session timeout granted (default 40 ticks: 40 s at the default --tick, ZooKeeper's stock maximum); a client asking for more gets this, and the server logs it at info")
-		snapThresh  = fs.Uint64("snapshot-threshold", 8192, "log entries between snapshots")
+		snapThresh  = fs.Uint64("snapshot-threshold", 8192, "log entries between snapshots, at least (a tree of more than 8 times as many znodes takes one entry for every 8)")
 		trailing    = fs.Uint64("trailing-logs", 10240, "log entries kept after a snapshot, for followers catching up")
 		snapEvery   = fs.Duration("snapshot-interval", 5*time.Second, "how often Raft checks whether --snapshot-threshold entries have accumulated (the log on disk, and the memory it maps, grow with the entries between checks)")
 		maxData     = fs.Int("max-data-size", 1<<20, "largest znode data in bytes this server admits, at most 64 MiB (replies, such as a getChildren listing, may carry up to 16 MiB or this, whichever is larger)")
