@@ -28,7 +28,7 @@ LDFLAGS   := -X main.version=$(VERSION)
 DIST      ?= dist
 PLATFORMS ?= linux/amd64 linux/arm64 darwin/arm64
 
-.PHONY: all build test unit lint fmt vet deps docs links raftfork proto proto-check cluster certs bench restart-bench compare-zookeeper compare-etcd compat scale scale-ci scale-inprocess fuzz clean release release-check deploy-check console-test
+.PHONY: all build test unit lint fmt vet deps docs links raftfork proto proto-check cluster certs bench restart-bench compare-zookeeper compare-failover compare-etcd compat scale scale-ci scale-inprocess fuzz clean release release-check deploy-check console-test
 
 all: build
 
@@ -124,9 +124,17 @@ restart-bench:
 ## workload, in alternation (scripts/compare.sh; COMPARE_SWEEP, COMPARE_DURATION,
 ## COMPARE_ROUNDS; COMPARE_PROTOCOL=zk|grpc|both: coordd driven by go-zookeeper,
 ## as ZooKeeper is, by its Go client, or both; against ZooKeeper also memory and
-## a follower's catch-up, COMPARE_MEMORY_ZNODES, COMPARE_CATCHUP_WRITES).
+## a follower's catch-up, COMPARE_MEMORY_ZNODES, COMPARE_CATCHUP_WRITES; and
+## the failover scenarios, COMPARE_FAILOVER, COMPARE_FAILOVER_ROUNDS).
 compare-zookeeper:
 	GO=$(GO) BIN=$(BIN) bash scripts/compare.sh zookeeper
+
+## compare-failover: the failover scenarios alone against ZooKeeper 3.8 (a
+## leader killed, a leader stopped, a rolling restart, a follower killed,
+## under 64 writers and 64 readers; COMPARE_FAILOVER=all or a list,
+## COMPARE_FAILOVER_ROUNDS, COMPARE_FAILOVER_DURATION, COMPARE_FAILOVER_CLIENTS).
+compare-failover:
+	GO=$(GO) BIN=$(BIN) COMPARE_SWEEP=none bash scripts/compare.sh zookeeper
 
 compare-etcd:
 	GO=$(GO) BIN=$(BIN) bash scripts/compare.sh etcd

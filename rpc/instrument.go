@@ -173,6 +173,39 @@ func (n *Node) countLeaderChanges() {
 	}
 }
 
+// countElections counts every election this server calls, by its cause,
+// until the node stops.
+func (n *Node) countElections() {
+	ch := make(chan raft.Observation, 16)
+	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.ElectionObservation)
+		return ok
+	})
+	n.raft.RegisterObserver(obs)
+	defer n.raft.DeregisterObserver(obs)
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case o := <-ch:
+			n.metrics.ElectionCalled(electionCause(o.Data.(raft.ElectionObservation).Cause))
+		}
+	}
+}
+
+// electionCause is the metric's name for why Raft called an election.
+func electionCause(c raft.ElectionCause) string {
+	switch c {
+	case raft.ElectionHeartbeatTimeout:
+		return "heartbeat_timeout"
+	case raft.ElectionLeaderGone:
+		return "leader_gone"
+	case raft.ElectionLeadershipTransfer:
+		return "leadership_transfer"
+	}
+	return ""
+}
+
 // state reads this server's state for a scrape and for mntr, in one go.
 // It takes the FSM's read lock for a few O(1) reads, and otherwise reads
 // atomics and Raft's getters: never anything the write path holds for

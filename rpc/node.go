@@ -257,11 +257,13 @@ func (n *Node) LeaderReady() bool {
 // Snapshot asks Raft to take a snapshot now.
 func (n *Node) Snapshot() error { return n.raft.Snapshot().Error() }
 
-// Close stops the server: client streams end, Raft shuts down and the data
-// dir is released. It is safe to call more than once.
+// Close stops the server: a leader first hands leadership to a follower
+// (handOver), then client streams end, Raft shuts down and the data dir is
+// released. It is safe to call more than once.
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		n.log.Info("shutting down")
+		n.handOver()
 		n.cancel()
 		n.health.Shutdown()
 		if n.adminSrv != nil {

@@ -29,6 +29,10 @@ type proposer struct {
 	pending []*proposal // not yet confirmed, in submission order
 	nextSeq uint64
 	wake    chan struct{}
+	// leaderChanged receives Raft's LeaderObservations (run's observer;
+	// one pending at most, the rest dropped): a leader change ends a wait
+	// for one at once.
+	leaderChanged chan raft.Observation
 }
 
 type proposal struct {
@@ -38,7 +42,7 @@ type proposal struct {
 }
 
 func newProposer(n *Node) *proposer {
-	return &proposer{n: n, wake: make(chan struct{}, 1)}
+	return &proposer{n: n, wake: make(chan struct{}, 1), leaderChanged: make(chan raft.Observation, 1)}
 }
 
 // submit queues a command; it never blocks on the network.
@@ -83,6 +87,12 @@ func (p *proposer) snapshotFrom(after uint64) []*proposal {
 }
 
 func (p *proposer) run() {
+	obs := raft.NewObserver(p.leaderChanged, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	})
+	p.n.raft.RegisterObserver(obs)
+	defer p.n.raft.DeregisterObserver(obs)
 	for p.n.ctx.Err() == nil {
 		addr, id := p.n.raft.LeaderWithID()
 		switch {
@@ -90,6 +100,11 @@ func (p *proposer) run() {
 			p.waitLeaderChange(50 * time.Millisecond)
 		case string(id) == p.n.cfg.ID:
 			p.runLocal()
+			if p.n.raft.State() == raft.Leader {
+				// Raft refused a command while it still leads: a
+				// leadership transfer is under way (Close hands over).
+				p.waitLeaderChange(50 * time.Millisecond)
+			}
 		default:
 			if err := p.runForward(string(addr)); err != nil && p.n.ctx.Err() == nil {
 				p.n.log.Debug("forwarding to leader", "leader", id, "err", err)
@@ -99,11 +114,14 @@ func (p *proposer) run() {
 	}
 }
 
+// waitLeaderChange waits until Raft reports a change of leader (one
+// reported since the last wait counts), for at most d.
 func (p *proposer) waitLeaderChange(d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
+	case <-p.leaderChanged:
 	case <-p.n.ctx.Done():
 	}
 }
@@ -231,6 +249,10 @@ func (p *proposer) runForward(addr string) error {
 		case err := <-recvErr:
 			return err
 		case <-tk.C:
+			if _, id := p.n.raft.LeaderWithID(); string(id) == p.n.cfg.ID || addrOf(p.n.raft) != addr {
+				return nil
+			}
+		case <-p.leaderChanged:
 			if _, id := p.n.raft.LeaderWithID(); string(id) == p.n.cfg.ID || addrOf(p.n.raft) != addr {
 				return nil
 			}

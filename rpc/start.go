@@ -74,11 +74,13 @@ func (s *starter) openPorts() (peerLn net.Listener, err error) {
 		}
 		s.onFailure(n.dirLock.release)
 	}
-	peerLn, err = net.Listen("tcp", s.cfg.PeerAddr)
+	ln, err := net.Listen("tcp", s.cfg.PeerAddr)
 	if err != nil {
 		return nil, fmt.Errorf("rpc: peer address %s: %w", s.cfg.PeerAddr, err)
 	}
-	s.onFailure(func() { peerLn.Close() })
+	// ln, not peerLn: a later step's failure returns a nil peerLn.
+	s.onFailure(func() { ln.Close() })
+	peerLn = ln
 	n.clientLn, err = net.Listen("tcp", s.cfg.ClientAddr)
 	if err != nil {
 		return nil, fmt.Errorf("rpc: client address %s: %w", s.cfg.ClientAddr, err)
@@ -301,6 +303,7 @@ func (s *starter) startServing() {
 	n.start(n.watchQuorum)
 	n.start(n.trackReadiness)
 	n.start(n.countLeaderChanges)
+	n.start(n.countElections)
 	n.start(n.paceSnapshots)
 	if n.inConfiguration() { // read from the log and snapshot by raft.NewRaft
 		close(n.member)

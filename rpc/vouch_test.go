@@ -16,14 +16,15 @@ type isolator struct {
 	mu     sync.Mutex
 	cut    map[string]bool // server id -> isolated
 	conns  map[string][]net.Conn
-	addrs  map[string]string        // peer address -> server id
-	oneWay map[[2]string]bool       // (from, to) -> from's dials to to fail
-	dialed map[[2]string][]net.Conn // (from, to) -> connections from dialed to to
+	addrs  map[string]string           // peer address -> server id
+	oneWay map[[2]string]bool          // (from, to) -> from's dials to to fail
+	dialed map[[2]string][]net.Conn    // (from, to) -> connections from dialed to to
+	held   map[[2]string]chan struct{} // (from, to) -> from's dials to to wait until closed
 }
 
 func newIsolator() *isolator {
 	return &isolator{cut: map[string]bool{}, conns: map[string][]net.Conn{}, addrs: map[string]string{},
-		oneWay: map[[2]string]bool{}, dialed: map[[2]string][]net.Conn{}}
+		oneWay: map[[2]string]bool{}, dialed: map[[2]string][]net.Conn{}, held: map[[2]string]chan struct{}{}}
 }
 
 func (is *isolator) dialer(id string) func(ctx context.Context, addr string) (net.Conn, error) {
@@ -31,6 +32,16 @@ func (is *isolator) dialer(id string) func(ctx context.Context, addr string) (ne
 	return func(ctx context.Context, addr string) (net.Conn, error) {
 		is.mu.Lock()
 		to := is.addrs[addr]
+		hold := is.held[[2]string{id, to}]
+		is.mu.Unlock()
+		if hold != nil {
+			select {
+			case <-hold:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		is.mu.Lock()
 		blocked := is.cut[id] || is.cut[to] || is.oneWay[[2]string{id, to}]
 		is.mu.Unlock()
 		if blocked {
@@ -62,6 +73,21 @@ func (is *isolator) cutDials(from, to string) {
 	for _, c := range conns {
 		c.Close()
 	}
+}
+
+// holdDials makes server from's dials to server to wait, until release is
+// called (once or more), and then go on as if they had just begun.
+func (is *isolator) holdDials(from, to string) (release func()) {
+	ch := make(chan struct{})
+	is.mu.Lock()
+	is.held[[2]string{from, to}] = ch
+	is.mu.Unlock()
+	return sync.OnceFunc(func() {
+		is.mu.Lock()
+		delete(is.held, [2]string{from, to})
+		is.mu.Unlock()
+		close(ch)
+	})
 }
 
 // isolate cuts server id off; its existing peer connections close.

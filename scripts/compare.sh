@@ -27,7 +27,14 @@
 # TMPDIR=/dev/shm takes the disk out of the comparison, to see what the rest
 # costs), COMPARE_SHARE_CONNS=1 (etcd only: coordd's sessions and etcd's
 # clients share one connection per server; by default every session has a
-# connection of its own, as ZooKeeper's must).
+# connection of its own, as ZooKeeper's must), COMPARE_FAILOVER (zookeeper:
+# the failover scenarios run after the workloads, default all: leader-kill,
+# leader-term, rolling, follower-kill; none: no failover figures),
+# COMPARE_FAILOVER_ROUNDS (default 1), COMPARE_FAILOVER_DURATION (default
+# 30s per run), COMPARE_FAILOVER_CLIENTS (writers, and as many readers;
+# default 64), COMPARE_FAILOVER_TRACE=1 (each run's throughput around
+# each fault, per 250 ms). COMPARE_SWEEP=none runs no workload (the failover
+# scenarios alone: make compare-failover).
 set -euo pipefail
 system=${1:-}
 bin=${BIN:-bin}
@@ -43,6 +50,12 @@ case "${COMPARE_SHARE_CONNS:-0}" in 0 | false | "") ;; *) share=true ;; esac
 if [ "$share" = true ] && [ "$system" = zookeeper ]; then
   echo "compare: COMPARE_SHARE_CONNS is for etcd only: a ZooKeeper session has a connection of its own" >&2
   exit 2
+fi
+failover=${COMPARE_FAILOVER:-all}
+if [ "$failover" = none ] || [ "$system" != zookeeper ]; then failover=""; fi
+if [ "$sweep" = none ]; then
+  sweep=""
+  memznodes=0
 fi
 protocol=${COMPARE_PROTOCOL:-}
 if [ -z "$protocol" ]; then
@@ -198,7 +211,10 @@ if [ "$share" = true ]; then echo "sessions share one connection per server"; el
 "$bin/compare" --system "$system" --servers "$other" --coordd "$servers" --coordctl "$bin/coordctl" \
   --duration "$duration" --rounds "$rounds" --share-conns="$share" --protocol "$protocol" \
   --other-pids "$(join "${otherpids[@]}")" --coordd-pids "$(join "${coorddpids[@]}")" \
-  --memory-znodes "$memznodes" --catchup-writes "$catchup" --pid-file "$restarted" $sweep &
+  --memory-znodes "$memznodes" --catchup-writes "$catchup" --pid-file "$restarted" \
+  --failover "$failover" --failover-rounds "${COMPARE_FAILOVER_ROUNDS:-1}" \
+  --failover-duration "${COMPARE_FAILOVER_DURATION:-30s}" --failover-clients "${COMPARE_FAILOVER_CLIENTS:-64}" \
+  --failover-trace="${COMPARE_FAILOVER_TRACE:-false}" $sweep &
 cmp=$!
 pids+=("$cmp")
 wait "$cmp"

@@ -47,6 +47,7 @@ type Metrics struct {
 	snapshotSize                    prometheus.Gauge
 	readIndex                       [2]prometheus.Histogram // by readIndexRoles
 	readIndexFailures               [2]prometheus.Counter
+	elections                       map[string]prometheus.Counter // by cause
 	applyEntries, applyDuration     prometheus.Histogram
 }
 
@@ -113,6 +114,14 @@ func New(opts Options) *Metrics {
 	}
 	reg.MustRegister(lockDelaysEnded)
 	m.leaderChanges = counter(nameRaftLeaderChanges, "Times this server saw a new Raft leader (re-elections of the same server included).")
+	elections := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: nameRaftElections, Help: "Elections this server called, by cause: its leader silent for the heartbeat timeout, its leader gone (the leader's connections closed and it refused a new one), or a leadership transfer to it.",
+	}, []string{"cause"})
+	m.elections = map[string]prometheus.Counter{}
+	for _, c := range electionCauses {
+		m.elections[c] = elections.WithLabelValues(c)
+	}
+	reg.MustRegister(elections)
 	m.proposals = counter(nameRaftProposals, "Commands this server submitted for the Raft log: writes, session opens, closes and moves.")
 	m.forwarded = counter(nameRaftForwarded, "Commands this server sent to the leader to be proposed (as a follower), those sent again after a leader change included.")
 	m.restores = counter(nameSnapshotRestores, "Times this server's state machine was replaced by a snapshot (at start, or sent by the leader).")
@@ -188,6 +197,15 @@ func (m *Metrics) LockDelays(started, released, deleted int) {
 
 // LeaderChanged counts a new leader seen.
 func (m *Metrics) LeaderChanged() { m.leaderChanges.Inc() }
+
+// ElectionCalled counts an election this server called, for cause:
+// "heartbeat_timeout", "leader_gone" or "leadership_transfer" (another is
+// ignored).
+func (m *Metrics) ElectionCalled(cause string) {
+	if c, ok := m.elections[cause]; ok {
+		c.Inc()
+	}
+}
 
 // Proposed counts a command submitted for the log.
 func (m *Metrics) Proposed() { m.proposals.Inc() }

@@ -47,6 +47,7 @@ const (
 	nameRaftLastContact    = "coordd_raft_last_contact_seconds"
 	nameRaftMembers        = "coordd_raft_members"
 	nameRaftLeaderChanges  = "coordd_raft_leader_changes_total"
+	nameRaftElections      = "coordd_raft_elections_total"
 	nameRaftProposals      = "coordd_raft_proposals_total"
 	nameRaftForwarded      = "coordd_raft_forwarded_commands_total"
 	nameLogAppendDuration  = "coordd_raft_log_append_duration_seconds"
@@ -73,6 +74,11 @@ var (
 	readIndexRoles = []string{"leader", "follower"}
 	// suffrages are coordd_raft_members' suffrage label.
 	suffrages = []string{"voter", "nonvoter"}
+	// electionCauses are coordd_raft_elections_total's cause label: a
+	// follower that heard nothing from its leader for the heartbeat
+	// timeout, one whose leader's connections closed and that found the
+	// leader accepts no new one, one the leader asked to take over.
+	electionCauses = []string{"heartbeat_timeout", "leader_gone", "leadership_transfer"}
 	// lockDelayEnds are coordd_lock_delays_ended_total's how label: the
 	// leader released the node once its delay had passed, or a client
 	// deleted it before.

@@ -223,6 +223,10 @@ type Raft struct {
 	// prevote feature is disabled if set to true.
 	preVoteDisabled bool
 
+	// leaderLoss is a follower's watch on its leader's connections
+	// (coordd, leader_loss.go).
+	leaderLoss leaderLoss
+
 	// noLegacyTelemetry allows to skip the legacy metrics to avoid duplicates.
 	// legacy metrics are those that have `_peer_name` as metric suffix instead as labels.
 	// e.g: raft_replication_heartbeat_peer0
@@ -619,6 +623,7 @@ func NewRaft(conf *Config, fsm FSM, logs LogStore, stable StableStore, snaps Sna
 	// blocking where possible. It MUST be safe for this
 	// to be called concurrently with a blocking RPC.
 	trans.SetHeartbeatHandler(r.processHeartbeat)
+	r.initLeaderLoss(trans)
 
 	if conf.skipStartup {
 		return r, nil

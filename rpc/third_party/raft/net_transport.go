@@ -87,6 +87,11 @@ type NetworkTransport struct {
 	heartbeatFn     func(RPC)
 	heartbeatFnLock sync.Mutex
 
+	// connLossFn is told when a connection that carried AppendEntries
+	// closes (coordd, leader_loss.go).
+	connLossFn     func(ServerID, ServerAddress)
+	connLossFnLock sync.Mutex
+
 	logger hclog.Logger
 
 	maxPool     int
@@ -605,6 +610,8 @@ func (n *NetworkTransport) listen() {
 // closed.
 func (n *NetworkTransport) handleConn(connCtx context.Context, conn net.Conn) {
 	defer conn.Close()
+	var from RPCHeader // of the last AppendEntries on this connection
+	defer func() { n.connClosed(connCtx, from) }()
 	r := bufio.NewReaderSize(conn, connReceiveBufferSize)
 	w := bufio.NewWriter(conn)
 	dec := codec.NewDecoder(r, &codec.MsgpackHandle{})
@@ -622,7 +629,7 @@ func (n *NetworkTransport) handleConn(connCtx context.Context, conn net.Conn) {
 		default:
 		}
 
-		if err := n.handleCommand(r, dec, enc); err != nil {
+		if err := n.handleCommand(r, dec, enc, &from); err != nil {
 			if err != io.EOF {
 				n.logger.Error("failed to decode incoming command", "error", err)
 			}
@@ -636,7 +643,8 @@ func (n *NetworkTransport) handleConn(connCtx context.Context, conn net.Conn) {
 }
 
 // handleCommand is used to decode and dispatch a single command.
-func (n *NetworkTransport) handleCommand(r *bufio.Reader, dec *codec.Decoder, enc *codec.Encoder) error {
+// An AppendEntries' header is put in from.
+func (n *NetworkTransport) handleCommand(r *bufio.Reader, dec *codec.Decoder, enc *codec.Encoder, from *RPCHeader) error {
 	getTypeStart := time.Now()
 
 	// Get the rpc type
@@ -666,6 +674,7 @@ func (n *NetworkTransport) handleCommand(r *bufio.Reader, dec *codec.Decoder, en
 			return err
 		}
 		rpc.Command = &req
+		*from = req.RPCHeader
 
 		leaderAddr := req.RPCHeader.Addr
 		if len(leaderAddr) == 0 {

@@ -162,6 +162,7 @@ func (r *Raft) runFollower() {
 	r.logger.Info("entering follower state", "follower", r, "leader-address", leaderAddr, "leader-id", leaderID)
 	metrics.IncrCounter([]string{"raft", "state", "follower"}, 1)
 	heartbeatTimer := randomTimeout(r.config().HeartbeatTimeout)
+	r.resetLeaderLoss()
 
 	for r.getState() == Follower {
 		r.mainThreadSaturation.sleeping()
@@ -211,6 +212,17 @@ func (r *Raft) runFollower() {
 		case <-r.followerNotifyCh:
 			heartbeatTimer = time.After(0)
 
+		case ev := <-r.leaderLoss.gone:
+			r.mainThreadSaturation.working()
+			r.leaderGone(ev)
+
+		case <-r.leaderLoss.timer:
+			r.mainThreadSaturation.working()
+			if ok, lastLeaderAddr, lastLeaderID := r.leaderGoneElect(); ok &&
+				r.followerElect(ElectionLeaderGone, lastLeaderAddr, lastLeaderID, &didWarn) {
+				return
+			}
+
 		case <-heartbeatTimer:
 			r.mainThreadSaturation.working()
 			// Restart the heartbeat timer
@@ -226,34 +238,52 @@ func (r *Raft) runFollower() {
 			// Heartbeat failed! Transition to the candidate state
 			lastLeaderAddr, lastLeaderID := r.LeaderWithID()
 			r.setLeader("", "")
-
-			if r.configurations.latestIndex == 0 {
-				if !didWarn {
-					r.logger.Warn("no known peers, aborting election")
-					didWarn = true
-				}
-			} else if r.configurations.latestIndex == r.configurations.committedIndex &&
-				!hasVote(r.configurations.latest, r.localID) {
-				if !didWarn {
-					r.logger.Warn("not part of stable configuration, aborting election")
-					didWarn = true
-				}
-			} else {
-				metrics.IncrCounter([]string{"raft", "transition", "heartbeat_timeout"}, 1)
-				if hasVote(r.configurations.latest, r.localID) {
-					r.logger.Warn("heartbeat timeout reached, starting election", "last-leader-addr", lastLeaderAddr, "last-leader-id", lastLeaderID)
-					r.setState(Candidate)
-					return
-				} else if !didWarn {
-					r.logger.Warn("heartbeat timeout reached, not part of a stable configuration or a non-voter, not triggering a leader election")
-					didWarn = true
-				}
+			if r.followerElect(ElectionHeartbeatTimeout, lastLeaderAddr, lastLeaderID, &didWarn) {
+				return
 			}
 
 		case <-r.shutdownCh:
 			return
 		}
 	}
+}
+
+// followerElect makes a follower that lost its leader (for cause) a
+// candidate, if it may be one, and reports whether it did.
+func (r *Raft) followerElect(cause ElectionCause, lastLeaderAddr ServerAddress, lastLeaderID ServerID, didWarn *bool) bool {
+	if r.configurations.latestIndex == 0 {
+		if !*didWarn {
+			r.logger.Warn("no known peers, aborting election")
+			*didWarn = true
+		}
+	} else if r.configurations.latestIndex == r.configurations.committedIndex &&
+		!hasVote(r.configurations.latest, r.localID) {
+		if !*didWarn {
+			r.logger.Warn("not part of stable configuration, aborting election")
+			*didWarn = true
+		}
+	} else {
+		if cause == ElectionHeartbeatTimeout {
+			metrics.IncrCounter([]string{"raft", "transition", "heartbeat_timeout"}, 1)
+		} else {
+			metrics.IncrCounter([]string{"raft", "transition", "leader_gone"}, 1)
+		}
+		if hasVote(r.configurations.latest, r.localID) {
+			if cause == ElectionHeartbeatTimeout {
+				r.logger.Warn("heartbeat timeout reached, starting election", "last-leader-addr", lastLeaderAddr, "last-leader-id", lastLeaderID)
+			} else {
+				r.logger.Info("the leader is gone, starting election", "last-leader-addr", lastLeaderAddr, "last-leader-id", lastLeaderID)
+			}
+			r.setState(Candidate)
+			r.leaderGoneElecting(cause)
+			r.observe(ElectionObservation{Cause: cause, LastLeaderAddr: lastLeaderAddr, LastLeaderID: lastLeaderID})
+			return true
+		} else if !*didWarn {
+			r.logger.Warn("heartbeat timeout reached, not part of a stable configuration or a non-voter, not triggering a leader election")
+			*didWarn = true
+		}
+	}
+	return false
 }
 
 // liveBootstrap attempts to seed an initial configuration for the cluster. See
@@ -310,6 +340,11 @@ func (r *Raft) runCandidate() {
 	electionTimeout := r.config().ElectionTimeout
 	electionTimer := randomTimeout(electionTimeout)
 
+	// preVoteRetry asks for the pre-vote again, sooner than the election
+	// timeout, after a failed one when the leader is gone (coordd,
+	// leader_loss.go).
+	var preVoteRetry <-chan time.Time
+
 	// Tally the votes, need a simple majority
 	preVoteGrantedVotes := 0
 	preVoteRefusedVotes := 0
@@ -353,6 +388,7 @@ func (r *Raft) runCandidate() {
 				preVoteRefusedVotes = 0
 				electionTimer = randomTimeout(electionTimeout)
 				prevoteCh = nil
+				preVoteRetry = nil
 				voteCh = r.electSelf()
 			}
 			// Check if we've lost the pre-vote and wait for the election to timeout so we can do another time of
@@ -360,6 +396,7 @@ func (r *Raft) runCandidate() {
 			if preVoteRefusedVotes >= votesNeeded {
 				r.logger.Info("pre-vote campaign failed, waiting for election timeout", "term", preVote.Term,
 					"tally", preVoteGrantedVotes, "refused", preVoteRefusedVotes, "votesNeeded", votesNeeded)
+				preVoteRetry = r.leaderGoneRetry()
 			}
 		case vote := <-voteCh:
 			r.mainThreadSaturation.working()
@@ -432,6 +469,11 @@ func (r *Raft) runCandidate() {
 			// Election failed! Restart the election. We simply return,
 			// which will kick us back into runCandidate
 			r.logger.Warn("Election timeout reached, restarting election")
+			return
+
+		case <-preVoteRetry:
+			r.mainThreadSaturation.working()
+			r.logger.Info("the leader is gone: asking for the pre-vote again")
 			return
 
 		case <-r.shutdownCh:
@@ -2257,9 +2299,11 @@ func (r *Raft) initiateLeadershipTransfer(id *ServerID, address *ServerAddress) 
 
 // timeoutNow is what happens when a server receives a TimeoutNowRequest.
 func (r *Raft) timeoutNow(rpc RPC, req *TimeoutNowRequest) {
+	lastLeaderAddr, lastLeaderID := r.LeaderWithID()
 	r.setLeader("", "")
 	r.setState(Candidate)
 	r.candidateFromLeadershipTransfer.Store(true)
+	r.observe(ElectionObservation{Cause: ElectionLeadershipTransfer, LastLeaderAddr: lastLeaderAddr, LastLeaderID: lastLeaderID})
 	rpc.Respond(&TimeoutNowResponse{}, nil)
 }
 

@@ -149,6 +149,13 @@ type config struct {
 	memZnodes             int    // znodes of the memory figure (0: none)
 	catchupWrites         int    // writes of the catch-up figure (0: none)
 	pidFile               string // where restarted servers' pids are written
+	// The failover runs (failover.go): the scenarios, how many rounds of
+	// them, writers (and as many readers) and each run's length.
+	failover         []string
+	failoverRounds   int
+	failoverClients  int
+	failoverDuration time.Duration
+	failoverTrace    bool
 }
 
 // side is one column of the table: the other system, or coordd driven one
@@ -213,8 +220,13 @@ func main() {
 	flag.IntVar(&c.memZnodes, "memory-znodes", 100_000, "znodes of 100 bytes loaded for the memory figure (0: no memory or catch-up figures)")
 	flag.IntVar(&c.catchupWrites, "catchup-writes", 100_000, "setData calls made while a follower is stopped, for the catch-up figure (0: none)")
 	flag.StringVar(&c.pidFile, "pid-file", "", "file to which the process id of every server this tool restarts is appended (it kills them when it ends)")
+	failover := flag.String("failover", "", "failover scenarios to run after the workloads, against ZooKeeper: "+strings.Join(failoverScenarios, ",")+", or all (failover.go)")
+	flag.IntVar(&c.failoverRounds, "failover-rounds", 1, "rounds of the failover scenarios; each runs every scenario on both")
+	flag.IntVar(&c.failoverClients, "failover-clients", 64, "writers, and as many readers, of a failover run")
+	flag.BoolVar(&c.failoverTrace, "failover-trace", false, "print each failover run's throughput, per 250 ms, around each fault")
+	flag.DurationVar(&c.failoverDuration, "failover-duration", 30*time.Second, "length of a failover run; the fault strikes after a third of it")
 	flag.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: compare [flags] workload:clients[,clients...] ...")
+		fmt.Fprintln(os.Stderr, "usage: compare [flags] [workload:clients[,clients...] ...]")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -234,7 +246,18 @@ func main() {
 	}
 	var specs []spec
 	if err == nil {
+		c.failover, err = parseFailover(*failover)
+	}
+	if err == nil && (len(flag.Args()) > 0 || len(c.failover) == 0) {
 		specs, err = parseSpecs(flag.Args())
+	}
+	if err == nil && len(c.failover) > 0 {
+		switch {
+		case c.system != "zookeeper":
+			err = errors.New("--failover: against ZooKeeper only (its clients drive both sides)")
+		case c.failoverRounds < 1 || c.failoverClients < 1 || c.failoverDuration < 15*time.Second:
+			err = errors.New("--failover-rounds and --failover-clients must be positive, --failover-duration at least 15s (5 s of the rate before the fault are its baseline)")
+		}
 	}
 	if err == nil && c.shareConns && c.system == "zookeeper" {
 		err = errors.New("--share-conns: a ZooKeeper session has a connection of its own, so the comparison would not be like for like")
@@ -338,10 +361,25 @@ func runSide(c config, sys system, sd side, s spec) (result, error) {
 
 func run(c config, sys system, specs []spec) error {
 	other := sys.name()
-	cols := sides(c, other)
 	usage := newUsage(c, other)
 	usage.idle()
 	defer usage.stopRestarted()
+	if len(specs) > 0 {
+		if err := runWorkloads(c, sys, specs, usage); err != nil {
+			return err
+		}
+	}
+	if len(c.failover) > 0 {
+		return runFailover(c, usage, [2]string{other, "coordd"}, c.failover)
+	}
+	return nil
+}
+
+// runWorkloads runs the workloads on every side, rounds times, then the
+// memory and catch-up figures, and prints the tables.
+func runWorkloads(c config, sys system, specs []spec, usage *usageFigures) error {
+	other := sys.name()
+	cols := sides(c, other)
 	if c.preWarmup > 0 {
 		fmt.Fprintf(os.Stderr, "compare: warming up %s: every workload once for %v, not measured\n", other, c.preWarmup)
 		w := c

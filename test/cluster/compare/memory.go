@@ -493,7 +493,11 @@ type procSpec struct {
 
 // stopProc records how process pid was started, sends it SIGTERM and waits
 // until it is gone (SIGKILL after 30 seconds).
-func stopProc(pid int) (*procSpec, error) {
+func stopProc(pid int) (*procSpec, error) { return signalProc(pid, syscall.SIGTERM) }
+
+// signalProc records how process pid was started, sends it sig and waits
+// until it is gone (SIGKILL after 30 seconds).
+func signalProc(pid int, sig syscall.Signal) (*procSpec, error) {
 	proc := fmt.Sprintf("/proc/%d", pid)
 	cmdline, err := os.ReadFile(proc + "/cmdline")
 	if err != nil {
@@ -515,7 +519,7 @@ func stopProc(pid int) (*procSpec, error) {
 	if len(spec.args) == 0 {
 		return nil, fmt.Errorf("process %d has no command line", pid)
 	}
-	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+	if err := syscall.Kill(pid, sig); err != nil {
 		return nil, err
 	}
 	deadline := time.Now().Add(30 * time.Second)
