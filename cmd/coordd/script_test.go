@@ -205,6 +205,24 @@ func TestClusterScriptStopsOnSignal(t *testing.T) {
 							return
 						}
 					case <-deadline:
+						// The servers still running print their goroutines
+						// (SIGQUIT), so that a stop that hangs says where.
+						for _, p := range descendants(cmd.Process.Pid) {
+							if c, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p)); strings.Contains(string(c), "coordd\x00--id") {
+								_ = syscall.Kill(p, syscall.SIGQUIT)
+							}
+						}
+						for more := time.After(3 * time.Second); ; {
+							select {
+							case l, ok := <-lines:
+								if ok {
+									log = append(log, l)
+									continue
+								}
+							case <-more:
+							}
+							break
+						}
 						t.Fatalf("the script did not say %q:\n%s", want, strings.Join(log, "\n"))
 					}
 				}
