@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -144,6 +145,14 @@ func TestClusterScriptStopsOnSignal(t *testing.T) {
 		t.Fatal(err)
 	}
 	bin := coorddBin(t)
+	// A shell cannot trap a signal it was started with ignored, as every
+	// process under nohup is with SIGHUP, and the script would go on
+	// running. Handled here while the test runs, the signals reach the
+	// script's processes at their default again (a child gets the default
+	// for a signal its parent handles), as from a terminal.
+	caught := make(chan os.Signal, 1)
+	signal.Notify(caught, syscall.SIGHUP, syscall.SIGINT)
+	defer signal.Stop(caught)
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
 		t.Run(sig.String(), func(t *testing.T) {
 			const n = 3
