@@ -54,7 +54,8 @@ type Node struct {
 	raftSet atomic.Bool
 	trans   *raft.NetworkTransport
 	store   raftStore
-	dirLock *dirLock // the data dir's, held until Close
+	disk    *diskSpace // what failed for want of space
+	dirLock *dirLock   // the data dir's, held until Close
 	mux     *peerMux
 
 	clientLn    net.Listener
@@ -281,7 +282,7 @@ func NewNodeContext(ctx context.Context, cfg Config) (_ *Node, err error) {
 
 	hl := newHCLogger(n.log, n.peerLogs)
 	var checked *checkedSnapshots
-	n.store, checked, err = openStorage(cfg.DataDir, kind, rec, hl, n.log, walOptions{})
+	n.store, checked, err = openStorage(cfg.DataDir, kind, rec, hl, n.log, walOptions{segmentSize: cfg.walSegmentSize})
 	if err != nil {
 		return nil, err
 	}
@@ -293,7 +294,9 @@ func NewNodeContext(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if cfg.wrapLogStore != nil {
 		store = cfg.wrapLogStore(store)
 	}
-	store = timedLogStore{LogStore: store, m: n.metrics, writeTime: storeWriteTime(n.store)}
+	disk := &diskSpace{dir: cfg.DataDir, m: n.metrics, log: n.log}
+	n.disk = disk
+	store = timedLogStore{LogStore: store, m: n.metrics, writeTime: storeWriteTime(n.store), disk: disk}
 	// The cache also holds a leader's new entries while it writes them, so
 	// that they are replicated meanwhile (rpc/third_party/raft/FORK.md); it
 	// must hold a whole batch, MaxAppendEntries, to do that.
@@ -302,7 +305,7 @@ func NewNodeContext(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	logs.SetMaxBytes(logCacheBytes)
-	snaps := timedSnapshotStore{SnapshotStore: checked, m: n.metrics}
+	snaps := timedSnapshotStore{SnapshotStore: checked, m: n.metrics, disk: disk}
 	advertise, err := net.ResolveTCPAddr("tcp", cfg.PeerAddr)
 	if err != nil {
 		return nil, err
@@ -357,7 +360,7 @@ func NewNodeContext(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 		n.log.Info("bootstrapped a new cluster", "voters", len(peers))
 	}
-	n.raft, err = raft.NewRaft(rc, meteredFSM{f: n.fsm, m: n.metrics}, logs, n.store, snaps, n.trans)
+	n.raft, err = raft.NewRaft(rc, meteredFSM{f: n.fsm, m: n.metrics}, logs, spaceStableStore{StableStore: n.store, d: disk}, snaps, n.trans)
 	if err != nil {
 		return nil, fmt.Errorf("rpc: starting raft: %w", err)
 	}
