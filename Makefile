@@ -10,7 +10,7 @@
 #   make deploy-check  the systemd unit and the Kubernetes manifests, checked
 #   make console-test  the web console in headless Chromium, with screenshots
 #   make crash     the Raft log store killed and torn CRASH_ROUNDS times (long)
-#   make diskfault disks that fill up, stall or forget, under a cluster (root; long)
+#   make diskfault disks that fill up or stall, under a cluster (root; long)
 #   make scale     ZooKeeper 3.8 and coordd at scale, side by side (long)
 
 GO        ?= go
@@ -247,15 +247,17 @@ crash:
 
 ## diskfault: the disk-fault tests (build tag diskfault), DISKFAULT_ROUNDS
 ## times each: a server's data dir on a small tmpfs filled to the last bytes,
-## the leader's then a follower's, under each log store (rpc's TestDiskFull).
+## the leader's then a follower's, under each log store (rpc's TestDiskFull);
+## the leader's fsyncs made 2 s and 10 s slow by a FUSE file system under its
+## data dir (rpc's TestSlowFsync, on test/cluster/faultfs).
 ## They mount file systems, so they need root, and fail (never skip) without it.
-## diskfault-ci: one round, run by .ci/run (well under a minute).
-DISKFAULT_PKGS   := ./rpc/
-DISKFAULT_RUN    := ^TestDiskFull$$
+## diskfault-ci: one round, run by .ci/run (about two minutes).
+DISKFAULT_PKGS   := ./rpc/ ./test/cluster/faultfs/
+DISKFAULT_RUN    := ^(TestDiskFull|TestSlowFsync|TestSyncDelay)$$
 DISKFAULT_ROUNDS ?= 10
 .PHONY: diskfault diskfault-ci diskfault-root
 diskfault-root:
-	@[ "$$(id -u)" = 0 ] || { echo "make diskfault: the disk-fault tests mount file systems (tmpfs): run them as root"; exit 1; }
+	@[ "$$(id -u)" = 0 ] || { echo "make diskfault: the disk-fault tests mount file systems (tmpfs, FUSE): run them as root"; exit 1; }
 diskfault: diskfault-root
 	$(GO) test -tags diskfault -race -count=$(DISKFAULT_ROUNDS) -timeout 2h -v -run '$(DISKFAULT_RUN)' $(DISKFAULT_PKGS)
 diskfault-ci: diskfault-root

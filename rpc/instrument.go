@@ -29,6 +29,8 @@ type timedLogStore struct {
 	writeTime func() time.Duration
 	// disk notes appends that fail for want of space.
 	disk *diskSpace
+	// slow is told how long each append took.
+	slow *slowDisk
 }
 
 // StoreLog implements raft.LogStore.
@@ -44,6 +46,7 @@ func (s timedLogStore) StoreLogs(logs []*raft.Log) error {
 	err := s.LogStore.StoreLogs(logs)
 	d := time.Since(start)
 	s.disk.wrote(metrics.DiskWriteLog, err)
+	s.slow.appended(d)
 	if err == nil {
 		sync := time.Duration(-1)
 		if s.writeTime != nil {

@@ -296,7 +296,7 @@ func NewNodeContext(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	disk := &diskSpace{dir: cfg.DataDir, m: n.metrics, log: n.log}
 	n.disk = disk
-	store = timedLogStore{LogStore: store, m: n.metrics, writeTime: storeWriteTime(n.store), disk: disk}
+	store = timedLogStore{LogStore: store, m: n.metrics, writeTime: storeWriteTime(n.store), disk: disk, slow: &slowDisk{n: n}}
 	// The cache also holds a leader's new entries while it writes them, so
 	// that they are replicated meanwhile (rpc/third_party/raft/FORK.md); it
 	// must hold a whole batch, MaxAppendEntries, to do that.

@@ -50,6 +50,7 @@ type Metrics struct {
 	applyEntries, applyDuration     prometheus.Histogram
 	diskFull                        prometheus.Gauge
 	diskFullErrors                  []prometheus.Counter // by DiskWrite
+	slowLogAppends                  prometheus.Counter
 }
 
 var _ engine.Meter = (*Metrics)(nil)
@@ -147,6 +148,7 @@ func New(opts Options) *Metrics {
 		m.diskFullErrors = append(m.diskFullErrors, diskFullErrors.WithLabelValues(w))
 	}
 	reg.MustRegister(diskFullErrors)
+	m.slowLogAppends = counter(nameSlowLogAppends, "Appends to this server's Raft log that took longer than the election timeout (a slow or failing disk); a leader hands its leadership to another server after one.")
 	return m
 }
 
@@ -245,6 +247,10 @@ func (m *Metrics) SetDiskFull(full bool) {
 	}
 	m.diskFull.Set(v)
 }
+
+// SlowLogAppend counts an append to the Raft log that took longer than
+// the election timeout.
+func (m *Metrics) SlowLogAppend() { m.slowLogAppends.Inc() }
 
 // SnapshotRestored counts a snapshot that replaced the state machine's
 // state.

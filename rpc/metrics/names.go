@@ -63,6 +63,7 @@ const (
 	// The disk's.
 	nameDiskFull       = "coordd_disk_full"
 	nameDiskFullErrors = "coordd_disk_full_errors_total"
+	nameSlowLogAppends = "coordd_raft_log_slow_appends_total"
 )
 
 // Label values of the enumerated labels.
