@@ -220,7 +220,7 @@ func testDiskFull(t *testing.T, kind string, leaderFull bool) {
 	if target.IsLeader() {
 		t.Fatalf("server %s still leads with a full disk", target.ID())
 	}
-	waitFor(t, func() bool { return target.disk.anyFull() })
+	waitFor(t, func() bool { return target.disk.isFull() })
 	if !strings.Contains(logs[target.ID()].String(), "disk full") {
 		t.Fatalf("server %s's log does not say disk full:\n%s", target.ID(), logs[target.ID()])
 	}
@@ -236,13 +236,13 @@ func testDiskFull(t *testing.T, kind string, leaderFull bool) {
 		}
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for target.FSM().AppliedIndex() < last || target.disk.anyFull() {
+	for target.FSM().AppliedIndex() < last || target.disk.isFull() {
 		if time.Now().After(deadline) {
 			for id, b := range logs {
 				t.Logf("server %s's log:\n%s", id, b)
 			}
 			t.Fatalf("server %s did not go on by itself once space was freed: applied %d of %d, disk full %v",
-				target.ID(), target.FSM().AppliedIndex(), last, target.disk.anyFull())
+				target.ID(), target.FSM().AppliedIndex(), last, target.disk.isFull())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

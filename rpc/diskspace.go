@@ -96,6 +96,15 @@ func (d *diskSpace) logFull() bool {
 	return d.full[metrics.DiskWriteLog]
 }
 
+// isFull reports whether the last write of any kind failed for want of
+// space (what coordd_disk_full says).
+func (d *diskSpace) isFull() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.anyFull()
+}
+
+// anyFull is isFull, with d.mu held.
 func (d *diskSpace) anyFull() bool {
 	for _, f := range d.full {
 		if f {
