@@ -77,7 +77,11 @@ func (d *diskSpace) wrote(w metrics.DiskWrite, err error) {
 	d.m.SetDiskFull(after)
 	switch {
 	case full && !was:
-		d.log.Error("disk full: this server cannot write "+diskWrites[w]+" to its data dir; it takes no part in new writes until space is freed there, and goes on by itself then",
+		what := "it goes on by itself once space is freed there"
+		if w == metrics.DiskWriteLog {
+			what = "it takes no part in new writes and serves no clients until space is freed there, and goes on by itself then"
+		}
+		d.log.Error("disk full: this server cannot write "+diskWrites[w]+" to its data dir; "+what,
 			"dir", d.dir, "free_bytes", freeBytes(d.dir), "err", err)
 	case before && !after:
 		d.log.Info("disk space again: this server writes its data dir again", "dir", d.dir, "free_bytes", freeBytes(d.dir))
