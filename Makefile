@@ -10,7 +10,7 @@
 #   make deploy-check  the systemd unit and the Kubernetes manifests, checked
 #   make console-test  the web console in headless Chromium, with screenshots
 #   make crash     the Raft log store killed and torn CRASH_ROUNDS times (long)
-#   make diskfault disks that fill up or stall, under a cluster (root; long)
+#   make diskfault disks that fill up, stall or forget, under a cluster (root; long)
 #   make scale     ZooKeeper 3.8 and coordd at scale, side by side (long)
 
 GO        ?= go
@@ -249,11 +249,13 @@ crash:
 ## times each: a server's data dir on a small tmpfs filled to the last bytes,
 ## the leader's then a follower's, under each log store (rpc's TestDiskFull);
 ## the leader's fsyncs made 2 s and 10 s slow by a FUSE file system under its
-## data dir (rpc's TestSlowFsync, on test/cluster/faultfs).
+## data dir (rpc's TestSlowFsync, on test/cluster/faultfs); a server's machine
+## stopping mid-write and losing what it had not fsynced, files and directory
+## entries, the leader's or a follower's (rpc's TestLostFsync).
 ## They mount file systems, so they need root, and fail (never skip) without it.
 ## diskfault-ci: one round, run by .ci/run (about two minutes).
 DISKFAULT_PKGS   := ./rpc/ ./test/cluster/faultfs/
-DISKFAULT_RUN    := ^(TestDiskFull|TestSlowFsync|TestSyncDelay)$$
+DISKFAULT_RUN    := ^(TestDiskFull|TestSlowFsync|TestLostFsync|TestSyncDelay|TestLostSync)$$
 DISKFAULT_ROUNDS ?= 10
 .PHONY: diskfault diskfault-ci diskfault-root
 diskfault-root:

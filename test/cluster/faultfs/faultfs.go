@@ -1,8 +1,9 @@
 // Package faultfs is a FUSE file system for tests: a loopback onto a
 // directory of the real file system, whose faults a test turns on and off
-// while a server runs on it. For now one fault: every fsync takes as long
-// as the test says (a slow or failing disk); directories' syncs are
-// not delayed. It is only for tests (the
+// while a server runs on it: every fsync takes as long as the test says (a
+// slow or failing disk); and a crash forgets what was never synced, the
+// writes to files and the entries of directories (LoseUnsynced, Crash,
+// Restart: lostsync.go). It is only for tests (the
 // diskfault build tag, make diskfault): it needs root and /dev/fuse, and
 // coordd's binaries never import it, nor the FUSE library it is built on
 // (github.com/hanwen/go-fuse/v2).
@@ -11,7 +12,7 @@ package faultfs
 import (
 	"context"
 	"fmt"
-	"os"
+	"path/filepath"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -20,20 +21,20 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
-// FS is a mounted fault file system.
-type FS struct {
-	// Dir is where it is mounted: what the test hands the server.
-	Dir string
-
-	server    *fuse.Server
+// server is the mounted file system, in the process that serves it
+// (serve.go).
+type server struct {
+	dir       string
+	fuse      *fuse.Server
 	syncDelay atomic.Int64 // nanoseconds each fsync waits
 	syncs     atomic.Int64 // fsyncs done (of files and directories)
+	lost      lost         // what a crash undoes (lostsync.go)
 }
 
-// Mount mounts a loopback of backing (a directory) on mountpoint (an
-// empty directory). Unmount it when done.
-func Mount(backing, mountpoint string) (*FS, error) {
-	f := &FS{Dir: mountpoint}
+// mount mounts a loopback of backing (a directory) on mountpoint (an
+// empty directory), served by this process.
+func mount(backing, mountpoint string) (*server, error) {
+	f := &server{dir: mountpoint}
 	root, err := fs.NewLoopbackRoot(backing)
 	if err != nil {
 		return nil, fmt.Errorf("faultfs: %w", err)
@@ -41,13 +42,13 @@ func Mount(backing, mountpoint string) (*FS, error) {
 	lr := root.(*fs.LoopbackNode)
 	wrapped := &node{LoopbackNode: lr, f: f}
 	lr.RootData.RootNode = wrapped
-	timeout := time.Second
+	var none time.Duration
 	srv, err := fs.Mount(mountpoint, wrapped, &fs.Options{
-		// The kernel caches nothing the test changes behind its back:
-		// there is nothing to change behind it, but attributes and
-		// entries stay short-lived all the same.
-		AttrTimeout:  &timeout,
-		EntryTimeout: &timeout,
+		// The kernel caches no entry and no attribute: Restart changes
+		// the backing directory behind its back.
+		AttrTimeout:     &none,
+		EntryTimeout:    &none,
+		NegativeTimeout: &none,
 		MountOptions: fuse.MountOptions{
 			FsName:      "faultfs",
 			Name:        "faultfs",
@@ -58,31 +59,25 @@ func Mount(backing, mountpoint string) (*FS, error) {
 	if err != nil {
 		return nil, fmt.Errorf("faultfs: mounting on %s: %w", mountpoint, err)
 	}
-	f.server = srv
+	f.fuse = srv
 	return f, nil
 }
 
-// Unmount unmounts the file system; the files stay in the backing
+// unmount unmounts the file system; the files stay in the backing
 // directory.
-func (f *FS) Unmount() error {
-	if err := f.server.Unmount(); err != nil {
-		return fmt.Errorf("faultfs: unmounting %s: %w", f.Dir, err)
+func (f *server) unmount() error {
+	if err := f.fuse.Unmount(); err != nil {
+		return fmt.Errorf("faultfs: unmounting %s: %w", f.dir, err)
 	}
-	f.server.Wait()
+	f.fuse.Wait()
 	return nil
 }
-
-// SetSyncDelay makes every fsync from now on take d longer (0: none).
-func (f *FS) SetSyncDelay(d time.Duration) { f.syncDelay.Store(int64(d)) }
-
-// Syncs returns the number of fsyncs done so far.
-func (f *FS) Syncs() int64 { return f.syncs.Load() }
 
 // node is a loopback node whose fsyncs wait for the FS's delay. Every
 // node below the root is one too (WrapChild).
 type node struct {
 	*fs.LoopbackNode
-	f *FS
+	f *server
 }
 
 var (
@@ -95,8 +90,12 @@ func (n *node) WrapChild(ctx context.Context, ops fs.InodeEmbedder) fs.InodeEmbe
 	return &node{LoopbackNode: ops.(*fs.LoopbackNode), f: n.f}
 }
 
-// Fsync implements fs.NodeFsyncer: the delay, then the real fsync.
+// Fsync implements fs.NodeFsyncer, for files and directories alike: the
+// delay, then the real fsync.
 func (n *node) Fsync(ctx context.Context, fh fs.FileHandle, flags uint32) syscall.Errno {
+	if errno := n.f.lost.check(); errno != 0 {
+		return errno
+	}
 	if d := time.Duration(n.f.syncDelay.Load()); d > 0 {
 		time.Sleep(d)
 	}
@@ -104,16 +103,20 @@ func (n *node) Fsync(ctx context.Context, fh fs.FileHandle, flags uint32) syscal
 	if s, ok := fh.(fs.FileFsyncer); ok {
 		return s.Fsync(ctx, flags)
 	}
-	// A handle of a directory, or none: sync by path.
+	// A directory, or a file without a handle: sync by path.
 	fd, err := syscall.Open(n.path(), syscall.O_RDONLY, 0)
 	if err != nil {
 		return fs.ToErrno(err)
 	}
 	defer syscall.Close(fd)
-	return fs.ToErrno(syscall.Fsync(fd))
+	if err := syscall.Fsync(fd); err != nil {
+		return fs.ToErrno(err)
+	}
+	n.f.lost.synced(n.path(), n.IsDir())
+	return 0
 }
 
 // path returns the node's path in the backing directory.
 func (n *node) path() string {
-	return n.RootData.Path + string(os.PathSeparator) + n.Path(n.Root())
+	return filepath.Join(n.RootData.Path, n.Path(n.Root()))
 }
