@@ -10,6 +10,7 @@
 #   make deploy-check  the systemd unit and the Kubernetes manifests, checked
 #   make console-test  the web console in headless Chromium, with screenshots
 #   make crash     the Raft log store killed and torn CRASH_ROUNDS times (long)
+#   make diskfault disks that fill up, stall or forget, under a cluster (root; long)
 #   make scale     ZooKeeper 3.8 and coordd at scale, side by side (long)
 
 GO        ?= go
@@ -55,6 +56,7 @@ fmt:
 vet:
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags browser ./cmd/coordd/
+	$(GO) vet -tags diskfault $(DISKFAULT_PKGS)
 	cd test/cluster/compare && $(GO) vet .
 
 ## deps: the import direction of DESIGN.md.
@@ -250,6 +252,26 @@ CRASH_ROUNDS ?= 1000
 .PHONY: crash
 crash:
 	$(GO) test ./rpc/ -run '^TestWALCrash$$' -count=1 -v -timeout 3h -args -logcrash.rounds=$(CRASH_ROUNDS) -logcrash.seed=$(SEED)
+
+## diskfault: the disk-fault tests (build tag diskfault), DISKFAULT_ROUNDS
+## times each: a server's data dir on a small tmpfs filled to the last bytes,
+## the leader's then a follower's, under each log store (rpc's TestDiskFull);
+## the leader's fsyncs made 2 s and 10 s slow by a FUSE file system under its
+## data dir (rpc's TestSlowFsync, on test/cluster/faultfs); a server's machine
+## stopping mid-write and losing what it had not fsynced, files and directory
+## entries, the leader's or a follower's (rpc's TestLostFsync).
+## They mount file systems, so they need root, and fail (never skip) without it.
+## diskfault-ci: one round, run by .ci/run (about two minutes).
+DISKFAULT_PKGS   := ./rpc/ ./test/cluster/faultfs/
+DISKFAULT_RUN    := ^(TestDiskFull|TestSlowFsync|TestLostFsync|TestSyncDelay|TestLostSync)$$
+DISKFAULT_ROUNDS ?= 10
+.PHONY: diskfault diskfault-ci diskfault-root
+diskfault-root:
+	@[ "$$(id -u)" = 0 ] || { echo "make diskfault: the disk-fault tests mount file systems (tmpfs, FUSE): run them as root"; exit 1; }
+diskfault: diskfault-root
+	$(GO) test -tags diskfault -race -count=$(DISKFAULT_ROUNDS) -timeout 2h -v -run '$(DISKFAULT_RUN)' $(DISKFAULT_PKGS)
+diskfault-ci: diskfault-root
+	$(GO) test -tags diskfault -race -count=1 -timeout 10m -v -run '$(DISKFAULT_RUN)' $(DISKFAULT_PKGS)
 
 ## chaos-ci: a fixed-seed pass of about 2.5 minutes (3 nodes), run by .ci/run.
 ## chaos-ci-secure: a shorter one (50s of faults, about 70s) with TLS and

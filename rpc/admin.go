@@ -132,6 +132,9 @@ func (n *Node) Ready() (bool, string) {
 	if _, id := n.raft.LeaderWithID(); id == "" {
 		return false, "no leader"
 	}
+	if n.disk.logFull() {
+		return false, diskFullWhy
+	}
 	n.ready.mu.Lock()
 	idx, at, err := n.ready.index, n.ready.at, n.ready.err
 	n.ready.mu.Unlock()

@@ -164,3 +164,40 @@ func TestFollowerGetsAFreshSnapshot(t *testing.T) {
 		t.Fatalf("the follower was sent the snapshot at index %d (the leader's newest at %d), want one taken for it, at %d or later", got, old, target)
 	}
 }
+
+// TestBoltFollowerRestartsAfterASnapshot: a follower on raft.db that was
+// sent a snapshot, and then entries after it, starts again. Raft cleared
+// the old log after installing a snapshot only for a log store that says
+// it is monotonic, which raft-boltdb did not: the follower kept its old
+// entries, appended the new ones after the gap, and its next start refused
+// raft.db as damaged ("entry N follows entry M": the store's check finds
+// gaps, raft-boltdb fork part 3). Found by TestDiskFull (diskfault).
+func TestBoltFollowerRestartsAfterASnapshot(t *testing.T) {
+	o := stopFollower(t, func(c *Config) {
+		c.RaftLog = RaftLogBolt
+		c.SnapshotThreshold = 64
+		c.TrailingLogs = 16
+		c.SnapshotInterval = time.Hour // only the snapshots asked for
+	})
+	s := newSession(t, o.leader)
+	create := func(from, to int) {
+		t.Helper()
+		for i := from; i < to; i++ {
+			r := s.do(&apipb.Request{Op: &apipb.Request_Create{Create: &apipb.CreateRequest{Path: fmt.Sprintf("/n%d", i)}}})
+			if r.Error != apipb.ErrorCode_OK {
+				t.Fatalf("create: %v", r)
+			}
+		}
+	}
+	create(0, 100)
+	if err := o.leader.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	back, _ := o.restart(t, 20*time.Second)
+	create(100, 110)
+	target := o.leader.FSM().AppliedIndex()
+	waitFor(t, func() bool { return back.FSM().AppliedIndex() >= target })
+	back.Close()
+	again, _ := o.restart(t, 20*time.Second)
+	again.Close()
+}

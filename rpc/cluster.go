@@ -22,7 +22,7 @@ func (c cluster) Submit(cmd *cmdpb.Command) { c.n.prop.submit(cmd) }
 func (c cluster) ReadIndex(done <-chan struct{}) (int64, error) { return c.n.readIndex(done) }
 
 // Serving reports whether this server knows a leader.
-func (c cluster) Serving() bool { return c.n.serving() }
+func (c cluster) Serving() (bool, string) { return c.n.serving() }
 
 // PassTouches refreshes the sessions' deadlines on the leader (this server
 // or another) and reports whether the leader then had its term confirmed

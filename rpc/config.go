@@ -166,6 +166,11 @@ type Config struct {
 	// the push alone is enough.
 	commitTimeout time.Duration
 
+	// walSegmentSize, if set, is the size of the WAL's segment files
+	// (default walSegmentSize, 64 MiB): tests make it small, so that a
+	// few writes start a new segment.
+	walSegmentSize int
+
 	// wrapLogStore, if set, wraps the Raft log store (below its cache).
 	// Tests use it to slow down or fail a server's log writes.
 	wrapLogStore func(raft.LogStore) raft.LogStore

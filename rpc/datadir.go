@@ -324,5 +324,6 @@ func openStorage(dir, kind string, rec *dataRecord, hl hclog.Logger, log *slog.L
 			return nil, nil, err
 		}
 	}
+	removeUnfinishedSnapshots(dir, log)
 	return store, &checkedSnapshots{SnapshotStore: files, dir: dir, hidden: ch.hidden, rec: next}, nil
 }

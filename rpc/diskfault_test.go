@@ -952,3 +952,27 @@ func TestWALMetaUpgraded(t *testing.T) {
 		t.Fatalf("after the upgrade: %v", err)
 	}
 }
+
+// TestUnfinishedSnapshotsRemoved: a snapshot a crash left unfinished
+// (snapshots/ID.tmp, with what it had written) is removed when the data
+// dir opens, once it is found sound; nothing else read it, and it held its
+// space for good.
+func TestUnfinishedSnapshotsRemoved(t *testing.T) {
+	dir := t.TempDir()
+	if err := openDataDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(dir, snapshotsDir, "2-100-1795856214583.tmp")
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tmp, "state.bin"), make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := openDataDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(tmp); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the unfinished snapshot is still there: %v", err)
+	}
+}

@@ -27,6 +27,10 @@ type timedLogStore struct {
 	m *metrics.Metrics
 	// writeTime returns bbolt's cumulative write time, or nil.
 	writeTime func() time.Duration
+	// disk notes appends that fail for want of space.
+	disk *diskSpace
+	// slow is told how long each append took.
+	slow *slowDisk
 }
 
 // StoreLog implements raft.LogStore.
@@ -41,6 +45,8 @@ func (s timedLogStore) StoreLogs(logs []*raft.Log) error {
 	start := time.Now()
 	err := s.LogStore.StoreLogs(logs)
 	d := time.Since(start)
+	s.disk.wrote(metrics.DiskWriteLog, err)
+	s.slow.appended(d)
 	if err == nil {
 		sync := time.Duration(-1)
 		if s.writeTime != nil {
@@ -74,6 +80,8 @@ func boltWriteTime(stats func() bbolt.Stats) func() time.Duration {
 type timedSnapshotStore struct {
 	raft.SnapshotStore
 	m *metrics.Metrics
+	// disk notes snapshots that fail for want of space.
+	disk *diskSpace
 }
 
 // Create implements raft.SnapshotStore.
@@ -81,15 +89,17 @@ func (s timedSnapshotStore) Create(version raft.SnapshotVersion, index, term uin
 	configurationIndex uint64, trans raft.Transport) (raft.SnapshotSink, error) {
 	sink, err := s.SnapshotStore.Create(version, index, term, configuration, configurationIndex, trans)
 	if err != nil {
+		s.disk.wrote(metrics.DiskWriteSnapshot, err)
 		return nil, err
 	}
-	return &timedSink{SnapshotSink: sink, m: s.m, start: time.Now()}, nil
+	return &timedSink{SnapshotSink: sink, m: s.m, disk: s.disk, start: time.Now()}, nil
 }
 
 // timedSink counts a snapshot's bytes and records them when it is closed.
 type timedSink struct {
 	raft.SnapshotSink
 	m     *metrics.Metrics
+	disk  *diskSpace
 	start time.Time
 	size  int64
 }
@@ -98,12 +108,16 @@ type timedSink struct {
 func (s *timedSink) Write(p []byte) (int, error) {
 	n, err := s.SnapshotSink.Write(p)
 	s.size += int64(n)
+	if err != nil {
+		s.disk.wrote(metrics.DiskWriteSnapshot, err)
+	}
 	return n, err
 }
 
 // Close implements io.Closer: the snapshot is on disk.
 func (s *timedSink) Close() error {
 	err := s.SnapshotSink.Close()
+	s.disk.wrote(metrics.DiskWriteSnapshot, err)
 	if err == nil {
 		s.m.SnapshotWritten(s.size, time.Since(s.start))
 	}

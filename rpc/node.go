@@ -49,7 +49,8 @@ type Node struct {
 	raftSet atomic.Bool
 	trans   *raft.NetworkTransport
 	store   raftStore
-	dirLock *dirLock // the data dir's, held until Close
+	disk    *diskSpace // what failed for want of space
+	dirLock *dirLock   // the data dir's, held until Close
 	mux     *peerMux
 
 	clientLn    net.Listener

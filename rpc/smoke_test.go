@@ -411,8 +411,8 @@ func TestServesOnceItHasALeader(t *testing.T) {
 	n.leaderSeen.Lock()
 	n.leaderlessSince = time.Now().Add(-time.Hour) // as after a slow first election
 	n.leaderSeen.Unlock()
-	if !n.serving() {
-		t.Fatal("a server with a leader refuses clients")
+	if ok, why := n.serving(); !ok {
+		t.Fatalf("a server with a leader refuses clients: %s", why)
 	}
 	s, first := dialRaw(t, n.ClientAddr(), &apipb.ConnectRequest{TimeoutMs: 2000})
 	if first.GetConnected() == nil {

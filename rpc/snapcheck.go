@@ -98,6 +98,27 @@ func verifySnapshot(store raft.SnapshotStore, id string) (*raft.SnapshotMeta, er
 	return meta, nil
 }
 
+// removeUnfinishedSnapshots removes the snapshots a crash left unfinished
+// (snapshots/*.tmp: the file snapshot store writes a snapshot there and
+// renames it when it is whole). Nothing reads them, and they hold space,
+// up to a snapshot's size each, for good: a server whose disk filled up
+// should not keep what it cannot use. Called once the data dir is checked
+// (a refused start changes nothing); what it cannot remove it leaves, and
+// says so.
+func removeUnfinishedSnapshots(dir string, log *slog.Logger) {
+	tmps, err := filepath.Glob(filepath.Join(dir, snapshotsDir, "*.tmp"))
+	if err != nil {
+		return
+	}
+	for _, p := range tmps {
+		if err := os.RemoveAll(p); err != nil {
+			log.Warn("an unfinished snapshot could not be removed", "path", p, "err", err)
+			continue
+		}
+		log.Info("removed a snapshot a crash left unfinished", "path", p)
+	}
+}
+
 // checkSnapshots decides which snapshot Raft restores (see above). first
 // and last are the log's bounds (0, 0: empty); rec is the data dir's
 // record (nil: none), whose snapshot must not be lost either.

@@ -162,7 +162,7 @@ func (s *starter) openStores(kind string, rec *dataRecord) (_ raft.LogStore, _ r
 	n := s.n
 	s.hl = newHCLogger(n.log, n.peerLogs)
 	var checked *checkedSnapshots
-	n.store, checked, err = openStorage(s.cfg.DataDir, kind, rec, s.hl, n.log, walOptions{})
+	n.store, checked, err = openStorage(s.cfg.DataDir, kind, rec, s.hl, n.log, walOptions{segmentSize: s.cfg.walSegmentSize})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -174,7 +174,9 @@ func (s *starter) openStores(kind string, rec *dataRecord) (_ raft.LogStore, _ r
 	if s.cfg.wrapLogStore != nil {
 		store = s.cfg.wrapLogStore(store)
 	}
-	store = timedLogStore{LogStore: store, m: n.metrics, writeTime: storeWriteTime(n.store)}
+	disk := &diskSpace{dir: s.cfg.DataDir, m: n.metrics, log: n.log}
+	n.disk = disk
+	store = timedLogStore{LogStore: store, m: n.metrics, writeTime: storeWriteTime(n.store), disk: disk, slow: &slowDisk{n: n}}
 	// The cache also holds a leader's new entries while it writes them, so
 	// that they are replicated meanwhile (rpc/third_party/raft/FORK.md); it
 	// must hold a whole batch, MaxAppendEntries, to do that.
@@ -183,7 +185,7 @@ func (s *starter) openStores(kind string, rec *dataRecord) (_ raft.LogStore, _ r
 		return nil, nil, err
 	}
 	logs.SetMaxBytes(logCacheBytes)
-	snaps := timedSnapshotStore{SnapshotStore: checked, m: n.metrics}
+	snaps := timedSnapshotStore{SnapshotStore: checked, m: n.metrics, disk: disk}
 	return logs, snaps, nil
 }
 
@@ -246,7 +248,7 @@ func (s *starter) startRaft(logs raft.LogStore, snaps raft.SnapshotStore) (err e
 		}
 		n.log.Info("bootstrapped a new cluster", "voters", len(peers))
 	}
-	n.raft, err = raft.NewRaft(rc, meteredFSM{f: n.fsm, m: n.metrics}, logs, n.store, snaps, n.trans)
+	n.raft, err = raft.NewRaft(rc, meteredFSM{f: n.fsm, m: n.metrics}, logs, spaceStableStore{StableStore: n.store, d: n.disk}, snaps, n.trans)
 	if err != nil {
 		return fmt.Errorf("rpc: starting raft: %w", err)
 	}

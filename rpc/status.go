@@ -185,21 +185,29 @@ func (n *Node) sessionList(ctx context.Context) (*apipb.SessionsResponse, error)
 }
 
 // serving reports whether this server can serve clients: it is a member
-// (a joining server is not until it is added) and knows a leader (or lost
-// it only moments ago).
-func (n *Node) serving() bool {
+// (a joining server is not until it is added), knows a leader (or lost it
+// only moments ago), and can write its Raft log (a server whose disk is
+// full falls behind the others, and its clients would wait for it to apply
+// their writes); if not, why not.
+func (n *Node) serving() (bool, string) {
 	if !n.inConfiguration() {
-		return false
+		return false, "has no leader"
+	}
+	if n.disk.logFull() {
+		return false, diskFullWhy
 	}
 	// A leader known now counts at once: watchQuorum notices it only at
 	// its next tick, and a server whose first election was slow would
 	// otherwise refuse clients for that long after it has a leader.
 	if _, id := n.raft.LeaderWithID(); id != "" {
-		return true
+		return true, ""
 	}
 	n.leaderSeen.Lock()
 	defer n.leaderSeen.Unlock()
-	return n.leaderlessSince.IsZero() || time.Since(n.leaderlessSince) < n.leaderlessLimit()
+	if n.leaderlessSince.IsZero() || time.Since(n.leaderlessSince) < n.leaderlessLimit() {
+		return true, ""
+	}
+	return false, "has no leader"
 }
 
 func (n *Node) leaderlessLimit() time.Duration {
@@ -232,6 +240,9 @@ func (n *Node) watchQuorum() {
 		why := "no leader"
 		if !n.inConfiguration() {
 			cut, why = true, "not a member (removed)"
+		}
+		if n.disk.logFull() {
+			cut, why = true, diskFullWhy
 		}
 		if cut {
 			if ids := n.engine.Local(); len(ids) > 0 {

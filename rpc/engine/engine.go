@@ -34,8 +34,9 @@ type Cluster interface {
 	// that the sessions may be vouched for.
 	PassTouches(ctx context.Context, ids []int64) (confirmed bool, err error)
 	// Serving reports whether this server may serve clients: it knows a
-	// leader, or lost it only moments ago.
-	Serving() bool
+	// leader, or lost it only moments ago, and can write its log; if not,
+	// why not, in words that follow "server ID " ("has no leader").
+	Serving() (ok bool, why string)
 	// Reconfig changes the membership and returns the new configuration's
 	// version; a failure is an *Error.
 	Reconfig(ctx context.Context, r Reconfig) (version int64, err error)
@@ -608,8 +609,8 @@ const ConnectWait = 2 * time.Second
 // and calls Detach when its connection ends. A failure is a *ConnectError.
 func (e *Engine) Connect(ctx context.Context, req ConnectRequest) (*Session, error) {
 	e.cfg.Meter.Received()
-	if !e.cfg.Cluster.Serving() {
-		return nil, &ConnectError{Unavailable, "server " + e.cfg.ServerID + " has no leader"}
+	if ok, why := e.cfg.Cluster.Serving(); !ok {
+		return nil, &ConnectError{Unavailable, "server " + e.cfg.ServerID + " " + why}
 	}
 	f := e.cfg.FSM
 	// A server behind the client's last zxid refuses the connect, new

@@ -78,7 +78,7 @@ func (c *logCluster) ReadIndex(<-chan struct{}) (int64, error) { return c.f.Appl
 func (c *logCluster) PassTouches(context.Context, []int64) (bool, error) {
 	return true, nil
 }
-func (c *logCluster) Serving() bool { return true }
+func (c *logCluster) Serving() (bool, string) { return true, "" }
 func (c *logCluster) Reconfig(context.Context, Reconfig) (int64, error) {
 	return 0, &Error{Code: ReconfigDisabled, Message: "not in this test"}
 }

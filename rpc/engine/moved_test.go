@@ -26,7 +26,7 @@ func (c *heldCluster) ReadIndex(<-chan struct{}) (int64, error) {
 	return c.f.AppliedIndex(), nil
 }
 func (c *heldCluster) PassTouches(context.Context, []int64) (bool, error) { return true, nil }
-func (c *heldCluster) Serving() bool                                      { return true }
+func (c *heldCluster) Serving() (bool, string)                            { return true, "" }
 func (c *heldCluster) Reconfig(context.Context, Reconfig) (int64, error) {
 	return 0, errors.New("no reconfig")
 }

@@ -49,6 +49,9 @@ type Metrics struct {
 	readIndexFailures               [2]prometheus.Counter
 	elections                       map[string]prometheus.Counter // by cause
 	applyEntries, applyDuration     prometheus.Histogram
+	diskFull                        prometheus.Gauge
+	diskFullErrors                  []prometheus.Counter // by DiskWrite
+	slowLogAppends                  prometheus.Counter
 }
 
 var _ engine.Meter = (*Metrics)(nil)
@@ -145,6 +148,16 @@ func New(opts Options) *Metrics {
 	reg.MustRegister(readIndex, readIndexFailures)
 	m.applyEntries = histogram(nameApplyBatchEntries, "Committed entries the state machine applied in one batch.", batchBuckets)
 	m.applyDuration = histogram(nameApplyBatchDuration, "Time the state machine took to apply one batch of entries (with its write lock held: reads wait meanwhile).", latencyBuckets)
+	m.diskFull = prometheus.NewGauge(prometheus.GaugeOpts{Name: nameDiskFull, Help: "1 while the last write of this server's Raft log, stable store or snapshots failed for want of disk space (ENOSPC, or a quota's EDQUOT); 0 again once such a write succeeds."})
+	reg.MustRegister(m.diskFull)
+	diskFullErrors := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: nameDiskFullErrors, Help: "Writes to this server's data dir that failed for want of disk space, by what was written: the Raft log (an append), the stable store (term and vote), a snapshot.",
+	}, []string{"write"})
+	for _, w := range diskWrites {
+		m.diskFullErrors = append(m.diskFullErrors, diskFullErrors.WithLabelValues(w))
+	}
+	reg.MustRegister(diskFullErrors)
+	m.slowLogAppends = counter(nameSlowLogAppends, "Appends to this server's Raft log that took longer than the election timeout (a slow or failing disk); a leader hands its leadership to another server after one.")
 	return m
 }
 
@@ -229,6 +242,33 @@ func (m *Metrics) SnapshotWritten(size int64, d time.Duration) {
 	m.snapshotSize.Set(float64(size))
 	m.snapshotDuration.Observe(d.Seconds())
 }
+
+// DiskWrite says what a write to the data dir wrote.
+type DiskWrite int
+
+// What a write to the data dir writes.
+const (
+	DiskWriteLog      DiskWrite = iota // an append to the Raft log
+	DiskWriteStable                    // the stable store: the term and the vote
+	DiskWriteSnapshot                  // a snapshot
+)
+
+// DiskFullError counts a write of w that failed for want of disk space.
+func (m *Metrics) DiskFullError(w DiskWrite) { m.diskFullErrors[w].Inc() }
+
+// SetDiskFull says whether the data dir's disk is full: a write failed for
+// want of space, and none has succeeded since.
+func (m *Metrics) SetDiskFull(full bool) {
+	v := 0.0
+	if full {
+		v = 1
+	}
+	m.diskFull.Set(v)
+}
+
+// SlowLogAppend counts an append to the Raft log that took longer than
+// the election timeout.
+func (m *Metrics) SlowLogAppend() { m.slowLogAppends.Inc() }
 
 // SnapshotRestored counts a snapshot that replaced the state machine's
 // state.

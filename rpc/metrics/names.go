@@ -60,6 +60,11 @@ const (
 	nameReadIndexFailures  = "coordd_read_index_failures_total"
 	nameApplyBatchEntries  = "coordd_fsm_apply_batch_entries"
 	nameApplyBatchDuration = "coordd_fsm_apply_duration_seconds"
+
+	// The disk's.
+	nameDiskFull       = "coordd_disk_full"
+	nameDiskFullErrors = "coordd_disk_full_errors_total"
+	nameSlowLogAppends = "coordd_raft_log_slow_appends_total"
 )
 
 // Label values of the enumerated labels.
@@ -83,6 +88,9 @@ var (
 	// leader released the node once its delay had passed, or a client
 	// deleted it before.
 	lockDelayEnds = []string{"released", "deleted"}
+	// diskWrites are coordd_disk_full_errors_total's write label, in
+	// DiskWrite's order.
+	diskWrites = []string{"log", "stable", "snapshot"}
 )
 
 // Buckets, in base units.

@@ -69,7 +69,7 @@ func (c *localCluster) ReadIndex(<-chan struct{}) (int64, error) {
 	return c.f.AppliedIndex(), nil
 }
 func (c *localCluster) PassTouches(context.Context, []int64) (bool, error) { return true, nil }
-func (c *localCluster) Serving() bool                                      { return true }
+func (c *localCluster) Serving() (bool, string)                            { return true, "" }
 func (c *localCluster) Reconfig(context.Context, engine.Reconfig) (int64, error) {
 	return 0, errors.New("no reconfig here")
 }

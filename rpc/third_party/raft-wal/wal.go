@@ -411,6 +411,22 @@ func (w *WAL) StoreLogs(logs []*raft.Log) error {
 	s, release := w.acquireState()
 	defer release()
 
+	// coordd: a rotation that failed (the next segment's file could not be
+	// created: a full disk) left the tail sealed, and upstream failed every
+	// later append with ErrSealed until the WAL was opened again. Rotate now,
+	// so that a server whose disk has space again goes on by itself; while it
+	// has none, the append fails with the rotation's error, which says why.
+	if sealed, indexStart, err := s.tail.Sealed(); err != nil {
+		return err
+	} else if sealed {
+		if err := w.rotateSegmentLocked(indexStart); err != nil {
+			return fmt.Errorf("starting the next segment: %w", err)
+		}
+		s2, release2 := w.acquireState()
+		defer release2()
+		s = s2
+	}
+
 	// Verify monotonicity since we assume it
 	lastIdx := s.lastIndex()
 
@@ -632,9 +648,9 @@ func (w *WAL) runRotate() {
 
 		err := w.rotateSegmentLocked(indexStart)
 		if err != nil {
-			// The only possible errors indicate bugs and could probably validly be
-			// panics, but be conservative and just attempt to log them instead!
-			w.log.Error("rotate error", "err", err)
+			// coordd: a full disk fails a rotation too (the next segment's
+			// file is preallocated); the next append tries it again.
+			w.log.Error("rotate error: the next append tries again", "err", err)
 		}
 		done := w.awaitRotate
 		w.awaitRotate = nil

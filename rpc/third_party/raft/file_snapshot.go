@@ -200,7 +200,8 @@ func (f *FileSnapshotStore) Create(version SnapshotVersion, index, term uint64,
 	// Write out the meta data
 	if err := sink.writeMeta(); err != nil {
 		f.logger.Error("failed to write metadata", "error", err)
-		return nil, err
+		// coordd: a failed snapshot leaves nothing behind (removeTmp).
+		return nil, removeTmp(f.logger, path, err)
 	}
 
 	// Open the state file
@@ -208,7 +209,7 @@ func (f *FileSnapshotStore) Create(version SnapshotVersion, index, term uint64,
 	fh, err := os.Create(statePath)
 	if err != nil {
 		f.logger.Error("failed to create state file", "error", err)
-		return nil, err
+		return nil, removeTmp(f.logger, path, err)
 	}
 	sink.stateFile = fh
 
@@ -429,6 +430,7 @@ func (s *FileSnapshotSink) Close() error {
 	// Close the open handles
 	if err := s.finalize(); err != nil {
 		s.logger.Error("failed to finalize snapshot", "error", err)
+		s.stateFile.Close() // coordd: a failed flush left it open
 		if delErr := os.RemoveAll(s.dir); delErr != nil {
 			s.logger.Error("failed to delete temporary snapshot directory", "path", s.dir, "error", delErr)
 			return delErr
@@ -439,14 +441,14 @@ func (s *FileSnapshotSink) Close() error {
 	// Write out the meta data
 	if err := s.writeMeta(); err != nil {
 		s.logger.Error("failed to write metadata", "error", err)
-		return err
+		return removeTmp(s.logger, s.dir, err)
 	}
 
 	// Move the directory into place
 	newPath := strings.TrimSuffix(s.dir, tmpSuffix)
 	if err := os.Rename(s.dir, newPath); err != nil {
 		s.logger.Error("failed to move snapshot into place", "error", err)
-		return err
+		return removeTmp(s.logger, s.dir, err)
 	}
 
 	if !s.noSync && runtime.GOOS != "windows" { // skipping fsync for directory entry edits on Windows, only needed for *nix style file systems
@@ -482,11 +484,27 @@ func (s *FileSnapshotSink) Cancel() error {
 	// Close the open handles
 	if err := s.finalize(); err != nil {
 		s.logger.Error("failed to finalize snapshot", "error", err)
-		return err
+		// coordd: upstream returned here, and the partial snapshot stayed
+		// in the snapshot directory for good: a snapshot that failed for a
+		// full disk kept the space it had taken, and the next attempt took
+		// whatever was freed meanwhile.
+		s.stateFile.Close()
+		return removeTmp(s.logger, s.dir, err)
 	}
 
 	// Attempt to remove all artifacts
 	return os.RemoveAll(s.dir)
+}
+
+// coordd: removeTmp removes the temporary directory of a snapshot that
+// failed with err (upstream left it behind where Create failed, where
+// Cancel's flush failed, and where Close failed after its flush), and
+// returns err.
+func removeTmp(logger hclog.Logger, dir string, err error) error {
+	if delErr := os.RemoveAll(dir); delErr != nil {
+		logger.Error("failed to delete temporary snapshot directory", "path", dir, "error", delErr)
+	}
+	return err
 }
 
 // finalize is used to close all of our resources.

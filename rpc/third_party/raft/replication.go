@@ -548,12 +548,34 @@ func (r *Raft) pipelineSend(s *followerReplication, p AppendPipeline, nextIdx *u
 }
 
 // pipelineDecode is used to decode the responses of pipelined requests.
+//
+// coordd: upstream returned at the first response that ends the pipeline
+// (a newer term, a rejected append), and from then on nothing read the
+// pipeline's responses: the transport's decoder blocked handing over the
+// next one, stopped taking in-flight requests, and the sender, which picks
+// at random between the finish signal and its next trigger, could block
+// for good sending one more request. The leader then never replicated to
+// that follower again (its heartbeats went on, so no election healed it)
+// and could not shut down. A follower whose disk is full rejects every
+// append while the leader pipelines to it (TestDiskFull). Now it signals
+// the end and goes on reading, and dropping, responses until the sender
+// stops it.
 func (r *Raft) pipelineDecode(s *followerReplication, p AppendPipeline, stopCh, finishCh chan struct{}) {
-	defer close(finishCh)
+	finished := false
+	finish := func() {
+		if !finished {
+			finished = true
+			close(finishCh)
+		}
+	}
+	defer finish()
 	respCh := p.Consumer()
 	for {
 		select {
 		case ready := <-respCh:
+			if finished {
+				continue // the pipeline ended: drained, not used
+			}
 			s.peerLock.RLock()
 			peer := s.peer
 			s.peerLock.RUnlock()
@@ -564,7 +586,8 @@ func (r *Raft) pipelineDecode(s *followerReplication, p AppendPipeline, stopCh, 
 			// Check for a newer term, stop running
 			if resp.Term > req.Term {
 				r.handleStaleTerm(s)
-				return
+				finish()
+				continue
 			}
 
 			// Update the last contact
@@ -572,7 +595,8 @@ func (r *Raft) pipelineDecode(s *followerReplication, p AppendPipeline, stopCh, 
 
 			// Abort pipeline if not successful
 			if !resp.Success {
-				return
+				finish()
+				continue
 			}
 
 			// Update our replication state

@@ -51,7 +51,8 @@ func (fs *FS) ListDir(dir string) ([]string, error) {
 // that size. The dir must already exist and be writable to the current
 // process.
 func (fs *FS) Create(dir string, name string, size uint64) (types.WritableFile, error) {
-	f, err := os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_EXCL|os.O_RDWR, os.FileMode(0644))
+	path := filepath.Join(dir, name)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDWR, os.FileMode(0644))
 	if err != nil {
 		return nil, err
 	}
@@ -61,8 +62,11 @@ func (fs *FS) Create(dir string, name string, size uint64) (types.WritableFile, 
 			return nil, fmt.Errorf("maximum file size is %d bytes", math.MaxInt32)
 		}
 		if err := fileutil.Preallocate(f, int64(size), true); err != nil {
+			// coordd: the file goes, with whatever space it was given (a
+			// full disk fails here), and the error names it.
 			f.Close()
-			return nil, err
+			os.Remove(path)
+			return nil, fmt.Errorf("preallocating %s (%d bytes): %w", path, size, err)
 		}
 	}
 	// We don't fsync here for performance reasons. Technically we need to fsync
