@@ -53,12 +53,7 @@ func testLostFsync(t *testing.T, leaderCrashes bool) {
 	dumpLogsOnFailure(t, logs)
 	target := leader
 	if !leaderCrashes {
-		for _, n := range nodes {
-			if n != leader {
-				target = n
-				break
-			}
-		}
+		target = followersOf(nodes, leader)[0]
 	}
 	var servers []string
 	for _, n := range nodes {
@@ -107,6 +102,7 @@ func testLostFsync(t *testing.T, leaderCrashes bool) {
 	appended := target.raft.LastIndex()
 	files, entries := f.Lost()
 	cfg := target.cfg
+	target.crashed.Store(true) // a stopped machine hands nothing over
 	target.Close()
 	if err := f.Restart(); err != nil {
 		t.Fatal(err)

@@ -50,7 +50,10 @@ type Node struct {
 	trans   *raft.NetworkTransport
 	store   raftStore
 	disk    *diskSpace // what failed for want of space
-	dirLock *dirLock   // the data dir's, held until Close
+	// crashed is set by tests that play a machine stopping: Close then
+	// stops at once, without handing leadership over first.
+	crashed atomic.Bool
+	dirLock *dirLock // the data dir's, held until Close
 	mux     *peerMux
 
 	clientLn    net.Listener
@@ -264,7 +267,9 @@ func (n *Node) Snapshot() error { return n.raft.Snapshot().Error() }
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		n.log.Info("shutting down")
-		n.handOver()
+		if !n.crashed.Load() {
+			n.handOver()
+		}
 		n.cancel()
 		n.health.Shutdown()
 		if n.adminSrv != nil {
