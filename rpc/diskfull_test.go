@@ -153,12 +153,7 @@ func testDiskFull(t *testing.T, kind string, leaderFull bool) {
 	})
 	target := leader
 	if !leaderFull {
-		for _, n := range nodes {
-			if n != leader {
-				target = n
-				break
-			}
-		}
+		target = followersOf(nodes, leader)[0]
 	}
 	var servers []string
 	for _, n := range nodes {

@@ -317,12 +317,7 @@ func TestLeaderGoneClientsSeeNothing(t *testing.T) {
 		c.DialPeer = is.dialer(c.ID)
 	})
 	waitSameLog(t, leader, nodes...)
-	var rest []*Node
-	for _, n := range nodes {
-		if n != leader {
-			rest = append(rest, n)
-		}
-	}
+	rest := followersOf(nodes, leader)
 	zw, gw, lost := followerWriters(t, rest[0], rest[1])
 	defer gw.end()
 	defer zw.end()
@@ -432,12 +427,7 @@ func followerWriters(t *testing.T, zn, gn *Node) (zw, gw *writer, lost *atomic.I
 // no connection lost.
 func TestCloseHandsOverLeadership(t *testing.T) {
 	nodes, leader := threeNodes(t)
-	var rest []*Node
-	for _, n := range nodes {
-		if n != leader {
-			rest = append(rest, n)
-		}
-	}
+	rest := followersOf(nodes, leader)
 	zw, gw, lost := followerWriters(t, rest[0], rest[1])
 	defer gw.end()
 	defer zw.end()

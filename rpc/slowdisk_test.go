@@ -106,12 +106,7 @@ func testSlowFsync(t *testing.T, delay time.Duration) {
 	t.Logf("server %s handed its leadership over %v after its fsyncs became %v slow", leader.ID(), handed.Round(time.Millisecond), delay)
 	// The healthy servers agree on a leader among them (the slow one
 	// learns it only once its slow appends are done).
-	var healthy []*Node
-	for _, n := range nodes {
-		if n != leader {
-			healthy = append(healthy, n)
-		}
-	}
+	healthy := followersOf(nodes, leader)
 	newLeader := waitAgreedLeader(t, healthy...)
 	// The cluster writes at the healthy servers' pace.
 	var worst time.Duration

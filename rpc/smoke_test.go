@@ -76,6 +76,17 @@ func (w *testLogWriter) stop() {
 	w.mu.Unlock()
 }
 
+// followersOf returns nodes without leader, in their order.
+func followersOf(nodes []*Node, leader *Node) []*Node {
+	var out []*Node
+	for _, n := range nodes {
+		if n != leader {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 func waitLeader(t testing.TB, nodes ...*Node) *Node {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)

@@ -157,13 +157,7 @@ func TestVouches(t *testing.T) {
 				is.mu.Unlock()
 				c.DialPeer = is.dialer(c.ID)
 			})
-			var follower *Node
-			for _, n := range nodes {
-				if n != leader {
-					follower = n
-					break
-				}
-			}
+			follower := followersOf(nodes, leader)[0]
 			for _, n := range []*Node{leader, follower} {
 				s, first := dialRaw(t, n.ClientAddr(), &apipb.ConnectRequest{TimeoutMs: 2000, Vouches: true})
 				if got := first.GetConnected().GetVouchIntervalMs(); got != 50 {
